@@ -1,0 +1,1 @@
+"""lanewatch.alerts: SLO spec to Prometheus recording and alerting rules."""

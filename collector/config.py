@@ -1,0 +1,333 @@
+"""The one configuration model: a YAML file, then `LANEWATCH__` environment overrides.
+
+Every service takes its section from `LanewatchConfig`; defaults work out of the box.
+`load_config` validates everything up front and raises `ConfigError` listing every
+problem with its field path and, where YAML gives one, its line: no service ever
+starts half-configured.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+ENV_PREFIX = "LANEWATCH__"
+
+
+class Section(BaseModel):
+    """Base for config sections: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RequestClass(Section):
+    """A kind of request the prober sends; prompts are deterministic."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
+    description: str = ""
+    api: Literal["chat", "completions"] = "chat"
+    prompt: str | None = None  # exact text; when None, `prompt_words` deterministic words
+    prompt_words: int = Field(default=8, ge=1, le=200_000)
+    max_tokens: int = Field(default=16, ge=1, le=1_000_000)
+    ignore_eos: bool = True  # generate exactly max_tokens, so the work per class is fixed
+
+
+DEFAULT_CLASSES: tuple[RequestClass, ...] = (
+    RequestClass(name="short", description="a short question", prompt_words=12, max_tokens=16),
+    RequestClass(name="summary", description="summarize a long input", prompt_words=1500, max_tokens=64),
+    RequestClass(name="story", description="write a long answer", prompt_words=24, max_tokens=256),
+)
+
+
+class Target(Section):
+    """One OpenAI-compatible endpoint (vLLM, the simulator or a gateway) to probe and scrape."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    url: str  # base URL, e.g. https://127.0.0.1:8001
+    lane: str = "default"
+    model: str
+    api: Literal["chat", "completions"] = "chat"
+    classes: list[str] | None = None  # request classes to probe; None = all
+    metrics_url: str | None = None  # vLLM /metrics; None = url + "/metrics"
+    scrape: bool = True
+    cacert: Path | None = None
+    insecure: bool = False  # skip TLS verification (-k)
+    api_key_file: Path | None = None  # read at start; the key never reaches logs or labels
+
+    @field_validator("url", "metrics_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+    @property
+    def scrape_url(self) -> str:
+        """The /metrics URL to scrape."""
+        return self.metrics_url or f"{self.url}/metrics"
+
+
+class Timeouts(Section):
+    """Per-phase limits for one probe, in seconds."""
+
+    connect_s: float = Field(default=5.0, gt=0)
+    ttft_s: float = Field(default=30.0, gt=0)
+    stall_s: float = Field(default=10.0, gt=0)  # longest allowed gap between chunks
+    total_s: float = Field(default=120.0, gt=0)
+
+
+class ProbeConfig(Section):
+    """The active prober: synthetic canaries per target and request class."""
+
+    enabled: bool = True
+    interval_s: float = Field(default=10.0, gt=0)
+    jitter_ratio: float = Field(default=0.2, ge=0, lt=1)
+    concurrency: int = Field(default=4, ge=1, le=1024)
+    connection: Literal["warm", "cold"] = "warm"
+    timeouts: Timeouts = Timeouts()
+    classes: list[RequestClass] = Field(default_factory=lambda: list(DEFAULT_CLASSES))
+    shard: str | None = Field(default=None, pattern=r"^\d+/\d+$")  # "i/N": probe a stable share
+
+    @model_validator(mode="after")
+    def _unique_classes(self) -> ProbeConfig:
+        names = [c.name for c in self.classes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate request class names: {', '.join(dupes)}")
+        return self
+
+
+class ScrapeConfig(Section):
+    """Scraping vLLM's /metrics on each target."""
+
+    enabled: bool = True
+    interval_s: float = Field(default=5.0, gt=0)
+    timeout_s: float = Field(default=3.0, gt=0)
+    window_s: float = Field(default=300.0, gt=0)
+
+
+class OtlpReceiverConfig(Section):
+    """The OTLP/HTTP receiver for vLLM's `llm_request` spans, joined to records by trace id."""
+
+    enabled: bool = True
+    join_wait_s: float = Field(default=5.0, ge=0)  # how long a record waits for its span
+    max_pending: int = Field(default=10_000, ge=1)  # bound on records and spans held
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+
+
+class GpuConfig(Section):
+    """NVML sampling; without a driver it logs once and exports nothing."""
+
+    enabled: bool = True
+    interval_s: float = Field(default=5.0, gt=0)
+
+
+class ExportConfig(Section):
+    """Where records go besides /metrics."""
+
+    otlp_endpoint: str | None = None  # OTLP/HTTP traces endpoint for probe spans
+    records_path: Path | None = None  # JSONL, one RequestTiming per line
+    record_content: bool = False  # prompt and response text stay out unless turned on
+    max_label_values: int = Field(default=200, ge=1)  # per label; then OVERFLOW_VALUE
+    window_s: float = Field(default=300.0, gt=0)  # rolling window for quantiles and fits
+
+
+class ServerConfig(Section):
+    """Where a lanewatch service listens."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=9464, ge=0, le=65535)
+
+
+class LaneConfig(Section):
+    """A gateway lane: a pool of upstreams serving one tier."""
+
+    upstreams: list[str] = Field(min_length=1)
+    cacert: Path | None = None
+    insecure: bool = False
+    api_key_file: Path | None = None
+
+
+class RouteRule(Section):
+    """One routing rule; the first rule that matches picks the lane."""
+
+    lane: str
+    model: str | None = None  # exact model name
+    message_regex: str | None = None  # searched in the last user message
+    min_prompt_chars: int | None = Field(default=None, ge=0)
+    max_prompt_chars: int | None = Field(default=None, ge=0)
+    min_max_tokens: int | None = Field(default=None, ge=0)
+    max_max_tokens: int | None = Field(default=None, ge=0)
+
+
+class GatewayConfig(Section):
+    """The lane router and passive tap."""
+
+    server: ServerConfig = ServerConfig(port=8080)
+    lanes: dict[str, LaneConfig] = Field(default_factory=dict)
+    lane_order: list[str] = Field(default_factory=list)  # fastest first; default: as listed
+    default_lane: str | None = None
+    rules: list[RouteRule] = Field(default_factory=list)
+    admin_token_file: Path | None = None
+    class_header: str = "x-lanewatch-class"  # request class for shedding, e.g. batch
+    health_interval_s: float = Field(default=2.0, gt=0)
+    eject_after_failures: int = Field(default=3, ge=1)
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+
+    @model_validator(mode="after")
+    def _lanes_known(self) -> GatewayConfig:
+        known = set(self.lanes)
+        named = [*self.lane_order, *[r.lane for r in self.rules]]
+        if self.default_lane:
+            named.append(self.default_lane)
+        unknown = sorted({n for n in named if n not in known})
+        if known and unknown:
+            raise ValueError(f"unknown lanes {unknown}; configured lanes: {sorted(known)}")
+        return self
+
+
+class DegradeConfig(Section):
+    """The degrade controller: Alertmanager webhook in, router actions out."""
+
+    server: ServerConfig = ServerConfig(port=9097)
+    token_file: Path | None = None
+    insecure_dev: bool = False
+    gateway_url: str | None = None
+    gateway_token_file: Path | None = None
+    state_dir: Path = Path("lanewatch-state")
+    min_hold_s: float = Field(default=120.0, ge=0)
+    recovery_stable_s: float = Field(default=60.0, ge=0)
+    escalation_cooldown_s: float = Field(default=60.0, ge=0)
+    policy_file: Path | None = None
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+
+class LanewatchConfig(BaseSettings):
+    """Everything lanewatch can be told; one file, one model."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    targets: list[Target] = Field(default_factory=list)
+    probe: ProbeConfig = ProbeConfig()
+    scrape: ScrapeConfig = ScrapeConfig()
+    otlp: OtlpReceiverConfig = OtlpReceiverConfig()
+    gpu: GpuConfig = GpuConfig()
+    export: ExportConfig = ExportConfig()
+    server: ServerConfig = ServerConfig()
+    gateway: GatewayConfig = GatewayConfig()
+    degrade: DegradeConfig = DegradeConfig()
+
+    @model_validator(mode="after")
+    def _targets_consistent(self) -> LanewatchConfig:
+        names = [t.name for t in self.targets]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate target names: {', '.join(dupes)}")
+        known = {c.name for c in self.probe.classes}
+        for t in self.targets:
+            unknown = sorted(set(t.classes or ()) - known)
+            if unknown:
+                raise ValueError(f"target {t.name!r} names unknown request classes {unknown}")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment overrides win over the file (passed as init kwargs).
+        return (env_settings, init_settings)
+
+
+class ConfigIssue(BaseModel):
+    """One problem found in a config: where, and what is wrong."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path} (line {self.line})" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; `issues` lists every problem found."""
+
+    def __init__(self, source: str, issues: list[ConfigIssue]) -> None:
+        self.source = source
+        self.issues = issues
+        super().__init__("\n".join([f"invalid config {source}:", *(f"  {i}" for i in issues)]))
+
+
+def load_config(path: Path | None = None) -> LanewatchConfig:
+    """Load and validate the config file (if any) with `LANEWATCH__` environment overrides."""
+    data: dict[str, Any] = {}
+    lines: dict[tuple[str, ...], int] = {}
+    if path is not None:
+        data, lines = _read_yaml(path)
+    try:
+        return LanewatchConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(str(path) if path else "(defaults)", _issues(exc, lines)) from None
+
+
+def _read_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), [ConfigIssue(path="(file)", message=exc.strerror or str(exc))]) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(str(path), [ConfigIssue(path="(yaml)", message=str(exc), line=line)]) from None
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), [ConfigIssue(path="(root)", message="must be a mapping", line=1)])
+    lines: dict[tuple[str, ...], int] = {}
+    _index_lines(node, (), lines)
+    return data, lines
+
+
+def _index_lines(node: yaml.Node | None, prefix: tuple[str, ...], out: dict[tuple[str, ...], int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            path = (*prefix, str(key.value))
+            out[path] = key.start_mark.line + 1
+            _index_lines(value, path, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            path = (*prefix, str(i))
+            out[path] = item.start_mark.line + 1
+            _index_lines(item, path, out)
+
+
+def _issues(exc: ValidationError, lines: dict[tuple[str, ...], int]) -> list[ConfigIssue]:
+    issues = []
+    for err in exc.errors():
+        loc = tuple(str(p) for p in err["loc"])
+        line = None
+        for n in range(len(loc), 0, -1):  # nearest enclosing key that YAML placed
+            if loc[:n] in lines:
+                line = lines[loc[:n]]
+                break
+        path = ".".join(loc) or "(root)"
+        issues.append(ConfigIssue(path=path, message=err["msg"], line=line))
+    return issues

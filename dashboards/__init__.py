@@ -1,0 +1,1 @@
+"""lanewatch.dashboards: Grafana dashboards as code (grafanalib)."""

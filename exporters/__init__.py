@@ -1,0 +1,1 @@
+"""lanewatch.exporters: Prometheus and OpenTelemetry exporters over the collector's records."""

@@ -1,0 +1,168 @@
+"""Every metric name, label, unit and bucket lanewatch exposes or reads: the conventions.
+
+Exporters, alert rules and dashboards take names from here and nowhere else, so a
+rename is one edit. Names follow Prometheus conventions (base units, `_total` on
+counters, `_seconds`, `_bytes`, `_ratio`); where the OpenTelemetry GenAI semantic
+conventions define an equivalent, `OTEL_EQUIVALENT` records it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PREFIX: Final = "lanewatch"
+
+# ---------------------------------------------------------------- labels
+TARGET: Final = "target"  # configured target name (one vLLM endpoint or a gateway)
+LANE: Final = "lane"  # routing lane, e.g. fast / slow
+REQUEST_CLASS: Final = "request_class"  # request class, e.g. short / summary / story
+MODEL: Final = "model"
+SOURCE: Final = "source"  # probe | tap
+PHASE: Final = "phase"
+ERROR_KIND: Final = "error_kind"
+TOKEN_TYPE: Final = "token_type"  # input | output (OTel gen_ai.token.type)
+SLO: Final = "slo"
+SEVERITY: Final = "severity"
+QUANTILE: Final = "quantile"
+
+# Labels carried by every request-level series.
+REQUEST_LABELS: Final = (TARGET, LANE, REQUEST_CLASS, MODEL, SOURCE)
+# Value a label takes once its cardinality cap is reached.
+OVERFLOW_VALUE: Final = "__overflow__"
+
+# ---------------------------------------------------------------- request metrics (probe + tap)
+TTFT_SECONDS: Final = f"{PREFIX}_ttft_seconds"  # histogram
+TPOT_SECONDS: Final = f"{PREFIX}_tpot_seconds"  # histogram
+ITL_SECONDS: Final = f"{PREFIX}_itl_seconds"  # histogram, one sample per gap
+E2E_SECONDS: Final = f"{PREFIX}_e2e_seconds"  # histogram
+TTFB_SECONDS: Final = f"{PREFIX}_ttfb_seconds"  # histogram
+PHASE_SECONDS: Final = f"{PREFIX}_phase_seconds"  # histogram, label phase = a breakdown part
+OUTPUT_TOKENS: Final = f"{PREFIX}_output_tokens"  # histogram, tokens per request
+REQUESTS_TOTAL: Final = f"{PREFIX}_requests_total"  # counter, every finished request
+REQUEST_ERRORS_TOTAL: Final = f"{PREFIX}_request_errors_total"  # counter, label error_kind
+TOKENS_TOTAL: Final = f"{PREFIX}_tokens_total"  # counter, label token_type
+SSE_BAD_DATA_TOTAL: Final = f"{PREFIX}_sse_bad_data_total"  # counter, undecodable SSE events
+
+# ---------------------------------------------------------------- window analysis (gauges)
+WINDOW_QUANTILE_SECONDS: Final = f"{PREFIX}_window_quantile_seconds"  # phase, quantile
+FLATNESS_CV: Final = f"{PREFIX}_flatness_cv"  # CV of mean E2E across request classes
+FIT_FIXED_SECONDS: Final = f"{PREFIX}_e2e_fit_fixed_seconds"  # e2e = fixed + per_token * out
+FIT_PER_TOKEN_SECONDS: Final = f"{PREFIX}_e2e_fit_per_token_seconds"
+FIT_FIXED_SHARE_RATIO: Final = f"{PREFIX}_e2e_fit_fixed_share_ratio"
+LANE_CONVERGENCE_RATIO: Final = f"{PREFIX}_lane_convergence_ratio"  # fast p99 ttft / slow p99
+
+# ---------------------------------------------------------------- OTLP join
+OTLP_SPANS_RECEIVED_TOTAL: Final = f"{PREFIX}_otlp_spans_received_total"
+OTLP_SPANS_JOINED_TOTAL: Final = f"{PREFIX}_otlp_spans_joined_total"
+OTLP_ORPHAN_SPANS_TOTAL: Final = f"{PREFIX}_otlp_orphan_spans_total"
+OTLP_UNJOINED_RECORDS_TOTAL: Final = f"{PREFIX}_otlp_unjoined_records_total"
+
+# ---------------------------------------------------------------- vLLM scrape (re-exported per target)
+SCRAPE_UP: Final = f"{PREFIX}_scrape_up"  # gauge 0/1 per target
+SCRAPE_ERRORS_TOTAL: Final = f"{PREFIX}_scrape_errors_total"
+SCRAPE_DURATION_SECONDS: Final = f"{PREFIX}_scrape_duration_seconds"
+SERVER_PHASE_QUANTILE_SECONDS: Final = f"{PREFIX}_server_phase_quantile_seconds"  # phase, quantile
+SERVER_REQUESTS_RUNNING: Final = f"{PREFIX}_server_requests_running"
+SERVER_REQUESTS_WAITING: Final = f"{PREFIX}_server_requests_waiting"
+SERVER_KV_CACHE_USAGE_RATIO: Final = f"{PREFIX}_server_kv_cache_usage_ratio"
+SERVER_PREFIX_CACHE_HIT_RATIO: Final = f"{PREFIX}_server_prefix_cache_hit_ratio"
+SERVER_SPEC_DECODE_ACCEPTANCE_RATIO: Final = f"{PREFIX}_server_spec_decode_acceptance_ratio"
+SERVER_PREEMPTIONS_TOTAL: Final = f"{PREFIX}_server_preemptions_total"
+
+# ---------------------------------------------------------------- GPU (NVML); labels gpu, uuid, name
+GPU_UTILIZATION_RATIO: Final = f"{PREFIX}_gpu_utilization_ratio"
+GPU_MEMORY_USED_BYTES: Final = f"{PREFIX}_gpu_memory_used_bytes"
+GPU_MEMORY_TOTAL_BYTES: Final = f"{PREFIX}_gpu_memory_total_bytes"
+GPU_POWER_WATTS: Final = f"{PREFIX}_gpu_power_watts"
+GPU_TEMPERATURE_CELSIUS: Final = f"{PREFIX}_gpu_temperature_celsius"
+GPU_SM_CLOCK_HERTZ: Final = f"{PREFIX}_gpu_sm_clock_hertz"
+GPU_MEMORY_CLOCK_HERTZ: Final = f"{PREFIX}_gpu_memory_clock_hertz"
+GPU_HBM_BANDWIDTH_PEAK_BYTES_PER_SECOND: Final = f"{PREFIX}_gpu_hbm_bandwidth_peak_bytes_per_second"
+GPU_DRAM_BANDWIDTH_UTILIZATION_RATIO: Final = f"{PREFIX}_gpu_dram_bandwidth_utilization_ratio"
+GPU_LABELS: Final = ("gpu", "uuid", "name")
+
+# ---------------------------------------------------------------- gateway
+GATEWAY_REQUESTS_TOTAL: Final = f"{PREFIX}_gateway_requests_total"  # lane, served_lane, degraded
+GATEWAY_INFLIGHT: Final = f"{PREFIX}_gateway_inflight_requests"  # lane, upstream
+GATEWAY_UPSTREAM_HEALTHY: Final = f"{PREFIX}_gateway_upstream_healthy"  # lane, upstream
+GATEWAY_SHED_TOTAL: Final = f"{PREFIX}_gateway_shed_total"  # lane, request_class
+GATEWAY_DEGRADE_APPLIED_TOTAL: Final = f"{PREFIX}_gateway_degrade_applied_total"  # lane, action
+SERVED_LANE: Final = "served_lane"
+UPSTREAM: Final = "upstream"
+
+# ---------------------------------------------------------------- degrade controller
+DEGRADE_ACTIVE: Final = f"{PREFIX}_degrade_active"  # gauge 0/1: lane, action
+DEGRADE_SHIFT_RATIO: Final = f"{PREFIX}_degrade_shift_ratio"  # gauge 0..1: lane, to_lane
+DEGRADE_MAX_TOKENS_CAP: Final = f"{PREFIX}_degrade_max_tokens_cap"  # gauge: lane (0 = no cap)
+DEGRADE_TRANSITIONS_TOTAL: Final = f"{PREFIX}_degrade_transitions_total"  # lane, action, direction
+DEGRADE_ADAPTER_FAILURES_TOTAL: Final = f"{PREFIX}_degrade_adapter_failures_total"  # adapter
+DEGRADE_NOTIFICATIONS_TOTAL: Final = f"{PREFIX}_degrade_notifications_total"  # outcome
+ACTION: Final = "action"
+TO_LANE: Final = "to_lane"
+ADAPTER: Final = "adapter"
+
+# ---------------------------------------------------------------- vLLM names read by rules and dashboards
+# Copied from ../shared/reference/vllm.md (v0.33.0, V1 engine).
+VLLM_LABELS: Final = ("model_name", "engine")
+VLLM_NUM_REQUESTS_RUNNING: Final = "vllm:num_requests_running"
+VLLM_NUM_REQUESTS_WAITING: Final = "vllm:num_requests_waiting"
+VLLM_KV_CACHE_USAGE_PERC: Final = "vllm:kv_cache_usage_perc"
+VLLM_PROMPT_TOKENS_TOTAL: Final = "vllm:prompt_tokens_total"
+VLLM_GENERATION_TOKENS_TOTAL: Final = "vllm:generation_tokens_total"
+VLLM_PREFIX_CACHE_QUERIES_TOTAL: Final = "vllm:prefix_cache_queries_total"
+VLLM_PREFIX_CACHE_HITS_TOTAL: Final = "vllm:prefix_cache_hits_total"
+VLLM_NUM_PREEMPTIONS_TOTAL: Final = "vllm:num_preemptions_total"
+VLLM_REQUEST_SUCCESS_TOTAL: Final = "vllm:request_success_total"
+VLLM_SPEC_DECODE_NUM_DRAFTS_TOTAL: Final = "vllm:spec_decode_num_drafts_total"
+VLLM_SPEC_DECODE_NUM_DRAFT_TOKENS_TOTAL: Final = "vllm:spec_decode_num_draft_tokens_total"
+VLLM_SPEC_DECODE_NUM_ACCEPTED_TOKENS_TOTAL: Final = "vllm:spec_decode_num_accepted_tokens_total"
+VLLM_TIME_TO_FIRST_TOKEN_SECONDS: Final = "vllm:time_to_first_token_seconds"
+VLLM_INTER_TOKEN_LATENCY_SECONDS: Final = "vllm:inter_token_latency_seconds"
+VLLM_REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS: Final = "vllm:request_time_per_output_token_seconds"
+VLLM_E2E_REQUEST_LATENCY_SECONDS: Final = "vllm:e2e_request_latency_seconds"
+VLLM_REQUEST_QUEUE_TIME_SECONDS: Final = "vllm:request_queue_time_seconds"
+VLLM_REQUEST_INFERENCE_TIME_SECONDS: Final = "vllm:request_inference_time_seconds"
+VLLM_REQUEST_PREFILL_TIME_SECONDS: Final = "vllm:request_prefill_time_seconds"
+VLLM_REQUEST_DECODE_TIME_SECONDS: Final = "vllm:request_decode_time_seconds"
+VLLM_REQUEST_PROMPT_TOKENS: Final = "vllm:request_prompt_tokens"
+VLLM_REQUEST_GENERATION_TOKENS: Final = "vllm:request_generation_tokens"
+# V0 / pre-0.11 names, accepted when scraping an old server.
+VLLM_LEGACY_ALIASES: Final = {
+    "vllm:gpu_cache_usage_perc": VLLM_KV_CACHE_USAGE_PERC,
+    "vllm:gpu_prefix_cache_queries_total": VLLM_PREFIX_CACHE_QUERIES_TOTAL,
+    "vllm:gpu_prefix_cache_hits_total": VLLM_PREFIX_CACHE_HITS_TOTAL,
+    "vllm:time_per_output_token_seconds": VLLM_INTER_TOKEN_LATENCY_SECONDS,
+}
+
+# ---------------------------------------------------------------- buckets
+# 1 ms to 60 s, fine below 100 ms for a fast lane; every SLO threshold must be one of these.
+LATENCY_BUCKETS: Final = (
+    0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06, 0.075,
+    0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0,
+    7.5, 10.0, 15.0, 20.0, 30.0, 60.0,
+)  # fmt: skip
+TOKEN_BUCKETS: Final = (1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+# ---------------------------------------------------------------- rules
+RULE_GROUP_PREFIX: Final = f"{PREFIX}-slo"
+SLI_ERROR_RATIO: Final = "slo:sli_error:ratio_rate"  # + window, e.g. slo:sli_error:ratio_rate5m
+OBJECTIVE_RATIO: Final = "slo:objective:ratio"
+ERROR_BUDGET_RATIO: Final = "slo:error_budget:ratio"
+TIME_PERIOD_DAYS: Final = "slo:time_period:days"
+CURRENT_BURN_RATE_RATIO: Final = "slo:current_burn_rate:ratio"
+PERIOD_BURN_RATE_RATIO: Final = "slo:period_burn_rate:ratio"
+PERIOD_ERROR_BUDGET_REMAINING_RATIO: Final = "slo:period_error_budget_remaining:ratio"
+
+OTEL_EQUIVALENT: Final = {
+    E2E_SECONDS: "gen_ai.client.operation.duration",
+    TTFT_SECONDS: "gen_ai.client.operation.time_to_first_chunk",
+    TPOT_SECONDS: "gen_ai.client.operation.time_per_output_chunk",
+    TOKENS_TOTAL: "gen_ai.client.token.usage",
+}
+
+
+def le(bound: float) -> str:
+    """The `le` label value prometheus_client writes for a bucket bound (e.g. 2 -> "2.0")."""
+    if bound == float("inf"):
+        return "+Inf"
+    return repr(float(bound))

@@ -1,0 +1,1 @@
+"""lanewatch.simulator: a vLLM-compatible server with a continuous-batching timing model."""
