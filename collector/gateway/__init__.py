@@ -10,7 +10,7 @@ from __future__ import annotations
 from .app import build_app
 from .core import Gateway, RecordSink
 from .degrade_state import DegradeState, LaneDegrade, parse_degrade
-from .proxy import DEGRADED_HEADER, LANE_HEADER
+from .exchange import DEGRADED_HEADER, LANE_HEADER
 from .routing import RouteInput, RouteTable, choose_lane
 
 __all__ = [

@@ -15,11 +15,11 @@ from lanewatch.collector.config import GatewayConfig, LaneConfig
 from lanewatch.collector.timing import RequestTiming
 
 from .degrade_state import DegradeState, LaneDegrade, Shifter
-from .leg import leg_trace_config
 from .pool import LanePool, Upstream
 from .routing import RouteTable
 from .stats import GatewayStats
 from .tracing import GatewayTracing
+from .upstream import UpstreamClient
 
 __all__ = ["Gateway", "RecordSink"]
 
@@ -54,7 +54,7 @@ class Gateway:
         self.tracing = GatewayTracing(cfg.otlp_endpoint)
         self.on_record = on_record
         self.metrics_text = metrics_text
-        self.session: aiohttp.ClientSession | None = None  # the data path's
+        self.upstream = UpstreamClient(cfg.connect_timeout_s)  # the data path's connections
         self.control: aiohttp.ClientSession | None = None  # health checks and /v1/models
         self._health_task: asyncio.Task[None] | None = None
 
@@ -74,22 +74,8 @@ class Gateway:
             log.exception("record sink failed")
 
     async def start(self) -> None:
-        """Open the upstream sessions and start health checks."""
-        cfg = self.cfg
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=cfg.connect_timeout_s,
-            sock_connect=cfg.connect_timeout_s,
-            sock_read=cfg.read_timeout_s,
-        )
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=10, keepalive_timeout=30),
-            timeout=timeout,
-            auto_decompress=False,
-            trace_configs=[leg_trace_config()],
-            skip_auto_headers=("User-Agent", "Accept-Encoding"),
-        )
-        check = min(cfg.health_interval_s, cfg.connect_timeout_s, 5.0)
+        """Start health checks; upstream connections open on demand."""
+        check = min(self.cfg.health_interval_s, self.cfg.connect_timeout_s, 5.0)
         self.control = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=check))
         self._health_task = asyncio.create_task(self._health_loop())
 
@@ -99,9 +85,9 @@ class Gateway:
             self._health_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._health_task
-        for session in (self.session, self.control):
-            if session is not None:
-                await session.close()
+        self.upstream.close()
+        if self.control is not None:
+            await self.control.close()
         self.tracing.shutdown()
 
     async def check_health(self) -> None:
@@ -132,12 +118,13 @@ class Gateway:
             await asyncio.sleep(self.cfg.health_interval_s)
 
 
-def _ssl_for(lane: LaneConfig) -> ssl.SSLContext | bool:
+def _ssl_for(lane: LaneConfig) -> ssl.SSLContext:
+    """How the lane's HTTPS upstreams are verified: a CA bundle, the system's, or not at all (-k)."""
+    ctx = ssl.create_default_context(cafile=str(lane.cacert) if lane.cacert else None)
     if lane.insecure:
-        return False
-    if lane.cacert is not None:
-        return ssl.create_default_context(cafile=str(lane.cacert))
-    return True
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
 
 
 def _read_secret(path: Path | None) -> str | None:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import ssl
 from collections.abc import Mapping
 from http import HTTPStatus
 
-import aiohttp
 from aiohttp import web
 
 from lanewatch.collector.timing import ErrorKind
+
+from .http1 import HttpError
+from .upstream import ConnectError, UpstreamGone
 
 __all__ = ["error_body", "error_kind_of", "error_response", "sse_error_event", "status_for"]
 
@@ -53,23 +53,24 @@ def sse_error_event(status: int, message: str) -> bytes:
 
 def error_kind_of(exc: BaseException) -> ErrorKind:
     """The error kind of a failed upstream request."""
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return ErrorKind.DNS
-    if isinstance(
-        exc, aiohttp.ClientConnectorSSLError | aiohttp.ClientConnectorCertificateError | ssl.SSLError
-    ):
-        return ErrorKind.TLS
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return ErrorKind.CONNECT_TIMEOUT
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        if isinstance(exc.os_error, ConnectionRefusedError):
-            return ErrorKind.CONNECT_REFUSED
-        return ErrorKind.CONNECT
-    if isinstance(exc, aiohttp.SocketTimeoutError | asyncio.TimeoutError | TimeoutError):
+    if isinstance(exc, ConnectError):
+        return _STAGES.get(exc.stage, ErrorKind.CONNECT)
+    if isinstance(exc, TimeoutError):
         return ErrorKind.TIMEOUT
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+    if isinstance(exc, UpstreamGone):
         return ErrorKind.TRUNCATED
+    if isinstance(exc, HttpError):
+        return ErrorKind.BAD_STREAM
     return ErrorKind.OTHER
+
+
+_STAGES = {
+    "dns": ErrorKind.DNS,
+    "connect_refused": ErrorKind.CONNECT_REFUSED,
+    "connect_timeout": ErrorKind.CONNECT_TIMEOUT,
+    "connect": ErrorKind.CONNECT,
+    "tls": ErrorKind.TLS,
+}
 
 
 def status_for(kind: ErrorKind) -> int:

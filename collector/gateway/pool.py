@@ -33,8 +33,19 @@ class Upstream:
     outstanding: int = 0
     failures: int = 0  # consecutive
     healthy: bool = True
+    host: str = field(init=False, default="")
+    port: int = field(init=False, default=0)
+    tls: bool = field(init=False, default=False)
+    prefix: str = field(init=False, default="")  # path prefix of the base URL, e.g. /vllm
+    host_header: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        self.tls = parts.scheme == "https"
+        self.host = parts.hostname or ""
+        self.port = parts.port or (443 if self.tls else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.host_header = parts.netloc.rsplit("@", 1)[-1]
         if not self.name:
             self.name = upstream_name(self.url)
 

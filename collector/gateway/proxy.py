@@ -8,32 +8,27 @@ upstream connection. Failures before the response starts become OpenAI error JSO
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from time import perf_counter
 from typing import Any
 
-import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
+from opentelemetry.util.types import AttributeValue
 
-from lanewatch.collector.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
+from lanewatch.collector.timing import Api, RequestTiming
 
 from .core import Gateway
 from .degrade_state import Decision, cap_max_tokens, decide
-from .errors import error_kind_of, error_response, sse_error_event, status_for
-from .leg import LegTimes
-from .pool import Upstream
+from .errors import error_response
+from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
+from .forward import forward
 from .routing import RouteError, choose_lane, route_input
-from .tap import StreamTap
 
-__all__ = ["DEGRADED_HEADER", "LANE_HEADER", "handle_completion"]
+__all__ = ["handle_completion"]
 
-LANE_HEADER = "x-lanewatch-lane"
-DEGRADED_HEADER = "x-lanewatch-degraded"
 _CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 # Hop-by-hop and gateway-owned headers: never passed upstream as the client sent them.
 _HOP = frozenset(
@@ -42,9 +37,6 @@ _HOP = frozenset(
         *("transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"),
         *("traceparent", "tracestate", LANE_HEADER),
     }
-)
-_HOP_BACK = frozenset(
-    {"connection", "keep-alive", "transfer-encoding", "upgrade", "content-length", "date", "server"}
 )
 
 
@@ -55,27 +47,6 @@ class _Reject(Exception):
         self.response = response
 
 
-@dataclass(slots=True)
-class _Exchange:
-    """One request in flight: what the record will say."""
-
-    api: Api
-    t0: float
-    started_at: float
-    request_class: str
-    model: str
-    decision: Decision
-    actions: tuple[str, ...]
-    upstream: Upstream | None = None
-    leg: LegTimes = field(default_factory=LegTimes)
-    tap: StreamTap | None = None
-    status: int | None = None
-    error: ErrorKind | None = None
-    request_id: str | None = None
-    trace_id: str | None = None
-    end: float | None = None
-
-
 async def handle_completion(gw: Gateway, request: web.Request, api: Api) -> web.StreamResponse:
     """Proxy one /v1/chat/completions or /v1/completions request."""
     t0, started_at = perf_counter(), time.time()
@@ -84,33 +55,23 @@ async def handle_completion(gw: Gateway, request: web.Request, api: Api) -> web.
     except _Reject as rej:
         return rej.response
     served = ex.decision.served_lane
-    span = gw.tracing.start(
-        f"POST {request.path}",
-        request.headers,
-        {
-            "http.request.method": "POST",
-            "url.path": request.path,
-            "gen_ai.operation.name": "chat" if api == "chat" else "text_completion",
-            "gen_ai.request.model": ex.model,
-            "lanewatch.lane": ex.decision.routed_lane,
-            "lanewatch.served_lane": served,
-            "lanewatch.request_class": ex.request_class,
-        },
-    )
-    ex.trace_id = gw.tracing.trace_id(span)
+    ids = gw.tracing.ids_for(request.headers)
+    ex.trace_id = ids.trace_id_hex
     headers = _upstream_headers(request.headers, gw.api_keys.get(served))
-    gw.tracing.inject(span, headers)
+    gw.tracing.inject(ids, headers)
     try:
-        return await _forward(gw, request, ex, body, headers, strip)
+        return await forward(gw, request, ex, body, headers, strip)
     finally:
         ex.end = perf_counter()
-        _finish_span(span, ex)
+        start_ns = int(started_at * 1e9)
+        end_ns = start_ns + int((ex.end - t0) * 1e9)
+        gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, _span_attributes(request, ex))
         gw.emit(_record(ex))
 
 
 async def _admit(
     gw: Gateway, request: web.Request, api: Api, t0: float, started_at: float
-) -> tuple[bytes, _Exchange, bool]:
+) -> tuple[bytes, Exchange, bool]:
     """Read, route and degrade the request; returns the upstream body and whether to strip usage."""
     raw = await _read_body(gw, request)
     try:
@@ -139,7 +100,7 @@ async def _admit(
         raw = json.dumps(body, separators=(",", ":")).encode()
     _count(gw, decision.routed_lane, decision.served_lane, actions)
     model = body.get("model")
-    ex = _Exchange(api, t0, started_at, cls, model if isinstance(model, str) else "", decision, actions)
+    ex = Exchange(api, t0, started_at, cls, model if isinstance(model, str) else "", decision, actions)
     return raw, ex, strip
 
 
@@ -188,191 +149,46 @@ def _count(gw: Gateway, lane: str, served: str, actions: tuple[str, ...]) -> Non
         gw.stats.degrade_applied[(lane, action)] += 1
 
 
-def _upstream_headers(incoming: CIMultiDictProxy[str], api_key: str | None) -> CIMultiDict[str]:
-    out = CIMultiDict((k, v) for k, v in incoming.items() if k.lower() not in _HOP)
-    out["Accept-Encoding"] = "identity"  # the tap reads plain bytes
+def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> dict[str, str]:
+    """The client's headers less hop-by-hop ones; no Accept-Encoding, so the tap reads plain bytes."""
+    out = {k: v for k, v in incoming.items() if k.lower() not in _HOP}
     if api_key is not None:
+        out = {k: v for k, v in out.items() if k.lower() != "authorization"}
         out["Authorization"] = f"Bearer {api_key}"
     return out
 
 
-async def _forward(
-    gw: Gateway, request: web.Request, ex: _Exchange, body: bytes, headers: CIMultiDict[str], strip: bool
-) -> web.StreamResponse:
-    pool = gw.pools[ex.decision.served_lane]
-    tried: list[Upstream] = []
-    assert gw.session is not None
-    while True:
-        up = pool.pick(exclude=tried)
-        if up is None:
-            return _fail(ex, ErrorKind.CONNECT, f"lane {pool.lane!r} has no upstream left to try")
-        ex.upstream, ex.leg = up, LegTimes(start=perf_counter())
-        up.outstanding += 1
-        try:
-            upstream = await gw.session.post(
-                up.url + request.path,
-                data=body,
-                headers=headers,
-                ssl=gw.ssl[pool.lane],
-                trace_request_ctx=ex.leg,
-            )
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:  # nothing was sent
-            up.outstanding -= 1
-            pool.failed(up)
-            tried.append(up)
-            _count_error(gw, up, error_kind_of(exc))
-            if len(tried) < len(pool.upstreams):
-                continue
-            return _fail(ex, error_kind_of(exc), f"upstream {up.name} of lane {pool.lane!r}: {_reason(exc)}")
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            up.outstanding -= 1
-            pool.failed(up)
-            _count_error(gw, up, error_kind_of(exc))
-            return _fail(ex, error_kind_of(exc), f"upstream {up.name} of lane {pool.lane!r}: {_reason(exc)}")
-        try:
-            return await _stream(gw, request, ex, upstream, strip)
-        finally:
-            up.outstanding -= 1
-            if upstream.status >= 500 or ex.error in (
-                ErrorKind.TIMEOUT,
-                ErrorKind.STALL,
-                ErrorKind.TRUNCATED,
-            ):
-                pool.failed(up)
-            else:
-                pool.succeeded(up)
-
-
-async def _stream(
-    gw: Gateway, request: web.Request, ex: _Exchange, upstream: aiohttp.ClientResponse, strip: bool
-) -> web.StreamResponse:
-    ex.request_id = upstream.headers.get("x-request-id")
-    ex.status = upstream.status
-    ex.error = error_kind_for_status(upstream.status)
-    if upstream.status >= 400 and upstream.content_type != "application/json":
-        return await _wrap_error(ex, upstream)
-    sse = upstream.content_type == "text/event-stream"
-    resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-    for k, v in upstream.headers.items():
-        if k.lower() not in _HOP_BACK:
-            resp.headers.add(k, v)
-    if not sse and upstream.content_length is not None:
-        resp.content_length = upstream.content_length
-    resp.headers[LANE_HEADER] = ex.decision.served_lane
-    if ex.actions:
-        resp.headers[DEGRADED_HEADER] = ",".join(ex.actions)
-    tap = ex.tap = StreamTap(ex.api, sse=sse, strip_usage=strip)
-    try:
-        await resp.prepare(request)
-        await _pump(upstream, resp, tap)
-        await resp.write_eof()
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, TimeoutError) as exc:
-        upstream.close()
-        ex.error = ErrorKind.STALL if isinstance(exc, TimeoutError) else ErrorKind.TRUNCATED
-        await _write_quietly(
-            resp, sse_error_event(status_for(ex.error), f"upstream: {_reason(exc)}") if sse else b""
-        )
-    except ConnectionResetError:  # the client went away while we wrote
-        upstream.close()  # drop the upstream request too
-        ex.error = ErrorKind.CLIENT_DISCONNECT
-    except asyncio.CancelledError:  # the client went away while we waited (handler cancellation)
-        upstream.close()
-        ex.error = ErrorKind.CLIENT_DISCONNECT
-        raise
-    finally:
-        upstream.release()
-    if ex.error is None:
-        ex.error = _stream_verdict(tap, sse)
-    return resp
-
-
-async def _wrap_error(ex: _Exchange, upstream: aiohttp.ClientResponse) -> web.Response:
-    """An upstream error that is not JSON (a proxy's HTML page, plain text) becomes OpenAI error JSON."""
-    try:
-        text = (await upstream.content.read(300)).decode("utf-8", "replace").strip()
-    except (aiohttp.ClientError, TimeoutError):
-        text = ""
-    finally:
-        upstream.release()
-    name = ex.upstream.name if ex.upstream is not None else "?"
-    message = f"upstream {name} answered {upstream.status} {upstream.reason or ''}".rstrip()
-    if text:
-        message = f"{message}: {text}"
-    headers = {LANE_HEADER: ex.decision.served_lane}
-    if ex.actions:
-        headers[DEGRADED_HEADER] = ",".join(ex.actions)
-    return error_response(upstream.status, message, headers=headers)
-
-
-async def _pump(upstream: aiohttp.ClientResponse, resp: web.StreamResponse, tap: StreamTap) -> None:
-    """The hot loop: each upstream read goes downstream at once; the tap only counts."""
-    read, write, feed, seen = upstream.content.readany, resp.write, tap.feed, tap.content_written
-    while data := await read():
-        out, n = feed(data)
-        if out:
-            await write(out)
-        if n:
-            seen(perf_counter(), n)
-    rest = tap.flush()
-    if rest:
-        await write(rest)
-
-
-def _stream_verdict(tap: StreamTap, sse: bool) -> ErrorKind | None:
-    if tap.stream_error and sse:
-        return ErrorKind.STREAM_ERROR
-    if tap.bad_stream:
-        return ErrorKind.BAD_STREAM
-    if sse and not tap.done:
-        return ErrorKind.TRUNCATED
-    return None
-
-
-async def _write_quietly(resp: web.StreamResponse, data: bytes) -> None:
-    try:
-        if data:
-            await resp.write(data)
-        await resp.write_eof()
-    except (ConnectionResetError, RuntimeError):
-        pass
-
-
-def _fail(ex: _Exchange, kind: ErrorKind, message: str) -> web.Response:
-    status = status_for(kind)
-    ex.status, ex.error = status, kind
-    headers = {LANE_HEADER: ex.decision.served_lane}
-    if ex.actions:
-        headers[DEGRADED_HEADER] = ",".join(ex.actions)
-    return error_response(status, message, headers=headers)
-
-
-def _count_error(gw: Gateway, up: Upstream, kind: ErrorKind) -> None:
-    gw.stats.upstream_errors[(up.lane, up.name, kind.value)] += 1
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text[:200]
-
-
-def _finish_span(span: Any, ex: _Exchange) -> None:
+def _span_attributes(request: web.Request, ex: Exchange) -> dict[str, AttributeValue]:
+    """HTTP and GenAI semantic-convention attributes of the server span; never any text."""
+    attrs: dict[str, AttributeValue] = {
+        "http.request.method": request.method,
+        "url.path": request.path,
+        "gen_ai.operation.name": "chat" if ex.api == "chat" else "text_completion",
+        "gen_ai.request.model": ex.model,
+        "lanewatch.lane": ex.decision.routed_lane,
+        "lanewatch.served_lane": ex.decision.served_lane,
+        "lanewatch.request_class": ex.request_class,
+    }
     if ex.status is not None:
-        span.set_attribute("http.response.status_code", ex.status)
+        attrs["http.response.status_code"] = ex.status
     if ex.upstream is not None:
-        span.set_attribute("server.address", ex.upstream.name)
+        attrs["server.address"] = ex.upstream.host
+        attrs["server.port"] = ex.upstream.port
     if ex.actions:
-        span.set_attribute("lanewatch.degraded", ",".join(ex.actions))
+        attrs["lanewatch.degraded"] = ",".join(ex.actions)
     tap = ex.tap
     if tap is not None and tap.completion_tokens is not None:
-        span.set_attribute("gen_ai.usage.output_tokens", tap.completion_tokens)
+        attrs["gen_ai.usage.output_tokens"] = tap.completion_tokens
     if tap is not None and tap.prompt_tokens is not None:
-        span.set_attribute("gen_ai.usage.input_tokens", tap.prompt_tokens)
+        attrs["gen_ai.usage.input_tokens"] = tap.prompt_tokens
+    if tap is not None and tap.first_content_at is not None:
+        attrs["lanewatch.ttft_s"] = tap.first_content_at - ex.t0
     if ex.error is not None:
-        span.set_attribute("error.type", ex.error.value)
-    span.end()
+        attrs["error.type"] = ex.error.value
+    return attrs
 
 
-def _record(ex: _Exchange) -> RequestTiming:
+def _record(ex: Exchange) -> RequestTiming:
     """The tap's record of one proxied request; times are offsets from the gateway receiving it."""
     leg, tap, t0 = ex.leg, ex.tap, ex.t0
     up = ex.upstream
@@ -395,6 +211,7 @@ def _record(ex: _Exchange) -> RequestTiming:
         error=ex.error,
         dns_s=leg.dns_s,
         connect_s=leg.connect_s,
+        tls_s=leg.tls_s,
         send_s=leg.send_s,
         ttfb_s=None if leg.headers is None else leg.headers - t0,
         ttft_s=None if tap is None or tap.first_content_at is None else tap.first_content_at - t0,
