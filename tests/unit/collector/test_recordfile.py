@@ -49,7 +49,7 @@ def test_blank_lines_are_ignored_and_numbering_counts_them() -> None:
     ],
 )
 def test_bad_line_names_line_and_field(line: str, expected: str) -> None:
-    with pytest.raises(RecordFileError, match="^line 7: ") as exc:
+    with pytest.raises(RecordFileError, match=r"^line 7: ") as exc:
         parse_record_line(line, 7)
     assert expected in str(exc.value)
 
@@ -63,6 +63,6 @@ def test_skip_bad_counts_and_keeps_the_rest() -> None:
 def test_read_records_names_a_line_that_is_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     path.write_bytes(record_line(GOOD).encode() + b'{"lane": "\xff"}\n')
-    with pytest.raises(RecordFileError, match="^line 2: not UTF-8 text$"):
+    with pytest.raises(RecordFileError, match=r"^line 2: not UTF-8 text$"):
         read_records(path)
     assert read_records(path, skip_bad=True).records == (GOOD,)
