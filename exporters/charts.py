@@ -22,6 +22,7 @@ from .svg import (
     nice_axis,
     no_data,
     num,
+    shorten,
     svg_open,
     text,
     tooltip,
@@ -107,6 +108,9 @@ def _box(b: BoxMark, x: float, w: float, px: ToPx, color: str) -> str:
     )
 
 
+LABEL_CHARS = 28  # longer lane names are shortened beside the bars (the tooltip has them whole)
+
+
 @dataclass(frozen=True, slots=True)
 class StackedBar:
     """One horizontal bar (a lane) made of named parts in seconds, with a note at its end."""
@@ -120,7 +124,7 @@ def stacked_bar_chart(
     chart_id: str, bars: Sequence[StackedBar], part_colors: Mapping[str, str], x_title: str
 ) -> str:
     """Horizontal stacked bars, one per lane, parts in the given order, legend of the parts used."""
-    label_w = min(max((len(b.label) for b in bars), default=4) * CHAR_W + 16, 200)
+    label_w = min(max((len(b.label) for b in bars), default=4), LABEL_CHARS) * CHAR_W * 1.15 + 24  # bold
     frame = Frame(height=70 + 44 * max(len(bars), 1) + 40, left=label_w, right=150, top=56, bottom=48)
     totals = [sum(v for _, v in b.parts) for b in bars]
     if not bars or max(totals) <= 0:
@@ -138,7 +142,8 @@ def stacked_bar_chart(
     row = (frame.y1 - frame.y0) / len(bars)
     for i, (bar, total) in enumerate(zip(bars, totals, strict=True)):
         top = frame.y0 + i * row + row * 0.2
-        out.append(text(frame.x0 - 8, top + row * 0.3 + 4, bar.label, "group-label", "end"))
+        label = text(frame.x0 - 8, top + row * 0.3 + 4, shorten(bar.label, LABEL_CHARS), "group-label", "end")
+        out.append(f"<g>{tooltip(bar.label)}{label}</g>")
         cursor = 0.0
         for part, value in bar.parts:
             x0, x1 = x(unit.of(cursor)), x(unit.of(cursor + value))

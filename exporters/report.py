@@ -294,7 +294,7 @@ def _events_table(events: Sequence[Event], t0: float) -> str:
 
 
 def _tables_section(d: ReportData) -> str:
-    top = ["lane", "request class", "requests", "errors"]
+    top = ["lane", "class", "requests", "errors"]
     head1 = "".join(f'<th rowspan="2">{esc(h)}</th>' for h in top)
     head1 += "".join(f'<th class="group" colspan="3">{esc(t)} (ms)</th>' for _, t in TABLE_METRICS)
     head2 = "".join('<th class="group">p50</th><th>p95</th><th>p99</th>' for _ in TABLE_METRICS)
@@ -327,9 +327,8 @@ def _stats_row(r: TableRow) -> str:
 def _errors_cell(r: TableRow) -> str:
     share = r.stats.errors / r.stats.requests if r.stats.requests else 0.0
     head = f"{r.stats.errors:,}" + (f" ({share:.1%})" if r.stats.errors else "")
-    kinds = " · ".join(f"{k} {n}" for k, n in r.errors_by_kind)
-    detail = f'<span class="kinds">{esc(kinds)}</span>' if kinds else ""
-    return f'<td class="errors">{esc(head)}{detail}</td>'
+    kinds = "".join(f'<span class="kind">{esc(k)} {n}</span>' for k, n in r.errors_by_kind)
+    return f'<td class="errors">{esc(head)}{kinds}</td>'
 
 
 def _quantile_cells(s: Summary | None) -> list[str]:

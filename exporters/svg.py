@@ -31,6 +31,11 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def shorten(label: str, max_chars: int) -> str:
+    """The label cut to max_chars with an ellipsis when longer."""
+    return label if len(label) <= max_chars else label[: max_chars - 1] + "…"
+
+
 def lane_colors(names: Sequence[str]) -> dict[str, str]:
     """A stable colour per name, in the order given."""
     return {name: LANE_PALETTE[i % len(LANE_PALETTE)] for i, name in enumerate(names)}

@@ -123,3 +123,14 @@ def test_timeline_breaks_lines_at_gaps_and_draws_markers_and_bands() -> None:
 def test_timeline_with_only_gaps_has_no_marks() -> None:
     svg = ET.fromstring(timeline_chart("tl", [LineSeries("fast", ((0, None),))], COLORS, [], [], [], "P99"))
     assert _marks(svg) == []
+
+
+def test_long_lane_names_are_shortened_beside_bars_but_whole_in_the_tooltip() -> None:
+    name = "us-east-1-production-h100-pool-with-a-very-long-name"
+    svg = ET.fromstring(
+        stacked_bar_chart("phases", [StackedBar(name, (("decode", 1.0),))], {"decode": "#000"}, "t")
+    )
+    labels = [t.text or "" for t in svg.iter(f"{SVG}text") if t.get("class") == "group-label"]
+    assert labels == [name[:27] + "…"]
+    assert name in _titles(svg)
+    assert float(svg.get("viewBox", "").split()[2]) == 960  # the plot keeps its width
