@@ -7,12 +7,12 @@ Blank lines are ignored (a file cut off after its last newline is still whole).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -21,6 +21,9 @@ from lanewatch.collector.timing import RequestTiming
 # Validates types (a string where seconds belong, an unknown error kind) before a record
 # is built, so nothing downstream meets a value it cannot plot or sum.
 _RECORD = TypeAdapter(RequestTiming)
+_FLOAT_FIELDS = tuple(
+    f.name for f in dataclasses.fields(RequestTiming) if f.type in ("float", "float | None")
+)
 
 
 class RecordFileError(ValueError):
@@ -48,17 +51,12 @@ def parse_record_line(line: str | bytes, line_no: int) -> RequestTiming:
         except UnicodeDecodeError:
             raise RecordFileError(line_no, "not UTF-8 text") from None
     try:
-        data: Any = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
-    except json.JSONDecodeError as exc:
-        raise RecordFileError(line_no, f"not JSON ({exc.msg} at column {exc.colno})") from None
-    except _NotFinite as exc:
-        raise RecordFileError(line_no, f"not a finite number: {exc}") from None
-    if not isinstance(data, dict):
-        raise RecordFileError(line_no, f"expected a JSON object, got {type(data).__name__}")
-    try:
-        return _RECORD.validate_python(data)
+        record = _RECORD.validate_json(line)
     except ValidationError as exc:
         raise RecordFileError(line_no, _first_problem(exc)) from None
+    if bad := _not_finite(record):
+        raise RecordFileError(line_no, f"field {bad!r}: not a finite number")
+    return record
 
 
 def parse_record_lines(lines: Iterable[str | bytes], *, skip_bad: bool = False) -> RecordsRead:
@@ -88,24 +86,22 @@ def record_line(record: RequestTiming) -> str:
     return json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
 
 
-class _NotFinite(ValueError):
-    pass
-
-
-def _no_constant(name: str) -> float:
-    raise _NotFinite(name)  # NaN, Infinity: Python's json extension, no JSON and no duration
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotFinite(text)
-    return value
+def _not_finite(record: RequestTiming) -> str | None:
+    """The first float field holding NaN or infinity (JSON parsers let `NaN`, `1e999` through)."""
+    for name in _FLOAT_FIELDS:
+        value = getattr(record, name)
+        if value is not None and not math.isfinite(value):
+            return name
+    return next((f"itl_s.{i}" for i, gap in enumerate(record.itl_s) if not math.isfinite(gap)), None)
 
 
 def _first_problem(exc: ValidationError) -> str:
     errors = exc.errors()
     err = errors[0]
+    if err["type"] == "json_invalid":
+        return f"not JSON ({err['msg'].removeprefix('Invalid JSON: ')})"
+    if not err["loc"]:
+        return "expected a JSON object"
     field = ".".join(str(part) for part in err["loc"]) or "record"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"field {field!r}: {err['msg']}{more}"
