@@ -168,7 +168,7 @@ def _phase_section(d: ReportData) -> str:
             b.lane,
             b.parts,
             f"{fmt_seconds(b.total)} · n={b.n}"
-            + (f" · {b.with_server_phases} joined" if b.with_server_phases else ""),
+            + (f" · {b.with_server_phases} with vLLM spans" if b.with_server_phases else ""),
         )
         for b in d.breakdowns
     ]
