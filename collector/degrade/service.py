@@ -58,7 +58,7 @@ class DegradeService:
         snapshot = store.load()
         self._state = snapshot.state
         self._revision = snapshot.revision
-        self._synced: dict[str, int | None] = {a.name: None for a in self._adapters}
+        self._held: dict[str, dict[str, LaneSpec] | None] = {a.name: None for a in self._adapters}
         self._failing: dict[str, bool] = {a.name: False for a in self._adapters}
         self._lock = asyncio.Lock()
         self._kick = asyncio.Event()
@@ -75,8 +75,9 @@ class DegradeService:
         return self._revision
 
     def synced(self) -> dict[str, bool]:
-        """Per adapter: does it hold the current revision."""
-        return {name: rev == self._revision for name, rev in self._synced.items()}
+        """Per adapter: did its last apply succeed with the lanes the current state wants."""
+        want = desired_state(self._state)
+        return {name: held == want for name, held in self._held.items()}
 
     def _view(self) -> tuple[ControllerState, int, dict[str, bool]]:
         return self._state, self._revision, self.synced()
@@ -131,22 +132,25 @@ class DegradeService:
     async def _apply(self, adapter: Adapter, lanes: dict[str, LaneSpec], revision: int) -> bool:
         try:
             await adapter.apply(lanes, revision)
-        except AdapterError as exc:
-            self._metrics.adapter_failures.labels(adapter.name).inc()
-            self._synced[adapter.name] = None
-            if not self._failing[adapter.name]:
-                self._failing[adapter.name] = True
-                log.warning("adapter %s failed to apply revision %d: %s", adapter.name, revision, exc)
-                self._audit(
-                    "adapter_failed", {"adapter": adapter.name, "revision": revision, "error": str(exc)}
-                )
+        except Exception as exc:  # any failure, expected or not, is retried by the next reconcile
+            if not isinstance(exc, AdapterError):
+                log.exception("adapter %s raised unexpectedly", adapter.name)
+            self._failed(adapter, revision, exc)
             return False
-        self._synced[adapter.name] = revision
+        self._held[adapter.name] = lanes
         if self._failing[adapter.name]:
             self._failing[adapter.name] = False
             log.info("adapter %s recovered: applied revision %d", adapter.name, revision)
             self._audit("adapter_ok", {"adapter": adapter.name, "revision": revision})
         return True
+
+    def _failed(self, adapter: Adapter, revision: int, exc: Exception) -> None:
+        self._metrics.adapter_failures.labels(adapter.name).inc()
+        self._held[adapter.name] = None
+        if not self._failing[adapter.name]:
+            self._failing[adapter.name] = True
+            log.warning("adapter %s failed to apply revision %d: %s", adapter.name, revision, exc)
+            self._audit("adapter_failed", {"adapter": adapter.name, "revision": revision, "error": str(exc)})
 
     def _audit(self, event: str, detail: dict[str, object]) -> None:
         try:

@@ -130,3 +130,25 @@ async def test_run_drives_ticks_and_reconciles_until_stopped(controller: Control
 def test_resume_without_a_degrade_writes_nothing(controller: Controller) -> None:
     controller.service.resume()
     assert controller.store.audit_count() == 0 and controller.store.load().revision == 0
+
+
+async def test_an_adapter_bug_is_a_counted_failure_not_a_dead_loop(controller: Controller) -> None:
+    async def broken(lanes: object, revision: int) -> None:
+        raise KeyError("bug")
+
+    controller.adapter.apply = broken  # type: ignore[assignment,method-assign]
+    await controller.service.handle(parse_notification(firing()))
+    assert not await controller.service.reconcile()
+    assert controller.sample(names.DEGRADE_ADAPTER_FAILURES_TOTAL, adapter="recording") == 1.0
+
+
+async def test_synced_follows_the_lanes_not_the_revision(controller: Controller) -> None:
+    svc = controller.service
+    await svc.handle(parse_notification(firing()))
+    await svc.reconcile()
+    other = encode(body(alert("resolved", fingerprint="00000000000000ff", starts=T0)))
+    assert (await svc.handle(parse_notification(other))).changed  # remembered; no router change
+    assert svc.synced() == {"recording": True}
+    controller.clock.now = T0 + 3
+    await svc.tick()  # escalation: the router now lags until the next reconcile
+    assert svc.synced() == {"recording": False}
