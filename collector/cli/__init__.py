@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from . import (
-    config_cmd,  # noqa: F401  (registers its commands)
-    degrade,  # noqa: F401  (registers its commands)
-)
+from . import config_cmd, degrade, report  # noqa: F401  (each registers its commands)
 from .app import app
 
 __all__ = ["app", "main"]
