@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import config_cmd, report, sim  # noqa: F401  (each registers its commands)
+from . import config_cmd, degrade, report, sim  # noqa: F401  (each registers its commands)
 from .app import app
 
 __all__ = ["app", "main"]
