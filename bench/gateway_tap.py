@@ -6,7 +6,7 @@ direct (no proxy), aiohttp pass-through (bench/aiohttp_passthrough.py), lanewatc
 Added TTFT = a path's TTFT quantile minus direct's in the same round; CPU = the proxy
 process's user+system seconds (/proc) per 1,000 SSE events delivered.
 
-Run: `.venv/bin/python bench/gateway_tap.py [--rounds 3] [--streams 1,64]`.
+Run: `.venv/bin/python bench.gateway_tap.py [--rounds 3] [--streams 1,64]`.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
+from pydantic import ValidationError
 
 from lanewatch.collector.config import ConfigError, GatewayConfig, LaneConfig, load_config
 
@@ -66,10 +67,22 @@ def gateway(
         if otlp_endpoint:
             cfg = cfg.model_copy(update={"otlp_endpoint": otlp_endpoint})
         records = records or (load_config(config).export.records_path if config else None)
+    except ValidationError as exc:
+        typer.echo(
+            "\n".join(["lanewatch gateway: invalid settings:", *map(_problem, exc.errors())]), err=True
+        )
+        raise typer.Exit(2) from None
     except (ConfigError, ValueError) as exc:
         typer.echo(f"lanewatch gateway: {exc}", err=True)
         raise typer.Exit(2) from None
     _serve(cfg, records)
+
+
+def _problem(error: Any) -> str:
+    """One validation error as `  gateway.<field>: <message>`."""
+    where = ".".join(str(p) for p in error["loc"])
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"  gateway{'.' + where if where else ''}: {message}"
 
 
 def _gateway_config(
@@ -137,6 +150,7 @@ def _serve(cfg: GatewayConfig, records: Path | None) -> None:
 
 async def _run(cfg: GatewayConfig, records: Path | None) -> None:
     import asyncio
+    import gc
     import signal
 
     from aiohttp import web
@@ -154,6 +168,9 @@ async def _run(cfg: GatewayConfig, records: Path | None) -> None:
         f"(default {gw.routes.default_lane}); admin API {admin}",
         err=True,
     )
+    # Everything built so far lives as long as the process: keep it out of the collector's
+    # scans, so a full collection does not stall the streams that are passing through.
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
