@@ -76,7 +76,7 @@ async def test_client_disconnect_cancels_the_upstream_request() -> None:
         assert len(log.writes) < 10  # stopped well before its 50 chunks (5 s)
         assert await eventually(lambda: bool(g.records))
         assert g.records[-1].error is ErrorKind.CLIENT_DISCONNECT
-        assert all(u.outstanding == 0 for u in g.gw.pools["slow"].upstreams)
+        assert all(u.outstanding == 0 and u.failures == 0 for u in g.gw.pools["slow"].upstreams)
 
 
 async def test_upstream_down_is_an_openai_error_and_ejected() -> None:
