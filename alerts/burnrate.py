@@ -12,7 +12,7 @@ from lanewatch.exporters import names
 from . import humanize, promql
 from .duration import format_duration
 from .model import DISPLAY, HISTOGRAMS, SLO, BurnPolicy, Spec, display_name
-from .rulemodel import AlertText, Rule, RuleGroup, alert, group, record
+from .rulemodel import AlertText, Rule, RuleGroup, alert, extend, record
 
 
 def windows(spec: Spec) -> list[int]:
@@ -23,6 +23,11 @@ def windows(spec: Spec) -> list[int]:
 def ratio_name(window_s: int) -> str:
     """slo:sli_error:ratio_rate5m."""
     return f"{names.SLI_ERROR_RATIO}{format_duration(window_s)}"
+
+
+def _group_name(slo: SLO) -> str:
+    """One group per SLO: its alerts read its recordings in the same evaluation."""
+    return f"{names.RULE_GROUP_PREFIX}-{slo.slug}"
 
 
 def _ids(slo: SLO) -> dict[str, str]:
@@ -54,20 +59,20 @@ def error_ratio(slo: SLO, window_s: int) -> str:
 
 def sli_recordings(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGroup, ...]:
     """Processor: each SLO's error ratio over every burn window, and its average over the period."""
-    out = list(groups)
+    out = groups
     for slo in spec.slos:
         rules = [record(ratio_name(w), error_ratio(slo, w), **_ids(slo)) for w in windows(spec)]
         base = _own(ratio_name(windows(spec)[0]), slo)
         period = format_duration(spec.period_s)
         expr = f"sum_over_time({base}[{period}])\n/\ncount_over_time({base}[{period}])"
         rules.append(record(ratio_name(spec.period_s), expr, **_ids(slo)))
-        out.append(group(spec, f"{names.RULE_GROUP_PREFIX}-sli-recordings-{slo.slug}", rules))
-    return tuple(out)
+        out = extend(spec, out, _group_name(slo), rules)
+    return out
 
 
 def meta_recordings(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGroup, ...]:
     """Processor: objective, budget, period, burn rates and budget left, per SLO."""
-    out = list(groups)
+    out = groups
     for slo in spec.slos:
         ids = _ids(slo)
         budget = _own(names.ERROR_BUDGET_RATIO, slo)
@@ -100,8 +105,8 @@ def meta_recordings(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGrou
             ),
             record(names.SLO_INFO, "vector(1)", **{k: v for k, v in info.items() if v}),
         ]
-        out.append(group(spec, f"{names.RULE_GROUP_PREFIX}-meta-recordings-{slo.slug}", rules))
-    return tuple(out)
+        out = extend(spec, out, _group_name(slo), rules)
+    return out
 
 
 def burn_expr(slo: SLO, policy: BurnPolicy) -> str:
@@ -148,7 +153,7 @@ def _burn_text(slo: SLO, policy: BurnPolicy, spec: Spec) -> AlertText:
 
 def burn_alerts(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGroup, ...]:
     """Processor: one alert per SLO and severity (page, ticket), named by the SLO."""
-    out = list(groups)
+    out = groups
     for slo in spec.slos:
         rules: list[Rule] = [
             alert(
@@ -162,5 +167,5 @@ def burn_alerts(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGroup, .
             )
             for policy in spec.burn
         ]
-        out.append(group(spec, f"{names.RULE_GROUP_PREFIX}-alerts-{slo.slug}", rules))
-    return tuple(out)
+        out = extend(spec, out, _group_name(slo), rules)
+    return out

@@ -8,14 +8,14 @@ _UNITS: tuple[tuple[str, int], ...] = (("d", 86_400), ("h", 3_600), ("m", 60), (
 _PATTERN = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
-def parse_duration(text: str) -> int:
+def parse_duration(text: str, *, allow_zero: bool = False) -> int:
     """Seconds in a Prometheus duration such as "5m" or "1h30m"; ValueError when it is not one."""
     match = _PATTERN.match(text.strip()) if isinstance(text, str) else None
     if match is None or not any(match.groups()):
         raise ValueError(f"{text!r} is not a duration such as 30s, 5m, 1h30m, 28d")
     weeks, days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
     total = (((weeks * 7 + days) * 24 + hours) * 60 + minutes) * 60 + seconds
-    if total <= 0:
+    if total <= 0 and not allow_zero:
         raise ValueError(f"{text!r} must be longer than zero")
     return total
 

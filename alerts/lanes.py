@@ -12,9 +12,10 @@ from lanewatch.exporters import names
 from . import humanize, promql
 from .duration import format_duration
 from .model import Convergence, Spec
-from .rulemodel import AlertText, Rule, RuleGroup, alert, group, record
+from .rulemodel import AlertText, Rule, RuleGroup, alert, extend, record
 
 LANE_CLASS = (names.LANE, names.REQUEST_CLASS)
+GROUP = f"{names.PREFIX}-lanes"  # recordings and the alerts that read them, evaluated in order
 
 
 def _class_mean(window_s: int) -> str:
@@ -50,7 +51,7 @@ def lane_recordings(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGrou
         record(names.CLASS_E2E_MEAN, _class_mean(window)),
         record(names.LANE_FLATNESS_CV, _class_cv()),
     ]
-    return (*groups, group(spec, f"{names.PREFIX}-lane-recordings", rules))
+    return extend(spec, groups, GROUP, rules)
 
 
 def _convergence_alert(spec: Spec, c: Convergence) -> Rule:
@@ -87,7 +88,7 @@ def _flatness_alert(spec: Spec) -> Rule:
         summary="{{ $labels.lane }} lane latency no longer depends on the work",
         description=(
             "The CV of mean E2E across request classes in the {{ $labels.lane }} lane is "
-            "{{ $value | humanize }} "
+            '{{ printf "%.3f" $value }} '
             f"(alert below {promql.num(f.max_cv)} for {format_duration(f.for_s)}, with at least "
             f"{f.min_classes} classes and {promql.num(f.min_rate)} requests/s): "
             "a fixed cost such as queueing "
@@ -104,4 +105,4 @@ def lane_alerts(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGroup, .
     rules = [_convergence_alert(spec, c) for c in spec.convergence]
     if spec.flatness is not None:
         rules.append(_flatness_alert(spec))
-    return (*groups, group(spec, f"{names.PREFIX}-lane-alerts", rules)) if rules else groups
+    return extend(spec, groups, GROUP, rules)

@@ -160,7 +160,8 @@ def _latency(sli: dict[str, Any], objective: dict[str, Any]) -> dict[str, Any]:
     metric, lane, selector = _query(_get(sli, dict, "thresholdMetric"), ("thresholdMetric",))
     if metric not in _LATENCY_BY_HISTOGRAM:
         known = ", ".join(sorted(_LATENCY_BY_HISTOGRAM))
-        raise _Unmappable(("spec", "indicator", "spec", "thresholdMetric"), f"{metric} is not one of {known}")
+        where = ("spec", "indicator", "spec", "thresholdMetric", "metricSource", "spec", "query")
+        raise _Unmappable(where, f"{metric} is not one of {known}")
     if objective.get("op") != "lte":
         raise _Unmappable(("spec", "objectives", "0", "op"), "only op: lte maps (histogram buckets are ≤)")
     value = objective.get("value")

@@ -70,6 +70,17 @@ def alert(
     )
 
 
-def group(spec: Spec, name: str, rules: list[Rule]) -> RuleGroup:
-    """A rule group at the spec's evaluation interval."""
-    return RuleGroup(name=name, rules=tuple(rules), interval_s=spec.evaluation_interval_s)
+def extend(spec: Spec, groups: tuple[RuleGroup, ...], name: str, rules: list[Rule]) -> tuple[RuleGroup, ...]:
+    """Append rules to the group called `name`, or add that group (at the spec's interval) at the end.
+
+    Rules that read another rule's output share its group: Prometheus evaluates a group's
+    rules in order, but groups independently, so across groups a reader may see the
+    previous evaluation's value.
+    """
+    if not rules:
+        return groups
+    for i, g in enumerate(groups):
+        if g.name == name:
+            merged = RuleGroup(name=name, rules=(*g.rules, *rules), interval_s=g.interval_s)
+            return (*groups[:i], merged, *groups[i + 1 :])
+    return (*groups, RuleGroup(name=name, rules=tuple(rules), interval_s=spec.evaluation_interval_s))

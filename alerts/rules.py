@@ -1,9 +1,10 @@
 """Spec -> Prometheus rule groups: a pure chain of small processors (after sloth's generate/process.go).
 
 validate -> SLI recordings -> meta recordings -> burn-rate alerts -> lane recordings ->
-threshold alerts -> lane alerts. Each processor takes the spec and the groups so far and
-returns them with its own appended; `validate` appends nothing and raises `SpecError`
-naming every problem with its field and line.
+lane alerts -> threshold alerts. Each processor takes the spec and the groups so far and
+returns them with its rules added (an SLO's recordings and alerts share one group, so
+its alerts read this evaluation's ratios); `validate` adds nothing and raises
+`SpecError` naming every problem with its field and line.
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ PROCESSORS: tuple[Processor, ...] = (
     burnrate.meta_recordings,
     burnrate.burn_alerts,
     lanes.lane_recordings,
-    thresholds.threshold_alerts,
     lanes.lane_alerts,
+    thresholds.threshold_alerts,
 )
 
 

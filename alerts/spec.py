@@ -49,6 +49,16 @@ def _duration(value: str) -> str:
     return value
 
 
+def _for(value: str) -> str:
+    parse_duration(value, allow_zero=True)
+    return value
+
+
+def _seconds(value: str) -> int:
+    """Seconds of a `for` duration (zero allowed)."""
+    return parse_duration(value, allow_zero=True)
+
+
 def _regex(value: str) -> str:
     try:
         re.compile(value)
@@ -58,6 +68,7 @@ def _regex(value: str) -> str:
 
 
 Duration = Annotated[str, AfterValidator(_duration)]
+For = Annotated[str, AfterValidator(_for)]  # how long a condition must hold; "0s" allowed
 SloName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 LaneName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 Severity = Literal["page", "ticket"]
@@ -89,7 +100,7 @@ class WindowPairModel(_Model):
 class SeverityWindowsModel(_Model):
     """The window pairs OR-ed into one alert of a severity."""
 
-    for_: Duration = Field(default="0s", alias="for")
+    for_: For = Field(default="0s", alias="for")
     pairs: list[WindowPairModel] = Field(min_length=1)
 
 
@@ -171,7 +182,7 @@ class QuantileAlertModel(_Model):
     lanes: list[LaneName] = Field(min_length=1)
     quantile: float = Field(default=0.99, gt=0, lt=1)
     limit: float = Field(gt=0)
-    for_: Duration = Field(default="5m", alias="for")
+    for_: For = Field(default="5m", alias="for")
     severity: Severity = "ticket"
 
 
@@ -179,14 +190,14 @@ class ProbeFailuresModel(_Model):
     """Failed probes over all probes of a target above `above` for `for`."""
 
     above: float = Field(default=0.1, gt=0, lt=1)
-    for_: Duration = Field(default="5m", alias="for")
+    for_: For = Field(default="5m", alias="for")
     severity: Severity = "ticket"
 
 
 class DownModel(_Model):
     """The collector cannot scrape a target's vLLM /metrics for `for`."""
 
-    for_: Duration = Field(default="2m", alias="for")
+    for_: For = Field(default="2m", alias="for")
     severity: Severity = "ticket"
 
 
@@ -202,7 +213,7 @@ class ConvergenceModel(_Model):
     fast: LaneName
     slow: LaneName
     ratio: float = Field(default=0.8, gt=0)
-    for_: Duration = Field(default="10m", alias="for")
+    for_: For = Field(default="10m", alias="for")
     severity: Severity = "ticket"
 
     @model_validator(mode="after")
@@ -218,7 +229,7 @@ class FlatnessModel(_Model):
     max_cv: float = Field(default=0.1, gt=0)
     min_classes: int = Field(default=2, ge=2)
     min_rate: float = Field(default=0.01, ge=0)
-    for_: Duration = Field(default="15m", alias="for")
+    for_: For = Field(default="15m", alias="for")
     severity: Severity = "ticket"
 
 
@@ -226,7 +237,7 @@ class WaitingModel(_Model):
     """vLLM requests waiting for a batch slot above `above` for `for`."""
 
     above: float = Field(default=10, ge=0)
-    for_: Duration = Field(default="5m", alias="for")
+    for_: For = Field(default="5m", alias="for")
     severity: Severity = "ticket"
 
 
@@ -234,7 +245,7 @@ class KvCacheModel(_Model):
     """vLLM KV-cache usage (0-1) above `above` for `for`."""
 
     above: float = Field(default=0.9, gt=0, lt=1)
-    for_: Duration = Field(default="5m", alias="for")
+    for_: For = Field(default="5m", alias="for")
     severity: Severity = "ticket"
 
 
@@ -242,7 +253,7 @@ class PreemptionsModel(_Model):
     """vLLM preemptions per second above `above` for `for`."""
 
     above: float = Field(default=0, ge=0)
-    for_: Duration = Field(default="10m", alias="for")
+    for_: For = Field(default="10m", alias="for")
     severity: Severity = "ticket"
 
 
@@ -406,7 +417,7 @@ def _burn_policies(
         ("ticket", windows.ticket),
     )
     return tuple(
-        model.BurnPolicy(severity, parse_duration(group.for_), tuple(_pair(p, period_s) for p in group.pairs))
+        model.BurnPolicy(severity, _seconds(group.for_), tuple(_pair(p, period_s) for p in group.pairs))
         for severity, group in by_severity
         if group is not None
     )
@@ -474,7 +485,7 @@ def _quantile_alerts(alerts: list[QuantileAlertModel], lines: Lines) -> list[mod
             lane=lane,
             quantile=a.quantile,
             limit_s=a.limit,
-            for_s=parse_duration(a.for_),
+            for_s=_seconds(a.for_),
             severity=a.severity,
             origin=_origin(lines, "spec", "alerts", "latency", str(i)),
         )
@@ -489,7 +500,7 @@ def _convergence(pairs: list[ConvergenceModel], lines: Lines) -> list[model.Conv
             fast=c.fast,
             slow=c.slow,
             ratio=c.ratio,
-            for_s=parse_duration(c.for_),
+            for_s=_seconds(c.for_),
             severity=c.severity,
             origin=_origin(lines, "spec", "alerts", "convergence", str(i)),
         )
@@ -500,17 +511,17 @@ def _convergence(pairs: list[ConvergenceModel], lines: Lines) -> list[model.Conv
 def _check(
     m: ProbeFailuresModel | WaitingModel | KvCacheModel | PreemptionsModel | None,
 ) -> model.Check | None:
-    return None if m is None else model.Check(m.above, parse_duration(m.for_), m.severity)
+    return None if m is None else model.Check(m.above, _seconds(m.for_), m.severity)
 
 
 def _down(m: DownModel | None) -> model.Down | None:
     if m is None:
         return None
     jobs = m.jobs if isinstance(m, ComponentDownModel) else ""
-    return model.Down(parse_duration(m.for_), m.severity, jobs)
+    return model.Down(_seconds(m.for_), m.severity, jobs)
 
 
 def _flatness(m: FlatnessModel | None) -> model.Flatness | None:
     if m is None:
         return None
-    return model.Flatness(m.max_cv, m.min_classes, m.min_rate, parse_duration(m.for_), m.severity)
+    return model.Flatness(m.max_cv, m.min_classes, m.min_rate, _seconds(m.for_), m.severity)

@@ -7,7 +7,7 @@ from lanewatch.exporters import names
 from . import humanize, promql
 from .duration import format_duration
 from .model import DISPLAY, HISTOGRAMS, Check, QuantileAlert, Spec
-from .rulemodel import AlertText, Rule, RuleGroup, alert, group
+from .rulemodel import AlertText, Rule, RuleGroup, alert, extend
 
 PREFIX = names.ALERT_PREFIX
 VLLM_BY = ("lane", "instance", "model_name")
@@ -124,7 +124,7 @@ def _saturation(spec: Spec) -> list[Rule]:
             spec.preemptions,
             "VLLMPreemptions",
             promql.sum_by(VLLM_BY, promql.rate(names.VLLM_NUM_PREEMPTIONS_TOTAL, (), window)),
-            "vLLM on {{ $labels.instance }} preempts {{ $value | humanize }} requests/s",
+            'vLLM on {{ $labels.instance }} preempts {{ printf "%.2f" $value }} requests/s',
             "preemptions above {limit}/s for {for_}; "
             "preempted requests recompute their KV cache, so latency jumps",
         ),
@@ -149,15 +149,9 @@ def _saturation(spec: Spec) -> list[Rule]:
 
 def threshold_alerts(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGroup, ...]:
     """Processor: the latency, probe, scrape and saturation alerts the spec turns on."""
-    out = list(groups)
     latency = [_quantile(spec, a) for a in spec.latency_alerts]
-    if latency:
-        out.append(group(spec, f"{names.PREFIX}-latency-alerts", latency))
     health = [_probe_failures(spec, spec.probe_failures)] if spec.probe_failures else []
     health += _target_down(spec)
-    if health:
-        out.append(group(spec, f"{names.PREFIX}-health-alerts", health))
-    saturation = _saturation(spec)
-    if saturation:
-        out.append(group(spec, f"{names.PREFIX}-saturation-alerts", saturation))
-    return tuple(out)
+    groups = extend(spec, groups, f"{names.PREFIX}-latency-alerts", latency)
+    groups = extend(spec, groups, f"{names.PREFIX}-health-alerts", health)
+    return extend(spec, groups, f"{names.PREFIX}-saturation-alerts", _saturation(spec))
