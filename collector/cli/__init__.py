@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import alerts_cmd, config_cmd, dashboards_cmd  # noqa: F401  (registers their commands)
+from . import alerts_cmd, config_cmd, dashboards_cmd, degrade, report  # noqa: F401  (each registers its commands)
 from .app import app
 
 __all__ = ["app", "main"]
