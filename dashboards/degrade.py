@@ -103,6 +103,17 @@ def _controller_panels() -> list[Any]:
             [("green", None), ("red", 1)],
             bars=True,
         ),
+        timeline(
+            "Adapters in sync",
+            "Whether each adapter's last apply of the current state succeeded. Red: the router "
+            "does not hold what the controller decided; it retries every reconcile interval, and "
+            "the adapter failures panel counts the misses.",
+            [Query(f"max by (adapter) ({names.DEGRADE_ADAPTER_SYNCED})", "{{adapter}}")],
+            "none",
+            [("red", None), ("green", 1)],
+            h=5,
+            mappings=(("0", "out of sync", "red"), ("1", "in sync", "green")),
+        ),
         timeseries(
             "Alertmanager notifications",
             "Webhook notifications the controller received per second, by outcome. Red: none at "
