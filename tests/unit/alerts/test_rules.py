@@ -206,3 +206,12 @@ def test_prometheus_rule_wraps_the_same_groups() -> None:
     assert manifest["apiVersion"] == "monitoring.coreos.com/v1" and manifest["kind"] == "PrometheusRule"
     assert manifest["metadata"]["name"] == "lanewatch-slos"
     assert manifest["spec"]["groups"] == render.groups_data(groups)
+
+
+@pytest.mark.parametrize("path", [DEFAULT_SPEC, DEMO_SPEC])
+def test_every_runbook_url_lands_on_a_readme_heading(path: Path) -> None:
+    readme = (DEFAULT_SPEC.parent.parent / "README.md").read_text()
+    headings = {line[5:].strip().lower() for line in readme.splitlines() if line.startswith("#### ")}
+    for rule in alerts(rules.generate(load_spec(path))):
+        anchor = dict(rule.annotations)["runbook_url"].rsplit("#", 1)[1]
+        assert anchor in headings, f"README.md has no '#### {rule.alert}' runbook"
