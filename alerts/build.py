@@ -40,7 +40,8 @@ def bundled_outputs() -> dict[Path, str]:
     specs = [load_spec(p) for p in BUNDLED_SPECS]
     default = [s for s, p in zip(specs, BUNDLED_SPECS, strict=True) if p == DEFAULT_SPEC]
     out = {GENERATED_DIR / name: text for name, text in rule_files(specs).items()}
-    out.update({KUBERNETES_DIR / name: text for name, text in prometheus_rules(default).items()})
+    if KUBERNETES_DIR.parent.is_dir():  # a source checkout, not an installed wheel
+        out.update({KUBERNETES_DIR / name: text for name, text in prometheus_rules(default).items()})
     return out
 
 

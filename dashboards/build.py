@@ -69,6 +69,8 @@ def outputs(out: Path | None = None, kubernetes: Path | None = None) -> dict[Pat
     """Path -> text of every generated file; the defaults are this source tree's folders."""
     files = dashboard_files()
     paths = {(out or GENERATED_DIR) / name: text for name, text in files.items()}
-    if kubernetes is not None or out is None:
-        paths[(kubernetes or KUBERNETES_DIR) / CONFIGMAP_FILE] = configmap(files)
+    if kubernetes is not None:
+        paths[kubernetes / CONFIGMAP_FILE] = configmap(files)
+    elif out is None and KUBERNETES_DIR.parent.is_dir():  # a source checkout, not an installed wheel
+        paths[KUBERNETES_DIR / CONFIGMAP_FILE] = configmap(files)
     return paths
