@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from . import alerts_cmd, config_cmd, dashboards_cmd, degrade, report  # noqa: F401  (each registers its commands)
+# Each module registers its commands on the app.
+from . import alerts_cmd, config_cmd, dashboards_cmd, degrade, report, sim  # noqa: F401
 from .app import app
 
 __all__ = ["app", "main"]
