@@ -1,5 +1,6 @@
 """The demo's rules in a real Prometheus 2.42 at 1 s scrape and evaluation: every rule evaluates
-cleanly on realistic series, and a lane whose every request misses its TTFT pages in seconds."""
+cleanly on realistic series (and the simulator's vLLM series), and a lane whose every request
+misses its TTFT pages in seconds."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import yaml
 from lanewatch.alerts.build import GENERATED_DIR
 from lanewatch.exporters import names
 from tests.conftest import require_binary
-from tests.integration.degrade.loopback import free_port, running, wait_http
+from tests.integration.degrade.loopback import running, wait_http
+from tests.servers import free_port, start_simulator
 
 pytestmark = pytest.mark.integration  # a real Prometheus on 127.0.0.1
 
@@ -93,11 +95,20 @@ def _firing(base: str) -> set[tuple[str, str, str]]:
 
 
 def test_demo_rules_page_a_failing_lane_and_evaluate_cleanly(tmp_path: Path, exporter: str) -> None:
+    with start_simulator(tmp_path, profile="fast") as sim:
+        _page_and_evaluate(tmp_path, exporter, sim.url.removeprefix("http://"))
+
+
+def _page_and_evaluate(tmp_path: Path, exporter: str, sim: str) -> None:
     port = free_port()
+    vllm = {"targets": [sim], "labels": {"lane": "fast", "target": "sim-fast"}}  # as deploy/prometheus does
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(GENERATED_DIR / "lanewatch-demo-rules.yml")],
-        "scrape_configs": [{"job_name": "lanewatch-collector", "static_configs": [{"targets": [exporter]}]}],
+        "scrape_configs": [
+            {"job_name": "lanewatch-collector", "static_configs": [{"targets": [exporter]}]},
+            {"job_name": "vllm-fast", "static_configs": [vllm]},
+        ],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     cmd = [
@@ -117,6 +128,10 @@ def test_demo_rules_page_a_failing_lane_and_evaluate_cleanly(tmp_path: Path, exp
         fired_after = time.monotonic() - started
         assert ("LanewatchTTFTBurnRate", "fast", "page") not in firing
         groups = httpx.get(f"{base}/api/v1/rules", timeout=5).json()["data"]["groups"]
+        for metric in (names.VLLM_KV_CACHE_USAGE_PERC, names.VLLM_NUM_REQUESTS_WAITING):
+            query = f'{metric}{{lane="fast",target="sim-fast",model_name!=""}}'
+            found = httpx.get(f"{base}/api/v1/query", params={"query": query}, timeout=5).json()["data"]
+            assert found["result"], f"the simulator exposes no {metric}"
     print(f"slow-lane TTFT page fired {fired_after:.1f} s after Prometheus was ready")
     rules = [r for g in groups for r in g["rules"]]
     assert len(rules) > 100
