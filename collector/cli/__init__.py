@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import config_cmd  # noqa: F401  (registers its commands)
+from . import config_cmd, probe  # noqa: F401  (registers their commands)
 from .app import app
 
 __all__ = ["app", "main"]
