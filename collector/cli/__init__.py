@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from . import config_cmd, probe  # noqa: F401  (registers their commands)
+from . import (
+    config_cmd,  # noqa: F401  (registers its commands)
+    probe,  # noqa: F401
+    sim,  # noqa: F401
+)
 from .app import app
 
 __all__ = ["app", "main"]
