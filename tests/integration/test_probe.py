@@ -332,8 +332,10 @@ async def test_client_span_follows_genai_conventions_with_phase_children(tmp_pat
     assert set(children) == {"dns", "connect", "send", "server_wait", "decode"}
     assert all(c.parent.span_id == parent.context.span_id for c in children.values())  # type: ignore[union-attr]
     assert parent.start_time is not None and parent.end_time is not None
-    e2e_ns = parent.end_time - parent.start_time
-    assert e2e_ns == pytest.approx((r.e2e_s or 0) * 1e9, abs=2000)
+    # The span opens while the request is built, a moment before the clock starts.
+    assert 0 <= parent.end_time - parent.start_time - (r.e2e_s or 0) * 1e9 < 5e6
+    decode = children["decode"]
+    assert decode.end_time == parent.end_time
     dump = json.dumps([dict(s.attributes or {}) for s in spans])
     assert "SECRET" not in dump
 
