@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 PATHS: dict[Api, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 LANE_HEADER = "x-lanewatch-lane"  # forces a lane at a lanewatch gateway (CONTRACTS.md §2)
 _ERROR_BODY_LIMIT = 64 * 1024
+_AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +200,9 @@ class Prober:
         except Exception as exc:  # every failure becomes an error kind, never a crash
             run.error = failure_kind(exc, run.phase, run.conn.resolving)
             log.debug("probe of %s failed in phase %s: %s", self.target.name, run.phase, run.error)
+        except BaseException:  # cancelled: no record, but no span left open either
+            span.end()
+            raise
         run.end = run.done_at or run.end or time.perf_counter()
         record = self._record(spec, run, started_at, trace_id, sent_id)
         finish_probe_span(self._tracer, span, record, run.intervals(), run.t0_ns)
@@ -224,6 +228,7 @@ class Prober:
             self.target.url + PATHS[spec.api],
             content=spec.body(self.target.model),
             headers=headers,
+            timeout=httpx.Timeout(None, connect=t.connect_s),
             extensions={"trace": run.on_trace},
         )
         scope = asyncio.timeout_at(min(total_at, loop.time() + t.ttft_s))
@@ -240,6 +245,8 @@ class Prober:
         except TimeoutError:
             if not scope.expired():
                 raise
+            if run.done_at is not None:
+                return  # [DONE] came; the server just did not end the body: not a failure
             run.end = time.perf_counter()
             run.error = self._timeout_kind(run, scope, total_at)
 
@@ -288,7 +295,8 @@ class Prober:
                     content.append(now)
                     scope.reschedule(min(total_at, loop.time() + stall_s))
                 elif kind is ChunkKind.DONE:
-                    run.done_at = now
+                    run.done_at = now  # read on only to reuse the connection, and not for long
+                    scope.reschedule(min(total_at, loop.time() + _AFTER_DONE_S))
                 elif kind is ChunkKind.ERROR:
                     stream_error = True
                 if chunk.usage is not None:

@@ -238,11 +238,18 @@ async def test_timeouts(parts: list[tuple[float, bytes]], kind: ErrorKind) -> No
     assert r.e2e_s is not None and r.e2e_s < 1.5
 
 
-async def test_headers_that_never_come_are_a_ttft_timeout() -> None:
-    async with ScriptedServer(lambda r: Reply(parts=[(5.0, b"")], end="hang")) as srv:
-        # The server sends headers then nothing: no content within the TTFT timeout.
+async def test_a_body_left_open_after_done_is_still_a_success() -> None:
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(2), end="hang")) as srv:
+        r = await probe_once(srv.url(), timeouts=Timeouts(stall_s=0.2, total_s=5.0))
+    assert r.ok and r.output_tokens == 2
+    assert r.e2e_s is not None and r.e2e_s < 0.5  # e2e ends at [DONE], not when we gave up
+
+
+async def test_headers_then_silence_is_a_ttft_timeout() -> None:
+    async with ScriptedServer(lambda r: Reply(parts=[], end="hang")) as srv:
         r = await probe_once(srv.url(), timeouts=TIGHT)
     assert r.error is ErrorKind.TTFT_TIMEOUT
+    assert r.ttfb_s is not None and r.ttfb_s < 0.2
 
 
 def closed_port() -> int:
