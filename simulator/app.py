@@ -13,7 +13,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import protocol, tokens
@@ -98,7 +99,11 @@ class Simulator:
 
 
 class RequestIdMiddleware:
-    """Echo `x-request-id` (or make one) on every response; the id goes in scope["x_request_id"]."""
+    """Echo `x-request-id` (or make one) on every response; the id goes in scope["x_request_id"].
+
+    It is also the first code a request meets, so it stamps the arrival (perf clock, unix time)
+    in scope["x_arrival"]: routing and body parsing then count in the request's latency.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -107,6 +112,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        scope["x_arrival"] = (time.perf_counter(), time.time())
         rid = ""
         for key, value in scope["headers"]:
             if key == b"x-request-id":
@@ -153,7 +159,7 @@ def create_app(sim: Simulator) -> ASGIApp:
 
 def _generation_routes(app: FastAPI, sim: Simulator) -> None:
     async def generate(api: protocol.Api, request: Request) -> Response:
-        arrival_s, arrival_time = time.perf_counter(), time.time()
+        arrival_s, arrival_time = request.scope["x_arrival"]
         rid: str = request.scope["x_request_id"]
         headers = trace_headers(request.headers)
         draw = sim.faults.draw()
@@ -219,7 +225,8 @@ def _info_routes(app: FastAPI, sim: Simulator) -> None:
     @app.get("/metrics")
     async def metrics() -> Response:
         """vLLM's Prometheus metrics."""
-        return Response(generate_latest(sim.registry), media_type=CONTENT_TYPE_LATEST)
+        # text format 0.0.4, as vLLM serves it and Prometheus 2.x expects
+        return Response(generate_latest(sim.registry), media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
     @app.get("/debug/requests/{request_id}")
     async def debug_request(request_id: str) -> Response:

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from . import (
-    config_cmd,  # noqa: F401  (registers its commands)
-    probe,  # noqa: F401
-    sim,  # noqa: F401
-)
+from . import config_cmd, degrade, probe, report, sim  # noqa: F401  (each registers its commands)
 from .app import app
 
 __all__ = ["app", "main"]
