@@ -26,7 +26,7 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 
 def default_tracer() -> Tracer:
     """A recording tracer that exports nowhere: spans still get real, sampled trace ids."""
-    return TracerProvider().get_tracer(TRACER_NAME)
+    return TracerProvider(shutdown_on_exit=False).get_tracer(TRACER_NAME)
 
 
 def start_probe_span(
