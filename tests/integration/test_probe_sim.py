@@ -43,7 +43,7 @@ def localhost(sim: SimHandle) -> str:
     return sim.url.replace("127.0.0.1", "localhost")
 
 
-def spec(i: int, max_tokens: int = 4) -> ProbeSpec:
+def spec(i: int, max_tokens: int = 6) -> ProbeSpec:
     return ProbeSpec("short", "chat", max_tokens, prompt=f"probe {i}: how are you?")
 
 
@@ -68,8 +68,10 @@ async def test_ttft_and_tokens_match_ground_truth_over_200_probes(sim: SimHandle
     # The client's window holds the server's, so errors are positive but for the sim's own
     # timing slack; taking TTFB (headers, sent at arrival) for TTFT would make them < -2 ms.
     assert errors[int(0.05 * len(errors))] > -0.001, errors[:10]
-    assert statistics.median(errors) < 0.002, statistics.median(errors)
-    assert errors[int(0.9 * len(errors))] < 0.010
+    # ~0.7-1.3 ms when the machine is ours (bench/probe_accuracy.py); 3 ms seen with five
+    # times more work than cores. Timing the stream's end instead would be ~12 ms off.
+    assert statistics.median(errors) < 0.005, statistics.median(errors)
+    assert errors[int(0.9 * len(errors))] < 0.020
     for r in records:
         assert r.e2e_s is not None
         assert abs(sum(breakdown(r).values()) - r.e2e_s) < 0.001
