@@ -35,6 +35,7 @@ from lanewatch.collector.transport import ConnectTimes, build_client, capture_co
 log = logging.getLogger(__name__)
 
 PATHS: dict[Api, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+SSE_BAD_EVENTS_ATTR = "sse_bad_events"  # record attr: undecodable SSE events in the stream
 LANE_HEADER = "x-lanewatch-lane"  # forces a lane at a lanewatch gateway (CONTRACTS.md §2)
 _ERROR_BODY_LIMIT = 64 * 1024
 _AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
@@ -304,6 +305,8 @@ class Prober:
         run.end = perf()
         parser.close()
         run.bad_events = parser.bad_events
+        if parser.bad_events:  # for lanewatch_sse_bad_data_total
+            run.attrs[SSE_BAD_EVENTS_ATTR] = str(parser.bad_events)
         if stream_error:
             run.error = ErrorKind.STREAM_ERROR
         elif parser.bad_events:
@@ -379,4 +382,4 @@ async def _drain(response: httpx.Response) -> None:
             break
 
 
-__all__ = ["PATHS", "ProbeSpec", "Prober", "read_api_key", "spec_for"]
+__all__ = ["PATHS", "SSE_BAD_EVENTS_ATTR", "ProbeSpec", "Prober", "read_api_key", "spec_for"]

@@ -217,6 +217,7 @@ async def test_stream_failures_map_to_their_error_kind(name: str) -> None:
         r = await probe_once(srv.url())
     assert r.error is kind
     assert r.e2e_s is not None
+    assert r.attrs.get("sse_bad_events") == ("1" if name == "malformed frame" else None)
 
 
 TIGHT = Timeouts(connect_s=1.0, ttft_s=0.3, stall_s=0.2, total_s=5.0)
