@@ -1,8 +1,9 @@
 """Alertmanager's webhook body (version 4), validated strictly.
 
 Field names and shapes follow Alertmanager 0.25 (see ../shared/reference/alerting.md and the
-captured bodies in ../shared/fixtures/). Unknown fields, wrong types and missing fields are
-errors: a body that does not look exactly like Alertmanager's is refused with a reason.
+captured bodies in ../shared/fixtures/). Wrong types and missing fields are errors, refused
+with a reason. Fields this version does not know are ignored: Alertmanager does not retry a
+4xx, so refusing a field a newer release adds would silently drop every alert.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ Labels = dict[str, Annotated[str, Field(max_length=4096)]]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
 
 class Alert(_Strict):
