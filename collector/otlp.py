@@ -187,6 +187,12 @@ def handle_export(
     return ExportResult(200, PROTOBUF, ExportTraceServiceResponse().SerializeToString(), spans)
 
 
+def too_large(content_type: str | None, limit: int) -> ExportResult:
+    """The 413 answer for a body known to exceed `limit` before it was read."""
+    as_json = (content_type or "").split(";")[0].strip().lower() == JSON
+    return _error(OtlpError(413, f"body larger than {limit} bytes"), as_json)
+
+
 def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     if len(body) > limit:
         raise OtlpError(413, f"body larger than {limit} bytes")

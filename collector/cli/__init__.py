@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import config_cmd  # noqa: F401  (registers its commands)
+from . import collect, config_cmd  # noqa: F401  (registers its commands)
 from .app import app
 
 __all__ = ["app", "main"]
