@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from . import collect, config_cmd  # noqa: F401  (registers its commands)
+from . import (
+    collect,  # noqa: F401  (registers its commands)
+    config_cmd,  # noqa: F401
+    sim,  # noqa: F401
+)
 from .app import app
 
 __all__ = ["app", "main"]

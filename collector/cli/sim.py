@@ -1,0 +1,135 @@
+"""`lanewatch sim`: a vLLM-compatible server with a continuous-batching timing model."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .app import app
+
+
+class ProfileName(StrEnum):
+    """Timing profiles (lanewatch.simulator.profiles)."""
+
+    fast = "fast"
+    slow = "slow"
+
+
+@app.command("sim")
+def sim(
+    profile: ProfileName = typer.Option(
+        ProfileName.fast, "--profile", help="Timing profile: fast (~1B model, 1 GPU) or slow (~70B, 2 GPUs)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port to listen on."),
+    tls: bool = typer.Option(False, "--tls", help="Serve HTTPS with a fresh self-signed certificate."),
+    cert_out: Path | None = typer.Option(
+        None,
+        "--cert-out",
+        help="With --tls: where to write the certificate clients should trust (default: a temp file).",
+    ),
+    cert: Path | None = typer.Option(
+        None, "--cert", help="Serve HTTPS with this PEM certificate (with --key)."
+    ),
+    key: Path | None = typer.Option(None, "--key", help="The PEM private key for --cert."),
+    model: str | None = typer.Option(
+        None, "--model", help="Served model name (default: the profile's model)."
+    ),
+    otlp_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-endpoint",
+        help="OTLP/HTTP traces URL for llm_request spans, e.g. http://127.0.0.1:4318/v1/traces.",
+    ),
+    admin_token_file: Path | None = typer.Option(
+        None,
+        "--admin-token-file",
+        help="File holding the bearer token for /admin/faults (without it: no admin API).",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed for output text and fault draws."),
+    faults: str | None = typer.Option(
+        None, "--faults", help="Faults from the start: a JSON object or @FILE (see POST /admin/faults)."
+    ),
+    max_num_seqs: int | None = typer.Option(
+        None, "--max-num-seqs", min=1, max=4096, help="Override the profile's max_num_seqs."
+    ),
+    log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
+) -> None:
+    """Serve vLLM's OpenAI API, /metrics and OTLP spans from a simulated engine (no GPU needed)."""
+    from lanewatch.simulator import tls as tls_mod
+    from lanewatch.simulator.app import SimConfig, Simulator
+    from lanewatch.simulator.faults import FaultError, FaultSpec, parse_faults
+    from lanewatch.simulator.profiles import PROFILES
+    from lanewatch.simulator.server import ServeOptions, build_server
+
+    _check_tls(tls, cert_out, cert, key)
+    if otlp_endpoint is not None and not otlp_endpoint.startswith(("http://", "https://")):
+        raise typer.BadParameter("must be an http:// or https:// URL", param_hint="--otlp-endpoint")
+    token = _read_token(admin_token_file) if admin_token_file else None
+    try:
+        spec = parse_faults(_faults_json(faults)) if faults else FaultSpec()
+    except FaultError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--faults") from None
+    prof = PROFILES[profile.value]
+    cfg = SimConfig(prof, model or prof.model.name, seed, max_num_seqs, token, otlp_endpoint, spec)
+    keyfile = key
+    if tls:
+        pair = tls_mod.self_signed()
+        cert_out = cert_out or Path(tempfile.gettempdir()) / f"lanewatch-sim-{port}-cert.pem"
+        tls_mod.write_cert(pair, cert_out)
+        cert, keyfile = cert_out, tls_mod.private_key_file(pair)
+    try:
+        server = build_server(Simulator(cfg), ServeOptions(host, port, cert, keyfile, log_level))
+    finally:
+        if tls and keyfile is not None:
+            keyfile.unlink(missing_ok=True)
+            keyfile.parent.rmdir()
+    scheme = "https" if cert else "http"
+    typer.echo(
+        f"lanewatch sim: {prof.name} profile serving {cfg.model} at {scheme}://{host}:{port}", err=True
+    )
+    if tls:
+        typer.echo(f"lanewatch sim: certificate written to {cert_out}", err=True)
+    server.run()
+
+
+def _check_tls(tls: bool, cert_out: Path | None, cert: Path | None, key: Path | None) -> None:
+    if tls and (cert or key):
+        raise typer.BadParameter("use either --tls (a fresh certificate) or --cert/--key", param_hint="--tls")
+    if cert_out and not tls:
+        raise typer.BadParameter("only makes sense with --tls", param_hint="--cert-out")
+    if bool(cert) != bool(key):
+        raise typer.BadParameter("--cert and --key go together", param_hint="--cert/--key")
+    for name, path in (("--cert", cert), ("--key", key)):
+        if path is not None and not path.is_file():
+            raise typer.BadParameter(f"no such file: {path}", param_hint=name)
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise typer.BadParameter(
+            f"cannot read {path}: {exc.strerror}", param_hint="--admin-token-file"
+        ) from None
+    if not token:
+        raise typer.BadParameter(f"{path} is empty", param_hint="--admin-token-file")
+    return token
+
+
+def _faults_json(text: str) -> Any:
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise typer.BadParameter(
+                f"cannot read {text[1:]}: {exc.strerror}", param_hint="--faults"
+            ) from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"invalid JSON: {exc}", param_hint="--faults") from None

@@ -1,0 +1,97 @@
+"""Serves the simulator with uvicorn: plain HTTP or TLS, and the refused-connections fault.
+
+The event loop is asyncio's own (not uvloop): its timers never fire early, which keeps the
+engine's steps and the streams' timing honest. HTTP parsing is httptools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from .app import Simulator, create_app
+from .lifecycle import StreamTruncated
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Where and how to listen."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    certfile: Path | None = None
+    keyfile: Path | None = None
+    log_level: str = "warning"
+
+
+class _DropTruncation(logging.Filter):
+    """The truncation fault ends a stream by raising; that is not an error worth a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, StreamTruncated)
+
+
+class Listener:
+    """Stops listening for a while (new connections refused) and listens again on the same port."""
+
+    def __init__(self, server: uvicorn.Server, config: uvicorn.Config, opts: ServeOptions) -> None:
+        self.server = server
+        self.config = config
+        self.opts = opts
+        self._reopen: asyncio.TimerHandle | None = None
+
+    def refuse(self, seconds: float) -> None:
+        """Close the listening sockets now and reopen them after `seconds`."""
+        loop = asyncio.get_running_loop()
+        if self._reopen is not None:
+            self._reopen.cancel()
+        else:
+            for srv in self.server.servers:
+                srv.close()
+        self._reopen = loop.call_later(seconds, lambda: loop.create_task(self._listen()))
+
+    async def _listen(self) -> None:
+        self._reopen = None
+        loop = asyncio.get_running_loop()
+        family = socket.AF_INET6 if ":" in self.opts.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.opts.host, self.opts.port))
+        cfg, server = self.config, self.server
+
+        def protocol() -> asyncio.Protocol:
+            # The same protocol uvicorn's own listener builds (uvicorn.server.Server.startup).
+            return cfg.http_protocol_class(  # type: ignore[call-arg]
+                config=cfg, server_state=server.server_state, app_state=server.lifespan.state
+            )
+
+        srv = await loop.create_server(protocol, sock=sock, ssl=cfg.ssl, backlog=cfg.backlog)
+        server.servers.append(srv)
+
+
+def build_server(sim: Simulator, opts: ServeOptions) -> uvicorn.Server:
+    """A uvicorn server for `sim`, its config loaded (TLS key read) and refusal wired."""
+    config = uvicorn.Config(
+        create_app(sim),
+        host=opts.host,
+        port=opts.port,
+        loop="asyncio",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=opts.log_level,
+        ssl_certfile=str(opts.certfile) if opts.certfile else None,
+        ssl_keyfile=str(opts.keyfile) if opts.keyfile else None,
+        timeout_keep_alive=30,
+    )
+    config.load()
+    logging.getLogger("uvicorn.error").addFilter(_DropTruncation())
+    server = uvicorn.Server(config)
+    sim.on_refuse = Listener(server, config, opts).refuse
+    return server
