@@ -16,11 +16,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from fastapi import FastAPI, Request, Response
 from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -249,10 +251,8 @@ class CollectorService:
             "gpus": len(self.gpu_samples),
         }
 
-    def app(self) -> Any:
+    def app(self) -> FastAPI:
         """The FastAPI app: GET /metrics, GET /healthz, POST /v1/traces (when the receiver is on)."""
-        from fastapi import FastAPI, Request, Response
-
         app = FastAPI(title="lanewatch collector", docs_url=None, redoc_url=None, openapi_url=None)
 
         @app.get("/metrics")
@@ -280,7 +280,7 @@ class CollectorService:
         return app
 
 
-async def read_limited(request: Any, limit: int) -> bytes | None:
+async def read_limited(request: Request, limit: int) -> bytes | None:
     """The request body, or None as soon as it is known to exceed `limit` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -311,7 +311,7 @@ async def serve(
     import uvicorn
 
     config = uvicorn.Config(service.app(), host=host, port=port, log_level="warning", lifespan="off")
-    sock = config.bind_socket()  # bound before anything runs: a taken port fails here, clearly
+    sock = listen_socket(host, port)  # bound before anything runs: a taken port fails here, clearly
     on_listening(sock.getsockname()[1])
     server = uvicorn.Server(config)
     server_task = asyncio.create_task(server.serve(sockets=[sock]), name="http")
@@ -323,3 +323,15 @@ async def serve(
         server.should_exit = True
         await asyncio.gather(server_task, run_task, return_exceptions=True)
         sock.close()
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A bound TCP socket (OSError when the address is taken or unknown)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock

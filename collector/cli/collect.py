@@ -11,7 +11,9 @@ from .app import app
 
 @app.command("collect")
 def collect(
-    config: Path = typer.Option(..., "-c", "--config", help="The YAML config file (see `lanewatch config check`)."),
+    config: Path = typer.Option(
+        ..., "-c", "--config", help="The YAML config file (see `lanewatch config check`)."
+    ),
     records: Path | None = typer.Option(
         None, "--records", help="Append every request record to this JSONL file (read by `lanewatch report`)."
     ),
@@ -39,7 +41,8 @@ def collect(
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
-    server = cfg.server.model_copy(update={k: v for k, v in (("host", host), ("port", port)) if v is not None})
+    listen = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    server = cfg.server.model_copy(update=listen)
     probe = cfg.probe.model_copy(update={"shard": shard}) if shard is not None else cfg.probe
     export = cfg.export.model_copy(update={"records_path": records}) if records is not None else cfg.export
     try:
