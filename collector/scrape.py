@@ -169,8 +169,13 @@ class _Parsed:
             self.sums[base] = self.sums.get(base, 0.0) + value
 
 
+_LEGACY_PREFIXES = tuple(names.VLLM_LEGACY_ALIASES)
+
+
 def canonical_name(sample_name: str) -> tuple[str, bool]:
     """A sample name in V1 spelling, and whether it was a legacy (V0) name."""
+    if not sample_name.startswith(_LEGACY_PREFIXES):
+        return sample_name, False
     for old, new in names.VLLM_LEGACY_ALIASES.items():
         if sample_name == old:
             return new, True
@@ -179,21 +184,71 @@ def canonical_name(sample_name: str) -> tuple[str, bool]:
     return sample_name, False
 
 
+_WANTED = tuple(sorted({*_HISTOGRAMS, *GAUGES, *COUNTERS, *names.VLLM_LEGACY_ALIASES}))
+CHUNK_LINES = 16  # lines per parser call: prometheus_client's parser costs ~30-80 µs a line here
+
+
+def relevant_chunks(text: str) -> list[str]:
+    """The sample lines lanewatch reads (comments and other metrics dropped), in small chunks.
+
+    Without TYPE lines every sample parses under its own name, which is all `_Parsed` needs;
+    dropping the rest first cuts the parse cost, and chunks let a caller yield between them.
+    """
+    lines = [line for line in text.splitlines() if line.startswith(_WANTED)]
+    return ["\n".join(lines[i : i + CHUNK_LINES]) + "\n" for i in range(0, len(lines), CHUNK_LINES)]
+
+
+class MetricsParser:
+    """Parses a /metrics page chunk by chunk; the first bad chunk makes it a failed parse."""
+
+    def __init__(self) -> None:
+        self._current, self._legacy = _Parsed(), _Parsed()
+        self._samples = 0
+        self.error: str | None = None
+
+    def feed(self, chunk: str) -> None:
+        """Parse one chunk of sample lines (from `relevant_chunks`)."""
+        if self.error is not None:
+            return
+        try:
+            for family in text_string_to_metric_families(chunk):
+                for sample in family.samples:
+                    name, is_legacy = canonical_name(sample.name)
+                    (self._legacy if is_legacy else self._current).add(
+                        name, sample.labels, float(sample.value)
+                    )
+                    self._samples += 1
+        except (ValueError, KeyError, IndexError, TypeError) as exc:  # the parser raises several
+            self.error = f"unparsable /metrics: {exc}"
+
+    def result(self) -> tuple[dict[str, float], dict[str, float], dict[str, Buckets]]:
+        """Gauges, counters and histograms by V1 name; ValueError for a bad page or one without vLLM."""
+        if self.error is not None:
+            raise ValueError(self.error)
+        if self._samples == 0:
+            raise ValueError("no vLLM metrics on the page")
+        current, legacy = self._current, self._legacy
+        gauges = {n: GAUGES[n](v) for n, v in (legacy.gauges | current.gauges).items()}
+        counters = legacy.counters | current.counters  # a V1 name wins over its V0 alias
+        histograms = {n: _combine(sets, legacy.sums.get(n, 0.0)) for n, sets in legacy.buckets.items()}
+        histograms |= {n: _combine(sets, current.sums.get(n, 0.0)) for n, sets in current.buckets.items()}
+        return gauges, counters, histograms
+
+    def snapshot(self, target: str, lane: str, at: float, duration_s: float) -> ServerSnapshot:
+        """The parsed page as a snapshot (a failed one when the page was bad)."""
+        try:
+            gauges, counters, histograms = self.result()
+        except ValueError as exc:
+            return ServerSnapshot(target, lane, at, duration_s, error=f"parse: {exc}")
+        return ServerSnapshot(target, lane, at, duration_s, None, gauges, counters, histograms)
+
+
 def parse_metrics(text: str) -> tuple[dict[str, float], dict[str, float], dict[str, Buckets]]:
-    """Gauges, counters and histograms lanewatch reads from a /metrics page; ValueError if unparsable."""
-    current, legacy = _Parsed(), _Parsed()
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                name, is_legacy = canonical_name(sample.name)
-                (legacy if is_legacy else current).add(name, sample.labels, float(sample.value))
-    except (ValueError, KeyError, IndexError, TypeError) as exc:  # the parser raises several
-        raise ValueError(f"unparsable /metrics: {exc}") from None
-    gauges = {n: GAUGES[n](v) for n, v in (legacy.gauges | current.gauges).items()}
-    counters = legacy.counters | current.counters  # a V1 name wins over its V0 alias
-    histograms = {n: _combine(sets, legacy.sums.get(n, 0.0)) for n, sets in legacy.buckets.items()}
-    histograms |= {n: _combine(sets, current.sums.get(n, 0.0)) for n, sets in current.buckets.items()}
-    return gauges, counters, histograms
+    """Gauges, counters and histograms lanewatch reads from a /metrics page; ValueError if unusable."""
+    parser = MetricsParser()
+    for chunk in relevant_chunks(text):
+        parser.feed(chunk)
+    return parser.result()
 
 
 def _combine(sets: Mapping[_LabelKey, Mapping[float, float]], total: float) -> Buckets:
@@ -213,11 +268,10 @@ def _combine(sets: Mapping[_LabelKey, Mapping[float, float]], total: float) -> B
 
 def snapshot_from_text(target: str, lane: str, text: str, at: float, duration_s: float) -> ServerSnapshot:
     """A snapshot from a /metrics page; a page that does not parse gives a failed snapshot."""
-    try:
-        gauges, counters, histograms = parse_metrics(text)
-    except ValueError as exc:
-        return ServerSnapshot(target, lane, at, duration_s, error=f"parse: {exc}")
-    return ServerSnapshot(target, lane, at, duration_s, None, gauges, counters, histograms)
+    parser = MetricsParser()
+    for chunk in relevant_chunks(text):
+        parser.feed(chunk)
+    return parser.snapshot(target, lane, at, duration_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,8 +401,12 @@ async def scrape_once(
         return _failed(target, lane, start, f"connect: {type(exc).__name__}")
     if resp.status_code != 200:
         return _failed(target, lane, start, f"http_{resp.status_code}")
+    parser = MetricsParser()
+    for chunk in relevant_chunks(text):
+        parser.feed(chunk)
+        await asyncio.sleep(0)  # the probes time chunks on this loop: never block it for long
     end = time.monotonic()
-    return snapshot_from_text(target, lane, text, end, end - start)
+    return parser.snapshot(target, lane, end, end - start)
 
 
 def _failed(target: str, lane: str, start: float, error: str) -> ServerSnapshot:

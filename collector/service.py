@@ -175,13 +175,12 @@ class CollectorService:
     # ------------------------------------------------------------ the loops
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run every configured loop until `stop` is set, then flush and close."""
+        """Run every configured loop until `stop` is set; then stop probing, drain the join, close."""
         factory = self._source_factory
         probing = factory is not None and self.cfg.probe.enabled and bool(self.cfg.targets)
         source = factory(self.cfg, self.submit, self._tracer) if factory is not None and probing else None
+        probe_task = asyncio.create_task(source.run(), name="probe") if source is not None else None
         tasks = [asyncio.create_task(self._expire_loop(stop), name="join-expiry")]
-        if source is not None:
-            tasks.append(asyncio.create_task(source.run(), name="probe"))
         if self.scrape_targets:
             tasks.append(asyncio.create_task(self._scrape(stop), name="scrape"))
         if self.cfg.gpu.enabled:
@@ -189,11 +188,19 @@ class CollectorService:
         try:
             await stop.wait()
         finally:
-            if source is not None:
-                source.stop()
             stop.set()
+            if source is not None and probe_task is not None:
+                source.stop()
+                await asyncio.gather(probe_task, return_exceptions=True)
+            await self.drain()
             await asyncio.gather(*tasks, return_exceptions=True)
             self.close()
+
+    async def drain(self) -> None:
+        """Give records still waiting for a span their full wait (spans keep arriving meanwhile)."""
+        while self.joiner is not None and self.joiner.pending[0]:
+            self.expire()
+            await asyncio.sleep(0.02)
 
     async def _scrape(self, stop: asyncio.Event) -> None:
         import httpx
@@ -320,8 +327,9 @@ async def serve(
         await stop.wait()
     finally:
         stop.set()
+        await asyncio.gather(run_task, return_exceptions=True)  # still receiving spans while it drains
         server.should_exit = True
-        await asyncio.gather(server_task, run_task, return_exceptions=True)
+        await asyncio.gather(server_task, return_exceptions=True)
         sock.close()
 
 

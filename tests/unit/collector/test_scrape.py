@@ -141,7 +141,14 @@ def test_histogram_label_sets_with_different_bounds_combine() -> None:
 
 
 @pytest.mark.parametrize(
-    "page", ["<html>502 Bad Gateway</html>", 'vllm:x{a="b" 1\n', "metric not_a_number\n"]
+    "page",
+    [
+        "<html>502 Bad Gateway</html>",
+        'vllm:num_requests_running{a="b" 1\n',
+        "vllm:num_requests_running not_a_number\n",
+        "",
+        "# a page of other metrics\nprocess_cpu_seconds_total 1.5\n",
+    ],
 )
 def test_unparsable_page_is_a_failed_snapshot(page: str) -> None:
     snap = snapshot_from_text("t", "fast", page, at=1.0, duration_s=0.01)
