@@ -245,14 +245,14 @@ async def test_headers_that_never_come_are_a_ttft_timeout() -> None:
     assert r.error is ErrorKind.TTFT_TIMEOUT
 
 
-def _closed_port() -> int:
+def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 async def test_nothing_listening_is_connect_refused() -> None:
-    r = await probe_once(f"http://127.0.0.1:{_closed_port()}")
+    r = await probe_once(f"http://127.0.0.1:{closed_port()}")
     assert r.error is ErrorKind.CONNECT_REFUSED
     assert r.status is None and r.ttft_s is None
 

@@ -1,0 +1,173 @@
+"""Real servers for tests: `lanewatch sim` as a subprocess on a free 127.0.0.1 port.
+
+    with start_simulator(tmp_path, profile="fast", tls=True) as sim:
+        httpx.get(f"{sim.url}/health", verify=sim.ssl_verify)  # trusts sim.cert_path
+
+Extra keyword flags become CLI options: `model="x"` -> `--model x`, `max_num_seqs=4` ->
+`--max-num-seqs 4`, `faults={...}` -> `--faults '<json>'`, `True` -> a bare flag, `None` or
+`False` -> omitted. An admin token file is made unless `admin_token_file` is given (None turns the
+admin API off). The process (and its children) is stopped when the block exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+START_TIMEOUT_S = 20.0
+DEFAULT_MODELS = {"fast": "meta-llama/Llama-3.2-1B-Instruct", "slow": "meta-llama/Llama-3.1-70B-Instruct"}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class SimHandle:
+    """A running simulator."""
+
+    url: str
+    port: int
+    cert_path: Path | None
+    admin_token: str | None
+    model: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def ssl_verify(self) -> ssl.SSLContext | bool:
+        """What to pass as httpx's `verify`: a context trusting the certificate, or True over HTTP."""
+        return ssl.create_default_context(cafile=str(self.cert_path)) if self.cert_path else True
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The Authorization header for /admin/faults."""
+        return {"authorization": f"Bearer {self.admin_token}"}
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        """An httpx client for this server (its certificate trusted)."""
+        return httpx.Client(base_url=self.url, verify=self.ssl_verify, **kwargs)
+
+    def truth(self, request_id: str) -> dict[str, Any]:
+        """The ground truth for one request."""
+        with self.client() as c:
+            r = c.get(f"/debug/requests/{request_id}")
+            r.raise_for_status()
+            result: dict[str, Any] = r.json()
+            return result
+
+
+def lanewatch_command() -> list[str]:
+    """How to run the `lanewatch` CLI from this interpreter's environment."""
+    script = Path(sys.executable).parent / "lanewatch"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from lanewatch.collector.cli import main; main()"]
+
+
+def _flag_args(flags: dict[str, Any]) -> list[str]:
+    args: list[str] = []
+    for key, value in flags.items():
+        opt = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(opt)
+        elif isinstance(value, dict | list):
+            args += [opt, json.dumps(value)]
+        else:
+            args += [opt, str(value)]
+    return args
+
+
+@contextmanager
+def start_simulator(
+    tmp_path: Path,
+    profile: str = "fast",
+    tls: bool = False,
+    otlp_endpoint: str | None = None,
+    **flags: Any,
+) -> Iterator[SimHandle]:
+    """Run `lanewatch sim` on a free port until the block exits; yields its handle."""
+    port = free_port()
+    folder = tmp_path / f"sim-{port}"
+    folder.mkdir(parents=True)
+    token: str | None = None
+    if "admin_token_file" not in flags:
+        token = secrets.token_hex(16)
+        token_file = folder / "admin-token"
+        token_file.write_text(token + "\n")
+        flags["admin_token_file"] = token_file
+    elif flags["admin_token_file"] is not None:
+        token = Path(flags["admin_token_file"]).read_text().strip()
+    cert = folder / "cert.pem" if tls else None
+    args = [*lanewatch_command(), "sim", "--profile", profile, "--host", "127.0.0.1", "--port", str(port)]
+    if tls:
+        args += ["--tls", "--cert-out", str(cert)]
+    if otlp_endpoint:
+        args += ["--otlp-endpoint", otlp_endpoint]
+    args += _flag_args(flags)
+    log_path = folder / "sim.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    scheme = "https" if tls else "http"
+    handle = SimHandle(
+        url=f"{scheme}://127.0.0.1:{port}",
+        port=port,
+        cert_path=cert,
+        admin_token=token,
+        model=flags.get("model") or DEFAULT_MODELS[profile],
+        process=proc,
+        log_path=log_path,
+    )
+    try:
+        _wait_healthy(handle)
+        yield handle
+    finally:
+        _stop(proc)
+
+
+def _wait_healthy(h: SimHandle) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if h.process.poll() is not None:
+            raise RuntimeError(f"lanewatch sim exited with {h.process.returncode}:\n{h.log_path.read_text()}")
+        if h.cert_path is None or h.cert_path.exists():
+            try:
+                if httpx.get(f"{h.url}/health", verify=h.ssl_verify, timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+        time.sleep(0.05)
+    raise RuntimeError(f"lanewatch sim not healthy after {START_TIMEOUT_S} s:\n{h.log_path.read_text()}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+    except ProcessLookupError:
+        pass
