@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PKGS := collector exporters simulator alerts dashboards
-DEBIAN_TOOLS := prometheus prometheus-alertmanager
+DEBIAN_TOOLS := prometheus prometheus-alertmanager chromium
 
 .PHONY: run test lint typecheck tools generate check-generated bench clean
 
@@ -16,10 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# Prometheus 2.42 and Alertmanager 0.25 from Debian, installed when missing and running as root.
+# Prometheus 2.42, Alertmanager 0.25 and Chromium (renders the report in a test) from Debian,
+# installed when missing and running as root.
 # Otherwise the tests that need them skip loudly (and fail under CI=true).
 tools:
-	@missing=""; for b in prometheus promtool prometheus-alertmanager; do \
+	@missing=""; for b in prometheus promtool prometheus-alertmanager chromium; do \
 	  command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

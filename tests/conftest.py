@@ -18,12 +18,17 @@ def _clean_lanewatch_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
 
 
+# How to get a binary that is not one of Prometheus' (apt-get, or `make tools` as root).
+INSTALL_HINTS = {"chromium": "Debian's chromium (apt-get install -y chromium)"}
+
+
 def require_binary(name: str) -> str:
     """Path of a real binary; skip loudly without it, but fail under CI=true."""
     path = shutil.which(name)
     if path:
         return path
-    reason = f"{name} not found: install Debian's prometheus / prometheus-alertmanager (make tools)"
+    package = INSTALL_HINTS.get(name, "Debian's prometheus / prometheus-alertmanager")
+    reason = f"{name} not found: install {package} (make tools)"
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"CI=true and {reason}")
     pytest.skip(f"SKIPPED LOUDLY: {reason}")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from . import (
-    collect,  # noqa: F401  (registers its commands)
+    collect,  # noqa: F401  (each registers its commands)
     config_cmd,  # noqa: F401
     probe,  # noqa: F401
+    report,  # noqa: F401
     sim,  # noqa: F401
 )
 from .app import app
