@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import socket
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from fastapi import FastAPI, Request, Response
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -30,9 +30,12 @@ from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.gpu import GpuSample, GpuSampler, load_nvml
 from lanewatch.collector.join import Joiner, JoinStats
 from lanewatch.collector.otlp import ServerSpan, handle_export, too_large
+from lanewatch.collector.probe_spans import TRACER_NAME
+from lanewatch.collector.recordfile import record_line
 from lanewatch.collector.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
 from lanewatch.collector.timing import RequestTiming
 from lanewatch.collector.window import Window
+from lanewatch.exporters import otlp as otlp_export
 from lanewatch.exporters.prometheus import (
     GpuMetrics,
     JoinMetrics,
@@ -76,8 +79,7 @@ class RecordsWriter:
 
     def write(self, record: RequestTiming) -> None:
         """Append one record."""
-        line = json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False)
-        self._file.write(line + "\n")
+        self._file.write(record_line(record))
         self._file.flush()
 
     def close(self) -> None:
@@ -123,6 +125,12 @@ class CollectorService:
         self._nvml = nvml
         self._writer = RecordsWriter(cfg.export.records_path) if cfg.export.records_path else None
         self._tracer = tracer
+        self._provider: TracerProvider | None = None
+        if tracer is None and cfg.export.otlp_endpoint:
+            self._provider = otlp_export.tracer_provider(
+                cfg.export.otlp_endpoint, service_name="lanewatch-collector"
+            )
+            self._tracer = self._provider.get_tracer(TRACER_NAME)
         self._source_factory = source_factory
         self._listeners: list[Sink] = []
 
@@ -240,6 +248,9 @@ class CollectorService:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self._provider is not None:
+            otlp_export.shutdown(self._provider, timeout_s=2.0)  # the last probe spans go out
+            self._provider = None
 
     # ------------------------------------------------------------ HTTP
 
