@@ -143,13 +143,13 @@ def _prompt(req: _Request) -> tuple[list[int], str]:
         pairs = [(m.role, tokens.message_text(m.content)) for m in req.messages]
         return tokens.chat_prompt_ids(pairs), "\n".join(f"{r}:{t}" for r, t in pairs)
     assert isinstance(req, CompletionRequest)
-    p = req.prompt
+    p: Any = req.prompt
     if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str | list):
-        p = p[0]  # type: ignore[assignment]
+        p = p[0]
     if isinstance(p, str):
         return tokens.completion_prompt_ids(p), p
     if p and all(isinstance(x, int) for x in p):
-        ids = [int(x) for x in p]  # type: ignore[arg-type]
+        ids = [int(x) for x in p]
         return ids, " ".join(map(str, ids))
     raise ApiError(400, "prompt: one prompt per request (a string or a list of token ids).", param="prompt")
 

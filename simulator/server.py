@@ -89,6 +89,7 @@ def build_server(sim: Simulator, opts: ServeOptions) -> uvicorn.Server:
         ssl_certfile=str(opts.certfile) if opts.certfile else None,
         ssl_keyfile=str(opts.keyfile) if opts.keyfile else None,
         timeout_keep_alive=30,
+        timeout_graceful_shutdown=2,  # streams still open then are cut, not waited for
     )
     config.load()
     logging.getLogger("uvicorn.error").addFilter(_DropTruncation())

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
 from lanewatch.simulator import tokens
@@ -32,11 +33,13 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
 def test_openai_client_streams_over_tls_and_truth_matches_usage(sim: SimHandle) -> None:
     assert sim.cert_path is not None and b"BEGIN CERTIFICATE" in sim.cert_path.read_bytes()
     rid = f"it-{uuid.uuid4().hex}"
-    with httpx.Client(verify=ssl.create_default_context(cafile=str(sim.cert_path))) as http:
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": HELLO[0]["content"]}]
+    trust = ssl.create_default_context(cafile=str(sim.cert_path))
+    with openai.DefaultHttpxClient(verify=trust) as http:
         client = openai.OpenAI(base_url=f"{sim.url}/v1", api_key="unused", http_client=http)
         stream = client.chat.completions.create(
             model=sim.model,
-            messages=HELLO,  # type: ignore[arg-type]
+            messages=messages,
             max_tokens=12,
             stream=True,
             stream_options={"include_usage": True},

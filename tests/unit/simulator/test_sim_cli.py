@@ -1,0 +1,55 @@
+"""`lanewatch sim` refuses bad flags with a clear error before it starts anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lanewatch.collector.cli import app
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--profile", "medium"], "--profile"),
+        (["--port", "70000"], "--port"),
+        (["--cert-out", "x.pem"], "--cert-out"),
+        (["--cert", "nope.pem"], "--cert"),
+        (["--tls", "--cert", "a", "--key", "b"], "--tls"),
+        (["--otlp-endpoint", "127.0.0.1:4318"], "--otlp-endpoint"),
+        (["--admin-token-file", "/nonexistent/token"], "--admin-token-file"),
+        (["--faults", "{not json"], "--faults"),
+        (["--faults", '{"decode_slowdown": 0}'], "decode_slowdown"),
+        (["--faults", '{"bogus": 1}'], "bogus"),
+        (["--faults", "@/nonexistent/faults.json"], "--faults"),
+        (["--max-num-seqs", "0"], "--max-num-seqs"),
+    ],
+)
+def test_bad_flags_give_clear_errors(args: list[str], needle: str) -> None:
+    result = CliRunner().invoke(app, ["sim", *args])
+    assert result.exit_code == 2, result.output
+    assert needle in result.output
+
+
+def test_empty_token_file_is_refused(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("\n")
+    result = CliRunner().invoke(app, ["sim", "--admin-token-file", str(token)])
+    assert result.exit_code == 2 and "empty" in result.output
+
+
+def test_help_lists_every_option() -> None:
+    result = CliRunner().invoke(app, ["sim", "--help"])
+    assert result.exit_code == 0
+    for opt in (
+        "--profile",
+        "--tls",
+        "--cert-out",
+        "--otlp-endpoint",
+        "--admin-token-file",
+        "--faults",
+        "--seed",
+    ):
+        assert opt in result.output
