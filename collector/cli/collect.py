@@ -36,6 +36,8 @@ def collect(
     from lanewatch.collector.suites import parse_shard
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for chatty in ("httpx", "httpcore"):  # one line per probe and scrape otherwise
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         cfg = load_config(config)
     except ConfigError as exc:
