@@ -18,7 +18,6 @@ from lanewatch.collector.scrape import (
     parse_metrics,
     snapshot_from_text,
 )
-from lanewatch.collector.window import quantile
 from lanewatch.exporters import names
 
 # vLLM's own buckets (../shared/reference/vllm.md)
@@ -95,8 +94,17 @@ def test_scraped_quantile_within_one_bucket_of_true(values: list[float], q: floa
     assert h.count == len(values)
     est = bucket_quantile(q, h)
     assert est is not None
-    true = quantile(sorted(values), q)
+    true = rank_value(sorted(values), q)
     assert abs(bucket_index(h.bounds, est) - bucket_index(h.bounds, true)) <= 1
+
+
+def rank_value(sorted_values: Sequence[float], q: float) -> float:
+    """The observation of rank ⌈q·n⌉: what a histogram locates (its bucket holds it).
+
+    An interpolated quantile (window.quantile) can fall between two observations in a bucket
+    that holds neither, e.g. halfway between ten 0.5 s and ten 2 s values.
+    """
+    return sorted_values[max(math.ceil(q * len(sorted_values)) - 1, 0)]
 
 
 def test_parse_sums_engines_and_keeps_worst_kv() -> None:
