@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from .app import app
+
+
+class LogLevel(StrEnum):
+    """Log levels the collector accepts."""
+
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
 
 
 @app.command("collect")
@@ -24,7 +34,7 @@ def collect(
     shard: str | None = typer.Option(
         None, "--shard", help="Own a stable share of the targets: i/N with 0 <= i < N (default: probe.shard)."
     ),
-    log_level: str = typer.Option("info", "--log-level", help="Log level: debug, info, warning, error."),
+    log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", help="How much to log."),
 ) -> None:
     """Run the collector: GET /metrics, GET /healthz and POST /v1/traces (OTLP/HTTP) until interrupted."""
     import asyncio
@@ -35,7 +45,9 @@ def collect(
     from lanewatch.collector.service import CollectorService, serve
     from lanewatch.collector.suites import parse_shard
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.value.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     for chatty in ("httpx", "httpcore"):  # one line per probe and scrape otherwise
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
