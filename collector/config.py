@@ -9,13 +9,14 @@ starts half-configured.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "LANEWATCH__"
+M = TypeVar("M", bound=BaseModel)
 
 
 class Section(BaseModel):
@@ -191,19 +192,35 @@ class GatewayConfig(Section):
 
 
 class DegradeConfig(Section):
-    """The degrade controller: Alertmanager webhook in, router actions out."""
+    """The degrade controller: Alertmanager webhook in, router actions out (collector/degrade/)."""
 
     server: ServerConfig = ServerConfig(port=9097)
-    token_file: Path | None = None
+    token_file: Path | None = None  # bearer token Alertmanager must send; required unless insecure_dev
     insecure_dev: bool = False
+    state_dir: Path = Path("lanewatch-state")
+    policy_file: Path | None = None  # None: the built-in default policy (collector/degrade/policy.py)
+    # Hysteresis overrides; None keeps the policy's value.
+    min_hold_s: float | None = Field(default=None, ge=0)
+    recovery_stable_s: float | None = Field(default=None, ge=0)
+    escalation_cooldown_s: float | None = Field(default=None, ge=0)
+    # Adapters; empty means `gateway` when gateway_url is set.
+    adapters: list[Literal["gateway", "webhook", "dry-run"]] = Field(default_factory=list)
     gateway_url: str | None = None
     gateway_token_file: Path | None = None
-    state_dir: Path = Path("lanewatch-state")
-    min_hold_s: float = Field(default=120.0, ge=0)
-    recovery_stable_s: float = Field(default=60.0, ge=0)
-    escalation_cooldown_s: float = Field(default=60.0, ge=0)
-    policy_file: Path | None = None
+    webhook_url: str | None = None
+    webhook_secret_file: Path | None = None  # HMAC-SHA256 key for the signature header
+    adapter_timeout_s: float = Field(default=5.0, gt=0)
+    adapter_attempts: int = Field(default=3, ge=1, le=20)  # per apply, with exponential backoff
+    reconcile_interval_s: float = Field(default=15.0, gt=0)  # re-apply the intended state this often
+    tick_s: float = Field(default=1.0, gt=0)  # how often holds, cooldowns and recoveries are checked
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+    @field_validator("gateway_url", "webhook_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value else value
 
 
 class LanewatchConfig(BaseSettings):
@@ -283,6 +300,15 @@ def load_config(path: Path | None = None) -> LanewatchConfig:
         return LanewatchConfig(**data)
     except ValidationError as exc:
         raise ConfigError(str(path) if path else "(defaults)", _issues(exc, lines)) from None
+
+
+def load_yaml_model(path: Path, model: type[M]) -> M:
+    """Load one YAML file into `model`; ConfigError names every bad field with its line."""
+    data, lines = _read_yaml(path)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(str(path), _issues(exc, lines)) from None
 
 
 def _read_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:

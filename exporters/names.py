@@ -97,9 +97,14 @@ DEGRADE_MAX_TOKENS_CAP: Final = f"{PREFIX}_degrade_max_tokens_cap"  # gauge: lan
 DEGRADE_TRANSITIONS_TOTAL: Final = f"{PREFIX}_degrade_transitions_total"  # lane, action, direction
 DEGRADE_ADAPTER_FAILURES_TOTAL: Final = f"{PREFIX}_degrade_adapter_failures_total"  # adapter
 DEGRADE_NOTIFICATIONS_TOTAL: Final = f"{PREFIX}_degrade_notifications_total"  # outcome
+DEGRADE_ALERTS_TOTAL: Final = f"{PREFIX}_degrade_alerts_total"  # outcome (fired, duplicate, stale, ...)
+DEGRADE_ADAPTER_SYNCED: Final = f"{PREFIX}_degrade_adapter_synced"  # gauge 0/1: adapter
+DEGRADE_STATE_REVISION: Final = f"{PREFIX}_degrade_state_revision"  # gauge: stored state revision
 ACTION: Final = "action"
 TO_LANE: Final = "to_lane"
 ADAPTER: Final = "adapter"
+DIRECTION: Final = "direction"  # apply | escalate | restore
+OUTCOME: Final = "outcome"
 
 # ---------------------------------------------------------------- vLLM names read by rules and dashboards
 # Copied from ../shared/reference/vllm.md (v0.33.0, V1 engine).

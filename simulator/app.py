@@ -13,7 +13,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import protocol, tokens
@@ -224,7 +225,8 @@ def _info_routes(app: FastAPI, sim: Simulator) -> None:
     @app.get("/metrics")
     async def metrics() -> Response:
         """vLLM's Prometheus metrics."""
-        return Response(generate_latest(sim.registry), media_type=CONTENT_TYPE_LATEST)
+        # text format 0.0.4, as vLLM serves it and Prometheus 2.x expects
+        return Response(generate_latest(sim.registry), media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
     @app.get("/debug/requests/{request_id}")
     async def debug_request(request_id: str) -> Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import (
     collect,  # noqa: F401  (each registers its commands)
     config_cmd,  # noqa: F401
+    degrade,  # noqa: F401
     probe,  # noqa: F401
     report,  # noqa: F401
     sim,  # noqa: F401

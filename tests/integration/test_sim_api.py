@@ -152,7 +152,9 @@ def test_metrics_parse_with_vllm_names_types_labels(sim: SimHandle) -> None:
         c.post(
             "/v1/chat/completions", json={"model": sim.model, "messages": HELLO, "max_tokens": 3}
         ).raise_for_status()
-        text = c.get("/metrics").text
+        resp = c.get("/metrics")
+        assert resp.headers["content-type"].startswith("text/plain; version=0.0.4")
+        text = resp.text
     families = {f.name: f for f in text_string_to_metric_families(text)}
     for name, (kind, extra) in EXPECTED.items():
         assert name in families, name

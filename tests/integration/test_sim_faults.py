@@ -100,9 +100,9 @@ def test_decode_slowdown_raises_tpot(sim: SimHandle) -> None:
         return float(t["decode_s"]) / 39
 
     base = tpot("ds-0")
-    set_faults(sim, {"decode_slowdown": 8.0})
+    set_faults(sim, {"decode_slowdown": 20.0})
     slow = tpot("ds-1")
-    assert slow / base > 5  # 8x in the engine; margin for a busy host's timer slop
+    assert slow / base > 5  # 20x in the engine; a busy host stretches the short base steps most
 
 
 def test_prefill_slowdown_raises_prefill(sim: SimHandle) -> None:
@@ -116,12 +116,13 @@ def test_prefill_slowdown_raises_prefill(sim: SimHandle) -> None:
 
 
 def test_stall_pauses_the_stream_midway(sim: SimHandle) -> None:
-    set_faults(sim, {"stall_s": 0.4, "stall_after_tokens": 3})
+    set_faults(sim, {"stall_s": 0.5, "stall_after_tokens": 3})
     times = content_times(stream_lines(sim, chat(), "stall-1"))
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) == 8
-    assert gaps[2] >= 0.35  # between the 3rd and 4th content chunk
-    assert max(gaps[:2]) < 0.2
+    assert times[-1] - times[0] >= 0.5  # the pause cannot be shorter than the stall
+    # it sits between the 3rd and 4th content chunk (margins for a client that reads late)
+    assert gaps.index(max(gaps)) == 2 and gaps[2] >= 0.3, gaps
 
 
 def test_truncation_cuts_the_stream_without_done(sim: SimHandle) -> None:

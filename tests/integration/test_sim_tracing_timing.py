@@ -129,13 +129,13 @@ def _timed_stream(sim: SimHandle, client: object, rid: str, max_tokens: int) -> 
 
 def test_chunks_leave_as_they_are_made(sim: SimHandle) -> None:
     with sim.client() as c:
-        c.post("/admin/faults", json={"decode_slowdown": 25.0}, headers=sim.admin_headers).raise_for_status()
+        c.post("/admin/faults", json={"decode_slowdown": 60.0}, headers=sim.admin_headers).raise_for_status()
         try:
-            _, times = _timed_stream(sim, c, "spaced-1", 6)  # decode steps of ~60 ms
+            _, times = _timed_stream(sim, c, "spaced-1", 6)  # decode steps of ~145 ms
         finally:
             c.delete("/admin/faults", headers=sim.admin_headers).raise_for_status()
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert len(gaps) == 5 and min(gaps) > 0.04  # not buffered and sent together at the end
+    assert len(gaps) == 5 and min(gaps) > 0.04, gaps  # not buffered and sent together at the end
 
 
 def test_truth_ttft_matches_what_the_client_sees(sim: SimHandle) -> None:
@@ -146,6 +146,5 @@ def test_truth_ttft_matches_what_the_client_sees(sim: SimHandle) -> None:
             ttft, _ = _timed_stream(sim, c, f"ttft-{i}", 2)
             diffs.append(ttft - c.get(f"/debug/requests/ttft-{i}").json()["ttft_s"])
     # The client's TTFT adds sending, parsing and delivery to the server's; on loopback that is
-    # well under a millisecond, so a median within 3 ms holds even on a loaded machine.
-    assert min(diffs) > -0.0005
-    assert statistics.median(diffs) < 0.003
+    # about a millisecond, so a median within 0..5 ms holds even on a loaded machine.
+    assert 0 < statistics.median(diffs) < 0.005, sorted(diffs)

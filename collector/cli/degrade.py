@@ -1,0 +1,143 @@
+"""`lanewatch degrade`: the controller that turns Alertmanager alerts into router degrade actions."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .app import app
+
+degrade_app = typer.Typer(
+    help=(
+        "The degrade controller: Alertmanager posts alerts to it; it shifts lanes to faster ones, "
+        "caps max_tokens and sheds batch traffic through router adapters, holds with hysteresis, "
+        "and restores once the alerts resolve."
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(degrade_app, name="degrade")
+
+
+class AdapterKind(enum.StrEnum):
+    """Where the desired degrade state is sent."""
+
+    gateway = "gateway"
+    webhook = "webhook"
+    dry_run = "dry-run"
+
+
+@degrade_app.command("serve")
+def serve(
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (default: 127.0.0.1)."),
+    port: int | None = typer.Option(None, "--port", help="Port to listen on (default: 9097)."),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", help="File holding the bearer token Alertmanager must send (required)."
+    ),
+    gateway: str | None = typer.Option(None, "--gateway", help="Base URL of the lanewatch gateway to drive."),
+    gateway_token_file: Path | None = typer.Option(
+        None, "--gateway-token-file", help="File holding the gateway's admin bearer token."
+    ),
+    state_dir: Path | None = typer.Option(
+        None, "--state-dir", help="Directory for the state and audit log (SQLite) (default: lanewatch-state)."
+    ),
+    min_hold_s: float | None = typer.Option(
+        None, "--min-hold-s", help="Seconds a degrade step stays at least (overrides the policy)."
+    ),
+    recovery_stable_s: float | None = typer.Option(
+        None, "--recovery-stable-s", help="Seconds all alerts must stay resolved before restoring."
+    ),
+    escalation_cooldown_s: float | None = typer.Option(
+        None, "--escalation-cooldown-s", help="Seconds between escalation steps while an alert fires."
+    ),
+    policy: Path | None = typer.Option(
+        None, "-c", "--policy", help="Policy YAML (see collector/degrade/policy.py); default needs none."
+    ),
+    insecure_dev: bool = typer.Option(
+        False, "--insecure-dev", help="Allow starting without --token-file: accepts UNAUTHENTICATED posts."
+    ),
+    adapter: list[AdapterKind] | None = typer.Option(
+        None, "--adapter", help="Adapter to drive (repeatable) (default: gateway when --gateway is given)."
+    ),
+    webhook_url: str | None = typer.Option(None, "--webhook-url", help="URL the webhook adapter POSTs to."),
+    webhook_secret_file: Path | None = typer.Option(
+        None, "--webhook-secret-file", help="File holding the webhook adapter's HMAC-SHA256 key."
+    ),
+    tick_s: float | None = typer.Option(
+        None, "--tick-s", help="Seconds between hysteresis checks (default: 1)."
+    ),
+    reconcile_interval_s: float | None = typer.Option(
+        None,
+        "--reconcile-interval-s",
+        help="Seconds between re-applies of the state to routers (default: 15).",
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Serve POST /alertmanager, GET /healthz and GET /metrics until SIGINT or SIGTERM."""
+    import asyncio
+    import logging
+
+    from pydantic import ValidationError
+
+    from lanewatch.collector.config import ConfigError, DegradeConfig, load_config
+    from lanewatch.collector.degrade.runner import SetupError
+    from lanewatch.collector.degrade.runner import serve as run_controller
+    from lanewatch.collector.degrade.store import StoreError
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per reconcile call is noise
+    flags: dict[str, Any] = {
+        "token_file": token_file,
+        "gateway_url": gateway,
+        "gateway_token_file": gateway_token_file,
+        "state_dir": state_dir,
+        "min_hold_s": min_hold_s,
+        "recovery_stable_s": recovery_stable_s,
+        "escalation_cooldown_s": escalation_cooldown_s,
+        "policy_file": policy,
+        "insecure_dev": insecure_dev or None,
+        "adapters": [a.value for a in adapter] if adapter else None,
+        "webhook_url": webhook_url,
+        "webhook_secret_file": webhook_secret_file,
+        "tick_s": tick_s,
+        "reconcile_interval_s": reconcile_interval_s,
+    }
+    try:
+        base = load_config(None).degrade  # LANEWATCH__DEGRADE__* environment overrides
+        data = base.model_dump()
+        data.update({k: v for k, v in flags.items() if v is not None})
+        server = {"host": host, "port": port}
+        data["server"] = {**data["server"], **{k: v for k, v in server.items() if v is not None}}
+        cfg = DegradeConfig.model_validate(data)
+        asyncio.run(run_controller(cfg))
+    except (ConfigError, SetupError, StoreError) as exc:
+        typer.echo(f"lanewatch degrade serve: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        for err in exc.errors():
+            typer.echo(f"lanewatch degrade serve: {'.'.join(map(str, err['loc']))}: {err['msg']}", err=True)
+        raise typer.Exit(2) from None
+
+
+@degrade_app.command("status")
+def status(
+    state_dir: Path = typer.Option(..., "--state-dir", help="The controller's state directory."),
+    last: int = typer.Option(20, "--last", min=0, help="How many audit entries to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+) -> None:
+    """Print the degrade state and the last audit entries (read-only; safe while serving)."""
+    from lanewatch.collector.degrade.status import status_json, status_text
+    from lanewatch.collector.degrade.store import Store, StoreError
+
+    try:
+        store = Store(state_dir, readonly=True)
+    except StoreError as exc:
+        typer.echo(f"lanewatch degrade status: {exc}", err=True)
+        raise typer.Exit(1) from None
+    try:
+        snap, entries = store.load(), store.recent(last)
+    finally:
+        store.close()
+    typer.echo(status_json(snap, entries) if as_json else status_text(snap, entries))

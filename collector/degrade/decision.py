@@ -1,0 +1,212 @@
+"""The pure decisions: (policy, state, notification or tick, now) → (new state, actions).
+
+No I/O and no clock: `now` is passed in (Unix seconds). A notification attaches firing alerts
+to tracks and detaches resolved ones; a tick takes the time-driven steps (escalation after the
+cooldown while firing, recovery after the stable period and the hold). Each alert instance is
+known by (fingerprint, startsAt): a replayed or out-of-order notification finds its instance
+already recorded and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from .policy import Policy
+from .state import ACTIONS, ActionName, AlertRecord, AuditEntry, ControllerState, LaneSpec, Track, TrackKind
+from .webhook import Alert, Notification
+
+__all__ = ["Action", "Decision", "Outcome", "classify", "on_notification", "on_tick"]
+
+Direction = Literal["apply", "escalate", "restore"]
+# What became of one alert in a notification.
+Outcome = Literal["fired", "joined", "resolved", "recorded", "duplicate", "stale", "ignored"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One change of one router action on one lane."""
+
+    lane: str
+    action: ActionName
+    direction: Direction
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The new state, the router changes it implies, and what goes into the audit log."""
+
+    state: ControllerState
+    actions: tuple[Action, ...] = ()
+    audit: tuple[AuditEntry, ...] = ()
+    outcomes: tuple[Outcome, ...] = ()
+
+
+class _Work:
+    """A mutable copy of the state that one decision builds up."""
+
+    def __init__(self, state: ControllerState, now: float) -> None:
+        self.now = now
+        self.tracks = dict(state.tracks)
+        self.alerts = dict(state.alerts)
+        self.actions: list[Action] = []
+        self.audit: list[AuditEntry] = []
+
+    def change(self, lane: str, old: LaneSpec, new: LaneSpec, why: dict[str, Any]) -> None:
+        for action in _transitions(lane, old, new, why):
+            self.actions.append(action)
+            self.audit.append(AuditEntry(self.now, action.direction, lane, action.action, action.detail))
+
+    def note(self, event: str, lane: str | None, detail: dict[str, Any]) -> None:
+        self.audit.append(AuditEntry(self.now, event, lane, None, detail))
+
+    def decision(self, outcomes: tuple[Outcome, ...] = ()) -> Decision:
+        state = ControllerState(tracks=self.tracks, alerts=self.alerts)
+        return Decision(state, tuple(self.actions), tuple(self.audit), outcomes)
+
+
+def classify(policy: Policy, labels: Mapping[str, str]) -> tuple[str, TrackKind] | str:
+    """The (lane, kind of degrade) an alert asks for, or why the policy ignores it."""
+    name = labels.get("alertname", "")
+    if not name.startswith(policy.alertname_prefix):
+        return f"alertname does not start with {policy.alertname_prefix!r}"
+    if policy.severities and labels.get("severity") not in policy.severities:
+        return "severity not acted on"
+    lane = labels.get("lane")
+    if lane is None:
+        return "no lane label"
+    if lane not in policy.lane_order:
+        return "lane not in the policy's lane_order"
+    if name in policy.convergence_alerts or policy.faster_lane(lane) is None:
+        return (lane, "protect")
+    return (lane, "shift")
+
+
+def on_notification(policy: Policy, state: ControllerState, n: Notification, now: float) -> Decision:
+    """Apply one Alertmanager notification: attach firing alerts, detach resolved ones."""
+    work = _Work(state, now)
+    outcomes = tuple(_on_alert(policy, work, alert) for alert in n.alerts)
+    return work.decision(outcomes)
+
+
+def on_tick(policy: Policy, state: ControllerState, now: float) -> Decision:
+    """Take the steps that time allows: escalate while firing, recover once stable and held."""
+    work = _Work(state, now)
+    for key, track in sorted(state.tracks.items()):
+        if track.firing:
+            _maybe_escalate(policy, work, track)
+        elif _recovered(policy, track, now):
+            del work.tracks[key]
+            work.change(track.lane, track.effect, LaneSpec(), {"kind": track.kind, "reason": "recovered"})
+    for fp, rec in state.alerts.items():
+        if rec.status == "resolved" and now - rec.seen_at > policy.alert_retention_s:
+            del work.alerts[fp]
+    return work.decision()
+
+
+def _on_alert(policy: Policy, work: _Work, alert: Alert) -> Outcome:
+    fp = alert.fingerprint
+    starts = alert.starts_at.timestamp()
+    rec = work.alerts.get(fp)
+    if rec is not None and starts < rec.starts_at:
+        return "stale"  # an older instance than one already seen
+    if rec is not None and starts == rec.starts_at:
+        if rec.status == alert.status:
+            return "duplicate"
+        if rec.status == "resolved":
+            return "stale"  # this instance's firing arrived after its resolution
+    if rec is not None and rec.status == "firing":
+        _detach(work, fp, rec, alert)  # resolved, or superseded by a newer instance
+    target = classify(policy, alert.labels)
+    name = alert.labels.get("alertname", "")
+    if alert.status == "resolved":
+        if rec is None and isinstance(target, str):
+            return "ignored"
+        work.alerts[fp] = AlertRecord("resolved", starts, work.now, name)
+        return "resolved" if rec is not None and rec.status == "firing" else "recorded"
+    if isinstance(target, str):
+        work.alerts.pop(fp, None)
+        return "ignored"
+    lane, kind = target
+    work.alerts[fp] = AlertRecord("firing", starts, work.now, name, lane, kind)
+    return _attach(policy, work, alert, lane, kind)
+
+
+def _attach(policy: Policy, work: _Work, alert: Alert, lane: str, kind: TrackKind) -> Outcome:
+    fp = alert.fingerprint
+    why = {"kind": kind, "alertname": alert.labels.get("alertname"), "fingerprint": fp}
+    work.note("fired", lane, why)
+    track = work.tracks.get((lane, kind))
+    if track is not None:
+        work.tracks[(lane, kind)] = replace(track, firing=track.firing | {fp}, clear_since=None)
+        return "joined"
+    effect = _effect(policy, kind, lane, 0)
+    now = work.now
+    work.tracks[(lane, kind)] = Track(lane, kind, 0, effect, now, now, frozenset({fp}))
+    work.change(lane, LaneSpec(), effect, {**why, "step": 0})
+    return "fired"
+
+
+def _detach(work: _Work, fp: str, rec: AlertRecord, alert: Alert) -> None:
+    if rec.lane is None or rec.kind is None:
+        return
+    track = work.tracks.get((rec.lane, rec.kind))
+    if track is None or fp not in track.firing:
+        return
+    firing = track.firing - {fp}
+    clear_since = track.clear_since if firing or track.clear_since is not None else work.now
+    work.tracks[(rec.lane, rec.kind)] = replace(track, firing=firing, clear_since=clear_since)
+    work.note("resolved", rec.lane, {"kind": rec.kind, "alertname": rec.alertname, "fingerprint": fp})
+
+
+def _maybe_escalate(policy: Policy, work: _Work, track: Track) -> None:
+    steps = len(policy.shift_percents) if track.kind == "shift" else len(policy.protect_steps)
+    if track.step + 1 >= steps or work.now - track.stepped_at < policy.escalation_cooldown_s:
+        return
+    step = track.step + 1
+    effect = _effect(policy, track.kind, track.lane, step, shift_to=track.effect.shift_to)
+    work.tracks[(track.lane, track.kind)] = replace(track, step=step, effect=effect, stepped_at=work.now)
+    work.change(
+        track.lane, track.effect, effect, {"kind": track.kind, "step": step, "reason": "still firing"}
+    )
+
+
+def _recovered(policy: Policy, track: Track, now: float) -> bool:
+    if track.clear_since is None:
+        return False
+    stable = now - track.clear_since >= policy.recovery_stable_s
+    return stable and now - track.stepped_at >= policy.min_hold_s
+
+
+def _effect(policy: Policy, kind: TrackKind, lane: str, step: int, shift_to: str | None = None) -> LaneSpec:
+    if kind == "shift":
+        return LaneSpec(
+            shift_to=shift_to or policy.faster_lane(lane), shift_percent=policy.shift_percents[step]
+        )
+    p = policy.protect_steps[step]
+    return LaneSpec(cap_max_tokens=p.cap_max_tokens, shed_classes=p.shed_classes)
+
+
+def _transitions(lane: str, old: LaneSpec, new: LaneSpec, why: dict[str, Any]) -> list[Action]:
+    before, after = set(old.active()), set(new.active())
+    out = []
+    for a in ACTIONS:
+        if a in after:
+            value = _value(new, a)
+            if a not in before:
+                out.append(Action(lane, a, "apply", {**why, **value}))
+            elif value != _value(old, a):
+                out.append(Action(lane, a, "escalate", {**why, **value}))
+        elif a in before:
+            out.append(Action(lane, a, "restore", {**why, **_value(old, a)}))
+    return out
+
+
+def _value(spec: LaneSpec, action: ActionName) -> dict[str, Any]:
+    if action == "shift":
+        return {"to": spec.shift_to, "percent": spec.shift_percent}
+    if action == "cap_max_tokens":
+        return {"cap_max_tokens": spec.cap_max_tokens}
+    return {"classes": list(spec.shed_classes)}

@@ -1,0 +1,153 @@
+"""Wiring for `lanewatch degrade serve`: secrets, policy, store, adapters, HTTP server, driver."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import uvicorn
+from prometheus_client import CollectorRegistry
+
+from lanewatch.collector.config import DegradeConfig
+
+from .adapters import Adapter, AdapterError, DryRunAdapter, GatewayAdapter, Retry, WebhookAdapter
+from .metrics import DegradeMetrics
+from .policy import Policy, load_policy
+from .server import create_app
+from .service import DegradeService
+from .store import Store, lock_state_dir
+
+__all__ = ["SetupError", "build_adapters", "read_secret", "serve"]
+
+log = logging.getLogger("lanewatch.degrade")
+
+
+class SetupError(Exception):
+    """The controller cannot start as configured; the message says which setting to fix."""
+
+
+def read_secret(path: Path, what: str) -> str:
+    """A token or key from a file (surrounding whitespace stripped); never logged."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise SetupError(f"{what} {path}: {exc.strerror or exc}") from None
+    if not text:
+        raise SetupError(f"{what} {path} is empty")
+    if any(c.isspace() for c in text):
+        raise SetupError(f"{what} {path} holds whitespace inside the secret")
+    return text
+
+
+def build_adapters(cfg: DegradeConfig) -> list[Adapter]:
+    """The adapters the config names (default: the gateway when its URL is set)."""
+    kinds = list(dict.fromkeys(cfg.adapters)) or (["gateway"] if cfg.gateway_url else [])
+    if not kinds:
+        raise SetupError("no adapter: give --gateway URL, or --adapter webhook|dry-run")
+    retry = Retry(attempts=cfg.adapter_attempts)
+    out: list[Adapter] = []
+    for kind in kinds:
+        if kind == "gateway":
+            if not cfg.gateway_url:
+                raise SetupError("--adapter gateway needs --gateway URL")
+            if cfg.gateway_token_file is None:
+                log.warning("no --gateway-token-file: calling the gateway admin API without a token")
+            token = (
+                read_secret(cfg.gateway_token_file, "gateway token file") if cfg.gateway_token_file else None
+            )
+            out.append(GatewayAdapter(cfg.gateway_url, token, timeout_s=cfg.adapter_timeout_s, retry=retry))
+        elif kind == "webhook":
+            if not cfg.webhook_url:
+                raise SetupError("--adapter webhook needs --webhook-url URL")
+            if cfg.webhook_secret_file is None:
+                log.warning("no --webhook-secret-file: webhook posts are not signed")
+            key = (
+                read_secret(cfg.webhook_secret_file, "webhook secret file")
+                if cfg.webhook_secret_file
+                else None
+            )
+            out.append(
+                WebhookAdapter(
+                    cfg.webhook_url,
+                    key.encode() if key else None,
+                    timeout_s=cfg.adapter_timeout_s,
+                    retry=retry,
+                )
+            )
+        else:
+            out.append(DryRunAdapter())
+    return out
+
+
+def _token(cfg: DegradeConfig) -> str | None:
+    if cfg.token_file is not None:
+        return read_secret(cfg.token_file, "token file")
+    if not cfg.insecure_dev:
+        raise SetupError("refusing to start without --token-file (use --insecure-dev only on a dev machine)")
+    log.warning("--insecure-dev: POST /alertmanager accepts posts WITHOUT authentication")
+    return None
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal re-raise, so shutdown runs our cleanup."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._request_exit)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    def _request_exit(self) -> None:
+        self.should_exit = True
+
+
+async def _check_lane_order(adapters: list[Adapter], policy: Policy) -> None:
+    """Warn when the gateway's lane order differs from the policy's (shifts would be refused)."""
+    for adapter in adapters:
+        if isinstance(adapter, GatewayAdapter):
+            try:
+                order = (await adapter.fetch()).get("lane_order")
+            except AdapterError as exc:
+                log.warning("could not read the gateway's lane_order: %s", exc)
+                continue
+            if order is not None and tuple(order) != policy.lane_order:
+                log.warning(
+                    "gateway lane_order %s differs from the policy's %s", order, list(policy.lane_order)
+                )
+
+
+async def serve(cfg: DegradeConfig) -> None:
+    """Run the controller until SIGINT or SIGTERM."""
+    token = _token(cfg)
+    policy = load_policy(cfg.policy_file).with_hysteresis(
+        cfg.min_hold_s, cfg.recovery_stable_s, cfg.escalation_cooldown_s
+    )
+    adapters = build_adapters(cfg)
+    lock = lock_state_dir(cfg.state_dir)
+    store = Store(cfg.state_dir)
+    metrics = DegradeMetrics(CollectorRegistry(), [a.name for a in adapters])
+    service = DegradeService(policy, store, adapters, metrics)
+    service.resume()
+    app = create_app(service, metrics, token, cfg.max_body_bytes)
+    config = uvicorn.Config(app, host=cfg.server.host, port=cfg.server.port, log_level="info", lifespan="off")
+    server = _Server(config)
+    stop = asyncio.Event()
+    driver = asyncio.create_task(service.run(stop, cfg.tick_s, cfg.reconcile_interval_s))
+    check = asyncio.create_task(_check_lane_order(adapters, policy))
+    try:
+        await server.serve()
+    finally:
+        stop.set()
+        check.cancel()
+        await asyncio.gather(driver, check, return_exceptions=True)
+        await service.shutdown()
+        lock.close()

@@ -1,0 +1,95 @@
+"""The controller's HTTP edge: `POST /alertmanager`, `GET /healthz`, `GET /metrics`.
+
+Every refusal happens before any state is touched, in this order: the bearer token
+(constant-time compare; 401), the body size (413), the content type (415), the body itself
+(400 naming each bad field). Only a valid notification reaches the service, and it is
+answered 2xx only once its decision is committed, so Alertmanager retries anything lost.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections import Counter as Tally
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from .metrics import DegradeMetrics
+from .service import DegradeService
+from .webhook import WebhookError, parse_notification
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("lanewatch.degrade.server")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(
+    service: DegradeService, metrics: DegradeMetrics, token: str | None, max_body_bytes: int
+) -> FastAPI:
+    """The ASGI app; `token` None accepts unauthenticated posts (only with --insecure-dev)."""
+    app = FastAPI(title="lanewatch degrade controller", docs_url=None, redoc_url=None, openapi_url=None)
+    expected = f"Bearer {token}".encode() if token is not None else None
+
+    def refuse(status: int, outcome: str, error: str, **extra: object) -> JSONResponse:
+        metrics.notifications.labels(outcome).inc()
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse({"error": error, **extra}, status_code=status, headers=headers)
+
+    @app.post("/alertmanager")
+    async def alertmanager(request: Request) -> Response:
+        if expected is not None:
+            given = request.headers.get("authorization", "").encode("utf-8", "replace")
+            if not hmac.compare_digest(given, expected):
+                return refuse(401, "unauthorized", "missing or wrong bearer token")
+        try:
+            body = await _read_body(request, max_body_bytes)
+        except _TooLarge:
+            return refuse(413, "too_large", f"body larger than {max_body_bytes} bytes")
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json":
+            return refuse(415, "invalid", "content-type must be application/json")
+        try:
+            notification = parse_notification(body)
+        except WebhookError as exc:
+            return refuse(400, "invalid", "not an Alertmanager version 4 notification", reasons=exc.reasons)
+        try:
+            handled = await service.handle(notification)
+        except Exception:
+            log.exception("could not commit a decision; nothing changed, Alertmanager will retry")
+            return refuse(500, "error", "could not store the decision; retry")
+        metrics.notifications.labels("applied" if handled.changed else "unchanged").inc()
+        outcomes = dict(Tally(handled.decision.outcomes))
+        return JSONResponse({"status": "ok", "revision": handled.revision, "outcomes": outcomes})
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        return JSONResponse(
+            {"status": "ok", "revision": service.revision, "adapters_synced": service.synced()}
+        )
+
+    @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refusing (before reading it) a declared or (while reading) an actual excess."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,196 @@
+"""The controller: decisions committed to the store first, then applied through the adapters.
+
+Order matters for safety: a notification's decision is committed (state and audit in one
+transaction) before the webhook is answered, and only then applied to routers. A crash
+before the commit loses nothing (Alertmanager retries a post without a 2xx); a crash after
+it is repaired on restart, which re-applies the stored state. `run` is the periodic driver:
+it owns the clock, ticks the time-driven steps and reconciles the adapters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter as Tally
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .adapters import Adapter, AdapterError
+from .decision import Decision, on_notification, on_tick
+from .metrics import DegradeMetrics
+from .policy import Policy
+from .state import AuditEntry, ControllerState, LaneSpec, desired_state
+from .store import Store
+from .webhook import Notification
+
+__all__ = ["DegradeService", "Handled"]
+
+log = logging.getLogger("lanewatch.degrade")
+
+
+@dataclass(frozen=True)
+class Handled:
+    """What became of one notification: the decision, whether it changed the state, the revision."""
+
+    decision: Decision
+    changed: bool
+    revision: int
+
+
+class DegradeService:
+    """Holds the state, serializes decisions, and keeps the adapters in line with it."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        store: Store,
+        adapters: Sequence[Adapter],
+        metrics: DegradeMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.policy = policy
+        self._store = store
+        self._adapters = list(adapters)
+        self._metrics = metrics
+        self._clock = clock
+        snapshot = store.load()
+        self._state = snapshot.state
+        self._revision = snapshot.revision
+        self._held: dict[str, dict[str, LaneSpec] | None] = {a.name: None for a in self._adapters}
+        self._failing: dict[str, bool] = {a.name: False for a in self._adapters}
+        self._lock = asyncio.Lock()
+        self._kick = asyncio.Event()
+        metrics.watch(policy, self._view)
+
+    @property
+    def state(self) -> ControllerState:
+        """The current state."""
+        return self._state
+
+    @property
+    def revision(self) -> int:
+        """The stored revision of the current state."""
+        return self._revision
+
+    def synced(self) -> dict[str, bool]:
+        """Per adapter: did its last apply succeed with the lanes the current state wants."""
+        want = desired_state(self._state)
+        return {name: held == want for name, held in self._held.items()}
+
+    def _view(self) -> tuple[ControllerState, int, dict[str, bool]]:
+        return self._state, self._revision, self.synced()
+
+    def resume(self) -> None:
+        """Note a restart that found a degrade in progress; the first reconcile re-applies it."""
+        lanes = desired_state(self._state)
+        if lanes:
+            detail = {"revision": self._revision, "lanes": sorted(lanes)}
+            self._store.append([AuditEntry(self._clock(), "resumed", None, None, detail)])
+            log.info("resumed revision %d with degraded lanes %s", self._revision, sorted(lanes))
+        self._kick.set()
+
+    async def handle(self, notification: Notification) -> Handled:
+        """Decide on one notification and commit the result; raises if the store fails."""
+        async with self._lock:
+            now = self._clock()
+            decision = on_notification(self.policy, self._state, notification, now)
+            changed = self._commit(decision, now)
+            revision = self._revision
+        for outcome, count in Tally(decision.outcomes).items():
+            self._metrics.alerts.labels(outcome).inc(count)
+        return Handled(decision, changed, revision)
+
+    async def tick(self) -> Decision:
+        """Take the steps that the clock allows now."""
+        async with self._lock:
+            now = self._clock()
+            decision = on_tick(self.policy, self._state, now)
+            self._commit(decision, now)
+        return decision
+
+    def _commit(self, decision: Decision, now: float) -> bool:
+        if decision.state == self._state:
+            return False
+        self._revision = self._store.commit(decision.state, decision.audit, now)
+        self._state = decision.state
+        for a in decision.actions:
+            self._metrics.transitions.labels(a.lane, a.action, a.direction).inc()
+            log.info("%s %s on lane %s: %s", a.direction, a.action, a.lane, a.detail)
+        if decision.actions:
+            self._kick.set()
+        return True
+
+    async def reconcile(self) -> bool:
+        """Apply the current state through every adapter; True when all of them hold it."""
+        self._kick.clear()
+        revision, lanes = self._revision, desired_state(self._state)
+        results = await asyncio.gather(*(self._apply(a, lanes, revision) for a in self._adapters))
+        return all(results)
+
+    async def _apply(self, adapter: Adapter, lanes: dict[str, LaneSpec], revision: int) -> bool:
+        try:
+            await adapter.apply(lanes, revision)
+        except Exception as exc:  # any failure, expected or not, is retried by the next reconcile
+            if not isinstance(exc, AdapterError):
+                log.exception("adapter %s raised unexpectedly", adapter.name)
+            self._failed(adapter, revision, exc)
+            return False
+        self._held[adapter.name] = lanes
+        if self._failing[adapter.name]:
+            self._failing[adapter.name] = False
+            log.info("adapter %s recovered: applied revision %d", adapter.name, revision)
+            self._audit("adapter_ok", {"adapter": adapter.name, "revision": revision})
+        return True
+
+    def _failed(self, adapter: Adapter, revision: int, exc: Exception) -> None:
+        self._metrics.adapter_failures.labels(adapter.name).inc()
+        self._held[adapter.name] = None
+        if not self._failing[adapter.name]:
+            self._failing[adapter.name] = True
+            log.warning("adapter %s failed to apply revision %d: %s", adapter.name, revision, exc)
+            self._audit("adapter_failed", {"adapter": adapter.name, "revision": revision, "error": str(exc)})
+
+    def _audit(self, event: str, detail: dict[str, object]) -> None:
+        try:
+            self._store.append([AuditEntry(self._clock(), event, None, None, dict(detail))])
+        except Exception:  # an audit note must never stop the loop that keeps routers right
+            log.exception("could not append %s to the audit log", event)
+
+    async def run(self, stop: asyncio.Event, tick_s: float, reconcile_s: float) -> None:
+        """The periodic driver: tick and reconcile until `stop` is set."""
+        await asyncio.gather(self._tick_loop(stop, tick_s), self._reconcile_loop(stop, reconcile_s))
+
+    async def _tick_loop(self, stop: asyncio.Event, tick_s: float) -> None:
+        while not stop.is_set():
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("tick failed; state kept as it was")
+            await _wait_any(stop, None, tick_s)
+
+    async def _reconcile_loop(self, stop: asyncio.Event, reconcile_s: float) -> None:
+        retry_s = 0.25  # after a failure, retry sooner than the interval: 0.5 s, doubling up to it
+        while not stop.is_set():
+            ok = await self.reconcile()
+            retry_s = 0.25 if ok else min(retry_s * 2, reconcile_s)
+            await _wait_any(stop, self._kick, reconcile_s if ok else retry_s)
+
+    async def shutdown(self) -> None:
+        """Release the adapters and the store."""
+        for adapter in self._adapters:
+            await adapter.shutdown()
+        self._store.close()
+
+
+async def _wait_any(a: asyncio.Event, b: asyncio.Event | None, seconds: float) -> None:
+    """Wait until either event is set or `seconds` pass."""
+    waits = [asyncio.ensure_future(a.wait())]
+    if b is not None:
+        waits.append(asyncio.ensure_future(b.wait()))
+    _, pending = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

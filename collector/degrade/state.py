@@ -1,0 +1,189 @@
+"""The degrade controller's state: what each lane is told to do, and which alerts hold it there.
+
+Pure data with a JSON codec (the store keeps it as one JSON document per revision) and the
+projection to the router's declarative degrade state (CONTRACTS.md section 2). Times are Unix
+seconds, so a restarted controller keeps counting holds and cooldowns where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "ACTIONS",
+    "AlertRecord",
+    "AuditEntry",
+    "ControllerState",
+    "LaneSpec",
+    "Track",
+    "TrackKind",
+    "desired_state",
+    "lanes_to_json",
+    "state_from_json",
+    "state_to_json",
+]
+
+TrackKind = Literal["shift", "protect"]
+ActionName = Literal["shift", "cap_max_tokens", "shed"]
+# The router actions, named as the gateway's `x-lanewatch-degraded` header names them.
+ACTIONS: tuple[ActionName, ...] = ("shift", "cap_max_tokens", "shed")
+STATE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class LaneSpec:
+    """One lane's degrade as the router sees it; the default is no degrade."""
+
+    shift_to: str | None = None
+    shift_percent: int = 0
+    cap_max_tokens: int | None = None
+    shed_classes: tuple[str, ...] = ()
+
+    def active(self) -> tuple[ActionName, ...]:
+        """The router actions this spec turns on."""
+        on = {
+            "shift": self.shift_to is not None and self.shift_percent > 0,
+            "cap_max_tokens": self.cap_max_tokens is not None,
+            "shed": bool(self.shed_classes),
+        }
+        return tuple(a for a in ACTIONS if on[a])
+
+    def merge(self, other: LaneSpec) -> LaneSpec:
+        """Both specs' actions on one lane (`other` wins where both set one)."""
+        shifted = other.shift_to is not None and other.shift_percent > 0
+        return LaneSpec(
+            shift_to=other.shift_to if shifted else self.shift_to,
+            shift_percent=other.shift_percent if shifted else self.shift_percent,
+            cap_max_tokens=other.cap_max_tokens if other.cap_max_tokens is not None else self.cap_max_tokens,
+            shed_classes=tuple(sorted({*self.shed_classes, *other.shed_classes})),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The gateway admin API's per-lane object."""
+        return {
+            "shift_to": self.shift_to,
+            "shift_percent": self.shift_percent,
+            "cap_max_tokens": self.cap_max_tokens,
+            "shed_classes": list(self.shed_classes),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LaneSpec:
+        """Inverse of `to_json`."""
+        return cls(
+            shift_to=data.get("shift_to"),
+            shift_percent=int(data.get("shift_percent", 0)),
+            cap_max_tokens=data.get("cap_max_tokens"),
+            shed_classes=tuple(data.get("shed_classes", ())),
+        )
+
+
+@dataclass(frozen=True)
+class Track:
+    """One degrade on one lane (a shift, or protection by cap and shed) and what holds it on."""
+
+    lane: str
+    kind: TrackKind
+    step: int  # index into the policy's steps for this kind
+    effect: LaneSpec  # what this step tells the router, fixed when the step was taken
+    started_at: float
+    stepped_at: float  # last change of step: the minimum hold and the escalation cooldown count from here
+    firing: frozenset[str]  # fingerprints of the alerts keeping it on
+    clear_since: float | None = None  # when `firing` last became empty
+
+
+@dataclass(frozen=True)
+class AlertRecord:
+    """The last instance seen of an alert (by fingerprint): the replay and reordering guard."""
+
+    status: Literal["firing", "resolved"]
+    starts_at: float
+    seen_at: float
+    alertname: str
+    lane: str | None = None  # the track it holds while firing
+    kind: TrackKind | None = None
+
+
+@dataclass(frozen=True)
+class ControllerState:
+    """Everything the controller decides from; replaced whole on each transition."""
+
+    tracks: dict[tuple[str, TrackKind], Track] = field(default_factory=dict)
+    alerts: dict[str, AlertRecord] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One line of the append-only audit log."""
+
+    at: float
+    event: str  # apply | escalate | restore | fired | resolved | adapter_failed | adapter_ok | resumed
+    lane: str | None = None
+    action: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def desired_state(state: ControllerState) -> dict[str, LaneSpec]:
+    """The router degrade state the controller wants: each degraded lane's merged spec."""
+    out: dict[str, LaneSpec] = {}
+    for (lane, _kind), track in sorted(state.tracks.items()):
+        out[lane] = out.get(lane, LaneSpec()).merge(track.effect)
+    return {lane: spec for lane, spec in out.items() if spec.active()}
+
+
+def lanes_to_json(lanes: dict[str, LaneSpec]) -> dict[str, Any]:
+    """The body of `PUT /admin/degrade` for these lanes."""
+    return {"lanes": {lane: spec.to_json() for lane, spec in sorted(lanes.items())}}
+
+
+def state_to_json(state: ControllerState) -> str:
+    """Serialize the state (stable key order, so equal states give equal text)."""
+    tracks = [
+        {
+            "lane": t.lane,
+            "kind": t.kind,
+            "step": t.step,
+            "effect": t.effect.to_json(),
+            "started_at": t.started_at,
+            "stepped_at": t.stepped_at,
+            "firing": sorted(t.firing),
+            "clear_since": t.clear_since,
+        }
+        for _, t in sorted(state.tracks.items())
+    ]
+    alerts = {
+        fp: {
+            "status": a.status,
+            "starts_at": a.starts_at,
+            "seen_at": a.seen_at,
+            "alertname": a.alertname,
+            "lane": a.lane,
+            "kind": a.kind,
+        }
+        for fp, a in sorted(state.alerts.items())
+    }
+    return json.dumps({"format": STATE_FORMAT, "tracks": tracks, "alerts": alerts}, sort_keys=True)
+
+
+def state_from_json(text: str) -> ControllerState:
+    """Inverse of `state_to_json`; raises ValueError on another format."""
+    data = json.loads(text)
+    if data.get("format") != STATE_FORMAT:
+        raise ValueError(f"unknown state format {data.get('format')!r} (expected {STATE_FORMAT})")
+    tracks = {}
+    for t in data["tracks"]:
+        track = Track(
+            lane=t["lane"],
+            kind=t["kind"],
+            step=int(t["step"]),
+            effect=LaneSpec.from_json(t["effect"]),
+            started_at=float(t["started_at"]),
+            stepped_at=float(t["stepped_at"]),
+            firing=frozenset(t["firing"]),
+            clear_since=t["clear_since"],
+        )
+        tracks[(track.lane, track.kind)] = track
+    alerts = {fp: AlertRecord(**a) for fp, a in data["alerts"].items()}
+    return ControllerState(tracks=tracks, alerts=alerts)

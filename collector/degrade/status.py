@@ -1,0 +1,72 @@
+"""`lanewatch degrade status`: the stored state and the last audit entries, as text or JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from .state import AuditEntry, desired_state, state_to_json
+from .store import Snapshot
+
+__all__ = ["status_json", "status_text"]
+
+Entries = list[tuple[int, int, AuditEntry]]
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status_text(snap: Snapshot, entries: Entries) -> str:
+    """A human-readable report of the state and recent audit entries."""
+    lines = [f"revision {snap.revision}" + (f", updated {_when(snap.updated_at)}" if snap.revision else "")]
+    lanes = desired_state(snap.state)
+    if not lanes:
+        lines.append("no lane is degraded")
+    for lane, spec in lanes.items():
+        parts = []
+        if "shift" in spec.active():
+            parts.append(f"shift {spec.shift_percent}% to {spec.shift_to}")
+        if spec.cap_max_tokens is not None:
+            parts.append(f"cap max_tokens {spec.cap_max_tokens}")
+        if spec.shed_classes:
+            parts.append(f"shed {','.join(spec.shed_classes)}")
+        lines.append(f"lane {lane}: {'; '.join(parts)}")
+    for (lane, kind), t in sorted(snap.state.tracks.items()):
+        held = (
+            f"{len(t.firing)} firing alert(s)"
+            if t.firing
+            else f"all resolved since {_when(t.clear_since or 0)}"
+        )
+        lines.append(f"  {kind} on {lane}: step {t.step + 1}, since {_when(t.started_at)}, {held}")
+    lines.append(f"last {len(entries)} audit entries:" if entries else "audit log is empty")
+    for seq, rev, e in entries:
+        words = [f"#{seq}", f"r{rev}", _when(e.at), e.event]
+        words += [f"lane={e.lane}"] if e.lane else []
+        words += [f"action={e.action}"] if e.action else []
+        lines.append("  " + " ".join([*words, json.dumps(e.detail, sort_keys=True)]))
+    return "\n".join(lines)
+
+
+def status_json(snap: Snapshot, entries: Entries) -> str:
+    """The same report as JSON."""
+    out: dict[str, Any] = {
+        "revision": snap.revision,
+        "updated_at": snap.updated_at,
+        "lanes": {lane: spec.to_json() for lane, spec in desired_state(snap.state).items()},
+        "state": json.loads(state_to_json(snap.state)),
+        "audit": [
+            {
+                "seq": seq,
+                "revision": rev,
+                "at": e.at,
+                "event": e.event,
+                "lane": e.lane,
+                "action": e.action,
+                "detail": e.detail,
+            }
+            for seq, rev, e in entries
+        ],
+    }
+    return json.dumps(out, indent=2, sort_keys=True)

@@ -1,0 +1,176 @@
+"""The controller's state and its append-only audit log, in SQLite (WAL) under the state dir.
+
+A transition writes the new state and its audit entries in one transaction, so a crash at
+any point leaves the state on one side of the transition or the other, never between. The
+audit table refuses UPDATE and DELETE (triggers): entries are only ever appended.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from .state import AuditEntry, ControllerState, state_from_json, state_to_json
+
+__all__ = ["DB_FILE", "Snapshot", "StateLocked", "Store", "StoreError", "lock_state_dir"]
+
+DB_FILE = "degrade.sqlite3"
+LOCK_FILE = "degrade.lock"
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        revision INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    )""",
+    """CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        revision INTEGER NOT NULL,
+        at REAL NOT NULL,
+        event TEXT NOT NULL,
+        lane TEXT,
+        action TEXT,
+        detail TEXT NOT NULL
+    )""",
+    "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT RAISE(ABORT, 'append-only'); END",
+    "CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 'append-only'); END",
+)
+
+
+class StoreError(RuntimeError):
+    """The state database cannot be opened or is not one this version understands."""
+
+
+class StateLocked(StoreError):
+    """Another controller holds the state dir."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The stored state and its revision (0 = never written)."""
+
+    revision: int
+    state: ControllerState
+    updated_at: float
+
+
+class Store:
+    """State plus audit log in `<state_dir>/degrade.sqlite3`."""
+
+    def __init__(self, state_dir: Path, *, readonly: bool = False) -> None:
+        path = state_dir / DB_FILE
+        if readonly:
+            if not path.exists():
+                raise StoreError(f"no controller state in {state_dir} ({DB_FILE} not found)")
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, isolation_level=None)
+            self._check_schema()
+            return
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._db = sqlite3.connect(path, isolation_level=None, timeout=10.0, check_same_thread=False)
+        mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode != "wal":
+            raise StoreError(f"{path}: SQLite would not use WAL (journal_mode={mode})")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._transaction():
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                for statement in _SCHEMA:  # not executescript: it would commit mid-transaction
+                    self._db.execute(statement)
+                empty = state_to_json(ControllerState())
+                self._db.execute("INSERT INTO state VALUES (1, 0, ?, 0)", (empty,))
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._check_schema()
+
+    def _check_schema(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"state schema version {version}; this lanewatch reads {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def load(self) -> Snapshot:
+        """The current state and its revision."""
+        revision, body, updated_at = self._db.execute(
+            "SELECT revision, body, updated_at FROM state WHERE id = 1"
+        ).fetchone()
+        return Snapshot(int(revision), state_from_json(body), float(updated_at))
+
+    def commit(self, state: ControllerState, audit: Sequence[AuditEntry], at: float) -> int:
+        """Replace the state and append its audit entries atomically; the new revision."""
+        body = state_to_json(state)
+        with self._transaction():
+            self._db.execute(
+                "UPDATE state SET revision = revision + 1, body = ?, updated_at = ? WHERE id = 1", (body, at)
+            )
+            revision = int(self._db.execute("SELECT revision FROM state WHERE id = 1").fetchone()[0])
+            self._insert(revision, audit)
+        return revision
+
+    def append(self, audit: Sequence[AuditEntry]) -> None:
+        """Append audit entries that change no state (adapter health, restarts)."""
+        with self._transaction():
+            revision = int(self._db.execute("SELECT revision FROM state WHERE id = 1").fetchone()[0])
+            self._insert(revision, audit)
+
+    def _insert(self, revision: int, audit: Sequence[AuditEntry]) -> None:
+        self._db.executemany(
+            "INSERT INTO audit (revision, at, event, lane, action, detail) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (revision, e.at, e.event, e.lane, e.action, json.dumps(e.detail, sort_keys=True))
+                for e in audit
+            ],
+        )
+
+    def recent(self, limit: int) -> list[tuple[int, int, AuditEntry]]:
+        """The last `limit` audit entries, oldest first, as (seq, revision, entry)."""
+        rows = self._db.execute(
+            "SELECT seq, revision, at, event, lane, action, detail FROM audit ORDER BY seq DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [
+            (seq, rev, AuditEntry(at, event, lane, action, json.loads(detail)))
+            for seq, rev, at, event, lane, action, detail in reversed(rows)
+        ]
+
+    def audit_count(self) -> int:
+        """How many audit entries there are."""
+        return int(self._db.execute("SELECT COUNT(*) FROM audit").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+
+def lock_state_dir(state_dir: Path) -> IO[str]:
+    """Take the state dir for this process (one controller per state dir); keep the handle open."""
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    handle = open(state_dir / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 (held for the process)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StateLocked(f"another lanewatch degrade controller uses {state_dir}") from None
+    handle.truncate(0)
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lanewatch.collector.cli import app
+from lanewatch.collector.degrade.state import AuditEntry
+from lanewatch.collector.degrade.store import Store
+from tests.unit.collector.degrade.test_store import numbered_state
+
+runner = CliRunner()
+
+
+def test_serve_refuses_to_start_without_a_token(tmp_path: Path) -> None:
+    done = runner.invoke(
+        app, ["degrade", "serve", "--gateway", "http://127.0.0.1:9", "--state-dir", str(tmp_path)]
+    )
+    assert done.exit_code == 2
+    assert "refusing to start without --token-file" in done.stderr
+    assert not list(tmp_path.iterdir())  # refused before touching the state dir
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--insecure-dev"], "no adapter"),
+        (["--insecure-dev", "--adapter", "webhook"], "--webhook-url"),
+        (["--insecure-dev", "--gateway", "ftp://x"], "gateway_url"),
+        (["--insecure-dev", "--gateway", "http://127.0.0.1:9", "--min-hold-s", "-1"], "min_hold_s"),
+        (["--token-file", "/nonexistent/token", "--adapter", "dry-run"], "token file /nonexistent/token"),
+    ],
+)
+def test_serve_names_the_bad_setting(tmp_path: Path, args: list[str], message: str) -> None:
+    done = runner.invoke(app, ["degrade", "serve", "--state-dir", str(tmp_path / "s"), *args])
+    assert done.exit_code == 2 and message in done.stderr, done.output
+
+
+def test_serve_rejects_a_bad_policy_file_with_its_line(tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text("lane_order: [fast, slow]\nshift_percents: [100, 50]\n")
+    args = ["--insecure-dev", "--adapter", "dry-run", "-c", str(policy), "--state-dir", str(tmp_path / "s")]
+    done = runner.invoke(app, ["degrade", "serve", *args])
+    assert done.exit_code == 2 and "shift_percents (line 2)" in done.stderr
+
+
+def test_status_prints_state_and_recent_audit(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.commit(
+        numbered_state(1), [AuditEntry(1_800_000_000, "apply", "slow", "shift", {"to": "fast"})], 1.8e9
+    )
+    store.close()
+    done = runner.invoke(app, ["degrade", "status", "--state-dir", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    assert "lane slow: shift 100% to fast" in done.stdout
+    assert "#1 r1 2027-01-15T08:00:00Z apply lane=slow action=shift" in done.stdout
+
+
+def test_status_without_state_fails_clearly(tmp_path: Path) -> None:
+    done = runner.invoke(app, ["degrade", "status", "--state-dir", str(tmp_path / "none")])
+    assert done.exit_code == 1 and "no controller state" in done.stderr

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from lanewatch.collector.degrade.state import (
+    AlertRecord,
+    AuditEntry,
+    ControllerState,
+    LaneSpec,
+    Track,
+    state_from_json,
+    state_to_json,
+)
+from lanewatch.collector.degrade.store import DB_FILE, StateLocked, Store, StoreError, lock_state_dir
+
+
+def numbered_state(n: int) -> ControllerState:
+    """A state that carries its own number, so a reader can tell which transition it is."""
+    track = Track(
+        "slow", "shift", n % 2, LaneSpec("fast", 50 + 50 * (n % 2)), float(n), float(n), frozenset({"a"})
+    )
+    alerts = {"a": AlertRecord("firing", float(n), float(n), "LanewatchTTFTBurnRate", "slow", "shift")}
+    return ControllerState(tracks={("slow", "shift"): track}, alerts=alerts)
+
+
+def test_state_json_round_trip() -> None:
+    s = numbered_state(7)
+    assert state_from_json(state_to_json(s)) == s
+    assert state_from_json(state_to_json(ControllerState())) == ControllerState()
+    with pytest.raises(ValueError, match="format"):
+        state_from_json('{"format": 99}')
+
+
+def test_commit_and_reload(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert store.load().revision == 0 and store.load().state == ControllerState()
+    entries = [AuditEntry(1.0, "apply", "slow", "shift", {"to": "fast"})]
+    assert store.commit(numbered_state(1), entries, at=1.0) == 1
+    store.close()
+    again = Store(tmp_path)
+    snap = again.load()
+    assert (snap.revision, snap.state, snap.updated_at) == (1, numbered_state(1), 1.0)
+    assert again.recent(10) == [(1, 1, entries[0])]
+    mode = sqlite3.connect(tmp_path / DB_FILE).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_failed_commit_leaves_the_old_side(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.commit(numbered_state(1), [AuditEntry(1.0, "apply")], at=1.0)
+    bad = AuditEntry(2.0, "apply", detail={"x": object()})  # not JSON: fails inside the transaction
+    with pytest.raises(TypeError):
+        store.commit(numbered_state(2), [AuditEntry(2.0, "ok"), bad], at=2.0)
+    snap = store.load()
+    assert (snap.revision, snap.state) == (1, numbered_state(1))
+    assert store.audit_count() == 1
+
+
+def test_audit_log_is_append_only(tmp_path: Path) -> None:
+    Store(tmp_path).commit(numbered_state(1), [AuditEntry(1.0, "apply")], at=1.0)
+    db = sqlite3.connect(tmp_path / DB_FILE)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        db.execute("UPDATE audit SET event = 'x'")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        db.execute("DELETE FROM audit")
+
+
+def test_readonly_open_refuses_missing_and_foreign_databases(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="not found"):
+        Store(tmp_path / "nowhere", readonly=True)
+    Store(tmp_path).close()
+    sqlite3.connect(tmp_path / DB_FILE).execute("PRAGMA user_version=42")
+    with pytest.raises(StoreError, match="schema version 42"):
+        Store(tmp_path, readonly=True)
+
+
+def test_one_controller_per_state_dir(tmp_path: Path) -> None:
+    held = lock_state_dir(tmp_path)
+    with pytest.raises(StateLocked):
+        lock_state_dir(tmp_path)
+    held.close()
+    lock_state_dir(tmp_path).close()
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from tests.unit.collector.degrade.test_store import numbered_state
+    from lanewatch.collector.degrade.state import AuditEntry
+    from lanewatch.collector.degrade.store import Store
+
+    store = Store(Path(sys.argv[1]))
+    n = store.load().revision
+    print("ready", flush=True)
+    while True:
+        n += 1
+        audit = [AuditEntry(n, "fired", detail={"n": n}), AuditEntry(n, "apply", detail={"n": n})]
+        store.commit(numbered_state(n), audit, at=float(n))
+    """
+)
+
+
+def test_sigkill_at_random_moments_leaves_one_side_of_a_transition(tmp_path: Path) -> None:
+    rng = random.Random(4)
+    root = Path(__file__).resolve().parents[4]
+    last = 0
+    for _ in range(5):  # bounded: each round is one writer process killed mid-stream
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path)], cwd=root, stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.02, 0.25))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        store = Store(tmp_path)
+        snap = store.load()
+        assert snap.state == numbered_state(snap.revision)  # the state is exactly the one committed
+        assert store.audit_count() == 2 * snap.revision  # with exactly its audit entries, no more
+        assert [e.detail["n"] for _, _, e in store.recent(2)] == [snap.revision] * 2
+        assert snap.revision >= last  # nothing committed was lost
+        last = snap.revision
+        assert sqlite3.connect(tmp_path / DB_FILE).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        store.close()
+    assert last > 5  # the writers did commit between kills
