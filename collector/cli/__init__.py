@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from . import (
-    collect,  # noqa: F401  (each registers its commands)
-    config_cmd,  # noqa: F401
-    degrade,  # noqa: F401
-    probe,  # noqa: F401
-    report,  # noqa: F401
-    sim,  # noqa: F401
+# Each module registers its commands on the app.
+from . import (  # noqa: F401
+    alerts_cmd,
+    collect,
+    config_cmd,
+    dashboards_cmd,
+    degrade,
+    probe,
+    report,
+    sim,
 )
 from .app import app
 
