@@ -5,6 +5,7 @@ from __future__ import annotations
 # Each module registers its commands on the app.
 from . import (  # noqa: F401
     alerts_cmd,
+    collect,
     config_cmd,
     dashboards_cmd,
     degrade,
