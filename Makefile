@@ -61,6 +61,15 @@ run: $(STAMP) tools
 	@echo "  more: $(BIN)/lanewatch sim --help   (profiles, faults, OTLP spans); Ctrl-C stops it"
 	$(BIN)/lanewatch sim --profile fast --tls --cert-out $(SIM_CERT) --port $(SIM_PORT)
 
+# Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap); commit the result.
+generate: $(STAMP)
+	$(BIN)/lanewatch alerts build
+	$(BIN)/lanewatch dashboards build
+
+# Fail when a generated file is stale (make test runs the same checks).
+check-generated: $(STAMP)
+	$(BIN)/pytest -q tests/unit/alerts/test_generated.py tests/unit/dashboards/test_dashboards.py -k "fresh or rebuilds"
+
 bench: $(STAMP) tools
 	$(BIN)/python -m bench
 

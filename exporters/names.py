@@ -141,6 +141,8 @@ VLLM_LEGACY_ALIASES: Final = {
     "vllm:gpu_prefix_cache_hits_total": VLLM_PREFIX_CACHE_HITS_TOTAL,
     "vllm:time_per_output_token_seconds": VLLM_INTER_TOKEN_LATENCY_SECONDS,
 }
+# V0's spec-decode acceptance gauge; V1 has counters (accepted / draft tokens) instead.
+VLLM_LEGACY_SPEC_DECODE_DRAFT_ACCEPTANCE_RATE: Final = "vllm:spec_decode_draft_acceptance_rate"
 
 # ---------------------------------------------------------------- buckets
 # 1 ms to 60 s, fine below 100 ms for a fast lane; every SLO threshold must be one of these.
@@ -160,6 +162,22 @@ TIME_PERIOD_DAYS: Final = "slo:time_period:days"
 CURRENT_BURN_RATE_RATIO: Final = "slo:current_burn_rate:ratio"
 PERIOD_BURN_RATE_RATIO: Final = "slo:period_burn_rate:ratio"
 PERIOD_ERROR_BUDGET_REMAINING_RATIO: Final = "slo:period_error_budget_remaining:ratio"
+SLO_INFO: Final = f"{PREFIX}_slo_info"  # recorded 1 per SLO: lane, slo, objective, threshold, period
+# Lane analysis recorded by the rules over the spec's analysis window (dashboards read them too).
+LANE_TTFT_P99: Final = f"lane:{TTFT_SECONDS}:p99"
+LANE_P99_CONVERGENCE_RATIO: Final = f"lane:{TTFT_SECONDS}:p99_convergence_ratio"  # + label slow_lane
+CLASS_E2E_MEAN: Final = f"lane_request_class:{E2E_SECONDS}:mean"
+LANE_FLATNESS_CV: Final = f"lane:{E2E_SECONDS}:class_cv"
+SLOW_LANE: Final = "slow_lane"
+ALERT_PREFIX: Final = "Lanewatch"  # every alert name starts with it
+ALERTS: Final = "ALERTS"  # Prometheus' own series of pending and firing alerts
+
+# ---------------------------------------------------------------- dashboards (uids, linked from alerts)
+DASHBOARD_OVERVIEW_UID: Final = f"{PREFIX}-overview"
+DASHBOARD_LATENCY_UID: Final = f"{PREFIX}-latency"
+DASHBOARD_LANES_UID: Final = f"{PREFIX}-lanes"
+DASHBOARD_SERVER_UID: Final = f"{PREFIX}-server"
+DASHBOARD_DEGRADE_UID: Final = f"{PREFIX}-degrade"
 
 OTEL_EQUIVALENT: Final = {
     E2E_SECONDS: "gen_ai.client.operation.duration",

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from . import config_cmd, degrade, gateway, report, sim  # noqa: F401  (each registers its commands)
+# Each module registers its commands on the app.
+from . import (  # noqa: F401
+    alerts_cmd,
+    collect,
+    config_cmd,
+    dashboards_cmd,
+    degrade,
+    gateway,
+    probe,
+    report,
+    sim,
+)
 from .app import app
 
 __all__ = ["app", "main"]

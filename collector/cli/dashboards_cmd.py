@@ -1,0 +1,38 @@
+"""`lanewatch dashboards build`: Grafana dashboards as code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .app import app
+
+dashboards_app = typer.Typer(help="Generate the Grafana dashboards (grafanalib).", no_args_is_help=True)
+app.add_typer(dashboards_app, name="dashboards")
+
+
+@dashboards_app.command("build")
+def build(
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Folder for lanewatch-<name>.json. Default: dashboards/generated of this source tree "
+        "(and the ConfigMap in its deploy/kubernetes).",
+        show_default=False,
+    ),
+    kubernetes: Path | None = typer.Option(
+        None,
+        "--kubernetes",
+        help="Also write the dashboards ConfigMap (Grafana sidecar label) into this folder.",
+        show_default=False,
+    ),
+) -> None:
+    """Write every dashboard's JSON (headed "generated — do not edit" in its description)."""
+    from lanewatch.alerts.build import write
+    from lanewatch.dashboards.build import outputs
+
+    files = outputs(out, kubernetes)
+    changed = set(write(files))
+    for path in files:
+        typer.echo(f"{'wrote' if path in changed else 'unchanged'} {path}")

@@ -1,0 +1,89 @@
+"""deploy/compose and the configs it mounts hang together: paths exist, flags and ports agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lanewatch.alerts.build import GENERATED_DIR
+from lanewatch.collector.config import load_config
+
+DEPLOY = GENERATED_DIR.parent.parent / "deploy"
+COMPOSE = DEPLOY / "compose"
+
+
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((COMPOSE / "compose.yaml").read_text())
+
+
+def mounts(service: str) -> dict[str, Path]:
+    """Container path -> host path (resolved from the compose folder) of a service's bind mounts."""
+    out = {}
+    for volume in compose()["services"][service].get("volumes", []):
+        host, container = volume.split(":")[:2]
+        if host.startswith("."):
+            out[container] = (COMPOSE / host).resolve()
+    return out
+
+
+def test_every_bind_mount_but_the_secrets_exists() -> None:
+    for service in compose()["services"]:
+        for container, host in mounts(service).items():
+            if "/secrets/" in container:
+                assert host.parent.name == "secrets"  # created by hand, ignored by git
+                continue
+            assert host.exists(), f"{service}: {host} (for {container}) is missing"
+
+
+def test_vllm_lanes_export_spans_to_the_collector() -> None:
+    services = compose()["services"]
+    for name in ("vllm-fast", "vllm-slow"):
+        service = services[name]
+        assert service["image"].startswith("vllm/vllm-openai:")
+        flags = service["command"]
+        for flag in ("--enable-prefix-caching", "--enable-chunked-prefill", "--enable-request-id-headers"):
+            assert flag in flags
+        assert "--otlp-traces-endpoint=http://collector:9464/v1/traces" in flags
+        assert service["environment"]["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
+
+
+def test_prometheus_gets_the_default_rules_and_its_scrape_targets_exist() -> None:
+    services = compose()["services"]
+    assert services["prometheus"]["image"] == "prom/prometheus:v2.42.0"
+    assert services["alertmanager"]["image"] == "prom/alertmanager:v0.25.0"
+    rules = mounts("prometheus")["/etc/prometheus/rules/lanewatch-rules.yml"]
+    assert rules == GENERATED_DIR / "lanewatch-rules.yml"
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    assert config["rule_files"] == ["rules/*.yml"]
+    for job in config["scrape_configs"]:
+        for static in job["static_configs"]:
+            for target in static["targets"]:
+                host = target.split(":")[0]
+                assert host in services, f"{job['job_name']} scrapes {target}, not a compose service"
+
+
+def test_grafana_loads_the_generated_dashboards() -> None:
+    provider = yaml.safe_load((DEPLOY / "grafana/provisioning/dashboards/lanewatch.yml").read_text())
+    path = provider["providers"][0]["options"]["path"]
+    assert mounts("grafana")[path] == GENERATED_DIR.parent.parent / "dashboards" / "generated"
+    datasource = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text())
+    assert datasource["datasources"][0]["url"] == "http://prometheus:9090"
+
+
+def test_alertmanager_reaches_the_degrade_controller_of_compose() -> None:
+    config = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())
+    (receiver,) = [r for r in config["receivers"] if r["name"] == "lanewatch-degrade"]
+    (hook,) = receiver["webhook_configs"]
+    assert hook["url"] == "http://degrade:9097/alertmanager"
+    assert "--port=9097" in compose()["services"]["degrade"]["command"]
+    credentials = hook["http_config"]["authorization"]["credentials_file"]
+    assert credentials in {m.split(":")[1] for m in compose()["services"]["alertmanager"]["volumes"]}
+
+
+def test_the_lanewatch_config_loads() -> None:
+    cfg = load_config(COMPOSE / "lanewatch.yaml")
+    models = {t.name: t.model for t in cfg.targets}
+    for name in ("vllm-fast", "vllm-slow"):
+        assert f"--model={models[name]}" in compose()["services"][name]["command"]
