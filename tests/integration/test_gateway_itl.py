@@ -6,8 +6,9 @@ wrote each content chunk, and when a lean raw-socket client received it. On a sh
 (the upstream's own gaps show it), so the assertions are margins noise cannot break
 (../shared/reference/performance.md): per gap the median error within 1 ms, the 95th
 percentile within 20 ms (under half a gap: holding chunks back costs whole gaps; a loaded
-host was seen near 10 ms), the medians of both ends within 1 ms, and 95% of gaps kept apart. The tight figure, p99 within 1 ms,
-is measured side by side in bench/gateway_tap.py over many samples and reported there.
+host was seen near 10 ms), the medians of both ends within 1 ms, and 95% of gaps kept apart.
+The tight figure, p99 within 1 ms, is measured side by side in bench/gateway_tap.py over
+many samples and reported there.
 """
 
 from __future__ import annotations
