@@ -54,7 +54,8 @@ def test_gateway_process_serves_metrics_records_and_admin(tmp_path: Path) -> Non
     assert _sample(text, names.GATEWAY_UPSTREAM_HEALTHY, lane="fast", upstream=up) == 1
     assert _sample(text, names.GATEWAY_INFLIGHT, lane="fast", upstream=up) == 0
     assert _sample(text, names.GATEWAY_DEGRADE_STATE_VERSION) == 1
-    tap = {"target": up, "lane": "fast", "request_class": "interactive", "model": "test-model", "source": "tap"}
+    tap = {"target": up, "lane": "fast", "request_class": "interactive", "model": "test-model"}
+    tap["source"] = "tap"
     assert _sample(text, names.REQUESTS_TOTAL, **tap) == 1  # the tap's records, as the prober's are exported
     assert _sample(text, names.TTFT_SECONDS + "_count", **tap) == 1
     assert _sample(text, names.TOKENS_TOTAL, **tap, token_type="output") == 3
