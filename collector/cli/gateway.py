@@ -13,6 +13,9 @@ from lanewatch.collector.config import ConfigError, ExportConfig, GatewayConfig,
 from .app import app
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+
     from lanewatch.collector.gateway import Gateway, RecordSink
     from lanewatch.collector.timing import RequestTiming
 
@@ -142,8 +145,17 @@ def _serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> No
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(cfg, export, records))
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(_run(cfg, export, records))
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed: its C event loop halves the Python cost per streamed chunk."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:

@@ -15,7 +15,7 @@ import ssl
 import time
 from collections.abc import Callable
 from time import perf_counter
-from typing import Protocol
+from typing import Protocol, cast
 
 from .http1 import BodyParser, HttpError, ResponseHead, parse_head
 from .leg import LegTimes
@@ -71,8 +71,7 @@ class UpstreamConn(asyncio.Protocol):
     # ---------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Keep the transport; Nagle off so small requests leave at once."""
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is no asyncio.Transport subclass
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -264,6 +263,8 @@ class UpstreamClient:
             stage = "connect_refused" if isinstance(exc, ConnectionRefusedError) else "connect"
             raise ConnectError(stage, f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         leg.conn_end = perf_counter()
+        if conn.transport is None:  # uvloop calls connection_made a loop turn after connecting
+            conn.transport = transport
         if tls is not None:
             await self._start_tls(conn, transport, tls, host)
             leg.tls_end = perf_counter()
