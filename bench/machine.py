@@ -1,0 +1,75 @@
+"""The machine the figures come from, and per-process CPU and memory read from /proc."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["cpu_s", "machine_facts", "rss_mb", "tool_versions"]
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(*pids: int) -> float:
+    """User + system CPU seconds used so far by these processes (a gone one counts 0)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / _TICK
+    return total
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(resident set now, its peak) of a process in MiB, from /proc/<pid>/status."""
+    now = peak = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            now = int(line.split()[1]) / 1024
+        elif line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
+    return now, peak
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def machine_facts() -> dict[str, Any]:
+    """CPU model, cores, memory, kernel, Python, date and the load average now."""
+    mem_kb = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    )
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpu_model": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def tool_versions(nginx: str | None, alertmanager: str | None) -> dict[str, str]:
+    """nginx's and Alertmanager's version lines (what the figures were measured against)."""
+    out: dict[str, str] = {}
+    for name, cmd in (("nginx", [nginx, "-v"]), ("alertmanager", [alertmanager, "--version"])):
+        if cmd[0] is None:
+            continue
+        run = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=10, check=False)
+        text = (run.stderr or run.stdout).strip().splitlines()
+        out[name] = text[0] if text else "?"
+    return out

@@ -1,0 +1,275 @@
+"""What the gateway's tap costs a stream, side by side with nginx and a direct connection.
+
+One upstream (bench/sse_light.py: headers at once, first content chunk at 50 ms, then 40
+more 10 ms apart) behind three paths: `direct` (the client talks to it), `nginx` (Debian's
+nginx, `proxy_buffering off`, upstream keep-alive; bench/nginx.py) and `tap` (`lanewatch
+gateway` with its request metrics on, as deployed). At each concurrency the paths run in
+interleaved rounds (the order rotates each round) so drift on the shared machine hits all
+alike; within a round each path gets the same closed-loop load (bench/stream_client.py).
+
+- added TTFT = a path's TTFT quantile − direct's, over the same rounds
+- added chunk delay = the same for each content chunk's one-way delay (upstream write → client read)
+- CPU per 1,000 chunks = the process's user + system seconds (/proc/<pid>/stat) over the
+  content chunks the client received; given for the proxy, the upstream and the client
+
+Run alone: `python -m bench.tap_overhead [--streams 1,64,256,512] [--rounds 3] [--seconds 4]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lanewatch.collector.window import quantile
+from tests.integration.gateway_harness import _stop, _wait_up, start_gateway
+from tests.servers import free_port
+
+from .machine import cpu_s
+from .nginx import find_nginx, start_nginx
+from .stream_client import LoadResult, close_all, open_connections, run_load
+
+__all__ = ["TapBench", "run_tap_bench", "summarize_level"]
+
+ROOT = Path(__file__).resolve().parents[1]
+FIRST_MS, GAP_MS, CHUNKS = 50.0, 10.0, 41
+STREAM_S = (FIRST_MS + GAP_MS * (CHUNKS - 1)) / 1000  # one response's length: the stagger span
+PATHS = ("direct", "nginx", "tap")
+
+
+@dataclass
+class _Path:
+    name: str
+    url: str
+    pids: Callable[[], list[int]]
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+@dataclass
+class _Sample:
+    """One path's load in one round, with the CPU each process spent on it."""
+
+    load: LoadResult
+    proxy_cpu_s: float
+    upstream_cpu_s: float
+    client_cpu_s: float
+
+
+@dataclass
+class TapBench:
+    """Every sample of every path at every concurrency."""
+
+    samples: dict[int, dict[str, list[_Sample]]] = field(default_factory=dict)
+
+
+@contextmanager
+def _upstream(tmp: Path) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    args = [sys.executable, "-m", "bench.sse_light", "--port", str(port)]
+    args += ["--first-ms", str(FIRST_MS), "--gap-ms", str(GAP_MS), "--chunks", str(CHUNKS)]
+    log = tmp / "sse-light.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_up(proc, f"http://127.0.0.1:{port}/health", log)
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        _stop(proc)
+
+
+@contextmanager
+def _aiohttp_passthrough(tmp: Path, upstream: str) -> Iterator[_Path]:
+    port = free_port()
+    args = [sys.executable, str(ROOT / "bench" / "aiohttp_passthrough.py"), "--port", str(port)]
+    args += ["--upstream", upstream]
+    log = tmp / "aiohttp.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_up(proc, f"http://127.0.0.1:{port}/healthz", log)
+        yield _Path("aiohttp", f"http://127.0.0.1:{port}", lambda: [proc.pid])
+    finally:
+        _stop(proc)
+
+
+@contextmanager
+def _paths(tmp: Path, names: Sequence[str]) -> Iterator[tuple[list[_Path], int]]:
+    """The upstream and every path in front of it: (paths, upstream pid)."""
+    with ExitStack() as stack:
+        up_url, up_pid = stack.enter_context(_upstream(tmp))
+        up_port = int(up_url.rsplit(":", 1)[1])
+        paths: list[_Path] = []
+        for name in names:
+            if name == "direct":
+                paths.append(_Path("direct", up_url, lambda: []))
+            elif name == "nginx":
+                binary = find_nginx()
+                if binary is None:
+                    raise RuntimeError(
+                        "nginx not found: install Debian's nginx-light (make tools does, as root)"
+                    )
+                ng = stack.enter_context(start_nginx(binary, tmp / "nginx", free_port(), up_port))
+                paths.append(_Path("nginx", ng.url, ng.pids))
+            elif name == "tap":
+                gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"]))
+                pid = gw.process.pid
+                paths.append(_Path("tap", gw.url, lambda pid=pid: [pid]))  # type: ignore[misc]
+            elif name == "aiohttp":
+                paths.append(stack.enter_context(_aiohttp_passthrough(tmp, up_url)))
+            else:
+                raise ValueError(f"unknown path {name!r}")
+        yield paths, up_pid
+
+
+async def _measure(path: _Path, conns: list[Any], seconds: float, up_pid: int) -> _Sample:
+    me = os.getpid()
+    pids = path.pids()
+    before = (cpu_s(*pids), cpu_s(up_pid), cpu_s(me))
+    load = await run_load(conns, seconds, STREAM_S, CHUNKS)
+    after = (cpu_s(*pids), cpu_s(up_pid), cpu_s(me))
+    return _Sample(load, *(a - b for a, b in zip(after, before, strict=True)))
+
+
+async def _level(
+    paths: list[_Path], streams: int, rounds: int, seconds: float, up_pid: int, log: Callable[[str], None]
+) -> dict[str, list[_Sample]]:
+    conns = {p.name: await open_connections(p.port, streams) for p in paths}
+    try:
+        for p in paths:  # warm-up: proxies open their upstream connections, caches fill
+            await run_load(conns[p.name], min(seconds, STREAM_S * 2), STREAM_S, CHUNKS)
+        out: dict[str, list[_Sample]] = {p.name: [] for p in paths}
+        for r in range(rounds):
+            for p in paths[r % len(paths) :] + paths[: r % len(paths)]:
+                s = await _measure(p, conns[p.name], seconds, up_pid)
+                out[p.name].append(s)
+                log(
+                    f"  {streams:>4} streams  round {r + 1}  {p.name:<7} {s.load.requests:>5} requests"
+                    f"  TTFT p50 {_ms(s.load.ttft_s, 0.5):7.2f} ms  {s.load.chunks_per_s:8.0f} chunks/s"
+                    f"  errors {s.load.errors}"
+                )
+        return out
+    finally:
+        for c in conns.values():
+            close_all(c)
+
+
+def run_tap_bench(
+    streams: Sequence[int],
+    rounds: int,
+    seconds: float,
+    paths: Sequence[str] = PATHS,
+    log: Callable[[str], None] = print,
+) -> TapBench:
+    """Measure every path at every concurrency; processes are started and stopped here."""
+    bench = TapBench()
+    with tempfile.TemporaryDirectory(prefix="lanewatch-bench-") as d, _paths(Path(d), paths) as (ps, up_pid):
+
+        async def main() -> None:
+            for n in streams:
+                bench.samples[n] = await _level(ps, n, rounds, seconds, up_pid, log)
+
+        asyncio.run(main())
+    return bench
+
+
+def _ms(xs: Sequence[float], q: float) -> float:
+    return quantile(sorted(xs), q) * 1e3 if xs else float("nan")
+
+
+def _path_figures(samples: list[_Sample]) -> dict[str, float]:
+    ttft = [t for s in samples for t in s.load.ttft_s]
+    delays = sorted(d for s in samples for d in s.load.delay_us)
+    chunks = sum(s.load.chunks for s in samples)
+    per_1k = 1000 / chunks if chunks else float("nan")
+    return {
+        "requests": sum(s.load.requests for s in samples),
+        "errors": sum(s.load.errors for s in samples),
+        "chunks_per_s": sum(s.load.chunks_per_s for s in samples) / len(samples),
+        "ttft_p50_ms": _ms(ttft, 0.5),
+        "ttft_p99_ms": _ms(ttft, 0.99),
+        "chunk_delay_p50_ms": quantile(delays, 0.5) / 1e3 if delays else float("nan"),
+        "chunk_delay_p99_ms": quantile(delays, 0.99) / 1e3 if delays else float("nan"),
+        "proxy_cpu_s_per_1k_chunks": sum(s.proxy_cpu_s for s in samples) * per_1k,
+        "upstream_cpu_s_per_1k_chunks": sum(s.upstream_cpu_s for s in samples) * per_1k,
+        "client_cpu_s_per_1k_chunks": sum(s.client_cpu_s for s in samples) * per_1k,
+        "round_ttft_p50_ms": [_ms(s.load.ttft_s, 0.5) for s in samples],  # type: ignore[dict-item]
+    }
+
+
+def summarize_level(samples: dict[str, list[_Sample]]) -> dict[str, dict[str, Any]]:
+    """Per path: pooled quantiles, throughput, CPU per 1k chunks, and what it adds over direct."""
+    figures: dict[str, dict[str, Any]] = {name: _path_figures(s) for name, s in samples.items()}
+    base = figures.get("direct")
+    for name, f in figures.items():
+        if base is None or name == "direct":
+            continue
+        for key in ("ttft_p50_ms", "ttft_p99_ms", "chunk_delay_p50_ms", "chunk_delay_p99_ms"):
+            f[f"added_{key}"] = f[key] - base[key]
+        f["round_added_ttft_p50_ms"] = [
+            a - b for a, b in zip(f["round_ttft_p50_ms"], base["round_ttft_p50_ms"], strict=True)
+        ]
+    return figures
+
+
+def flat_keys(levels: dict[int, dict[str, dict[str, Any]]]) -> dict[str, float]:
+    """The results.json keys: `<path>_<figure>_<streams>` and the tap-versus-nginx ratios."""
+    out: dict[str, float] = {}
+    names = {
+        "added_ttft_p50_ms": "added_ttft_p50_ms", "added_ttft_p99_ms": "added_ttft_p99_ms",
+        "added_chunk_delay_p50_ms": "added_chunk_delay_p50_ms",
+        "added_chunk_delay_p99_ms": "added_chunk_delay_p99_ms",
+        "proxy_cpu_s_per_1k_chunks": "cpu_s_per_1k_chunks", "chunks_per_s": "chunks_per_s",
+        "ttft_p50_ms": "ttft_p50_ms", "ttft_p99_ms": "ttft_p99_ms",
+    }  # fmt: skip
+    for n, figures in levels.items():
+        for path, f in figures.items():
+            for src, dst in names.items():
+                if src in f and not (path == "direct" and src == "proxy_cpu_s_per_1k_chunks"):
+                    out[f"{path}_{dst}_{n}"] = round(float(f[src]), 4)
+        tap, ng = figures.get("tap"), figures.get("nginx")
+        if tap and ng:
+            for key in ("added_ttft_p99_ms", "added_ttft_p50_ms"):
+                q = key.split("_")[2]
+                out[f"tap_vs_nginx_added_ttft_{q}_ratio_{n}"] = _ratio(tap[key], ng[key])
+            out[f"tap_vs_nginx_cpu_ratio_{n}"] = _ratio(
+                tap["proxy_cpu_s_per_1k_chunks"], ng["proxy_cpu_s_per_1k_chunks"]
+            )
+    return out
+
+
+def _ratio(a: float, b: float) -> float:
+    """a / b; +inf when b ≤ 0 (nginx added nothing measurable) and a > 0."""
+    if b > 0:
+        return round(a / b, 3)
+    return 0.0 if a <= 0 else float("inf")
+
+
+def main() -> None:
+    """Run the tap bench alone and print its figures as JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--streams", default="1,64,256,512")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--paths", default=",".join(PATHS), help="direct,nginx,tap[,aiohttp]")
+    args = ap.parse_args()
+    bench = run_tap_bench(
+        [int(s) for s in args.streams.split(",")], args.rounds, args.seconds, args.paths.split(",")
+    )
+    levels = {n: summarize_level(s) for n, s in bench.samples.items()}
+    print(json.dumps({"levels": levels, "keys": flat_keys(levels)}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
