@@ -163,15 +163,11 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
     import gc
     import signal
 
-    from aiohttp import web
-
-    from lanewatch.collector.gateway import build_app
+    from lanewatch.collector.gateway import GatewayServer
 
     gw = _build_gateway(cfg, export, records)
-    runner = web.AppRunner(build_app(gw), handler_cancellation=True, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, cfg.server.host, cfg.server.port)
-    await site.start()
+    server = GatewayServer(gw)
+    await server.start(cfg.server.host, cfg.server.port)
     admin = "on" if gw.admin_token or cfg.admin_insecure else "off"
     typer.echo(
         f"lanewatch gateway on http://{cfg.server.host}:{cfg.server.port} lanes {', '.join(gw.lane_order)} "
@@ -188,7 +184,7 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
     try:
         await stop.wait()
     finally:
-        await runner.cleanup()
+        await server.close()
 
 
 def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> Gateway:

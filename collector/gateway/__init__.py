@@ -7,7 +7,7 @@ unbuffered, and turns every proxied request into a `RequestTiming` (source "tap"
 
 from __future__ import annotations
 
-from .app import build_app
+from .app import GatewayServer
 from .core import Gateway, RecordSink
 from .degrade_state import DegradeState, LaneDegrade, parse_degrade
 from .exchange import DEGRADED_HEADER, LANE_HEADER
@@ -18,11 +18,11 @@ __all__ = [
     "LANE_HEADER",
     "DegradeState",
     "Gateway",
+    "GatewayServer",
     "LaneDegrade",
     "RecordSink",
     "RouteInput",
     "RouteTable",
-    "build_app",
     "choose_lane",
     "parse_degrade",
 ]

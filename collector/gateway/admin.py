@@ -11,11 +11,10 @@ import hmac
 import json
 import logging
 
-from aiohttp import web
-
 from .core import Gateway
 from .degrade_state import DegradeError, parse_degrade
 from .errors import error_response
+from .front import FrontConn, Request, Response
 
 __all__ = ["get_degrade", "put_degrade"]
 
@@ -23,7 +22,7 @@ log = logging.getLogger("lanewatch.gateway.admin")
 MAX_ADMIN_BODY = 64 * 1024
 
 
-def _denied(gw: Gateway, request: web.Request) -> web.Response | None:
+def _denied(gw: Gateway, request: Request) -> Response | None:
     """None when the request may use the admin API, else the response that refuses it."""
     token = gw.admin_token
     if token is None:
@@ -38,23 +37,21 @@ def _denied(gw: Gateway, request: web.Request) -> web.Response | None:
     return None
 
 
-def _state(gw: Gateway) -> web.Response:
-    return web.json_response(gw.degrade.to_json(gw.lane_order))
+def _state(gw: Gateway) -> Response:
+    return Response(200, json.dumps(gw.degrade.to_json(gw.lane_order)).encode())
 
 
-async def get_degrade(gw: Gateway, request: web.Request) -> web.Response:
+async def get_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Response:
     """The whole degrade state, lane order and version."""
     return _denied(gw, request) or _state(gw)
 
 
-async def put_degrade(gw: Gateway, request: web.Request) -> web.Response:
+async def put_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Response:
     """Replace the degrade state; 400 with a reason (and no change) on bad input."""
     denied = _denied(gw, request)
     if denied is not None:
         return denied
-    if request.content_length is not None and request.content_length > MAX_ADMIN_BODY:
-        return error_response(413, f"the body is larger than {MAX_ADMIN_BODY} bytes")
-    raw = await request.content.read(MAX_ADMIN_BODY + 1)
+    raw = request.body
     if len(raw) > MAX_ADMIN_BODY:
         return error_response(413, f"the body is larger than {MAX_ADMIN_BODY} bytes")
     try:

@@ -3,71 +3,86 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 from .admin import get_degrade, put_degrade
 from .core import Gateway
-from .errors import error_response
+from .errors import error_body, error_response
+from .front import FrontConn, FrontLimits, FrontServer, Handler, Request, Response
 from .proxy import handle_completion
 
-__all__ = ["GATEWAY_KEY", "build_app"]
+__all__ = ["GatewayServer", "router"]
 
-GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway", Gateway)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+GatewayHandler = Callable[[Gateway, Request, FrontConn], Awaitable[Response | None]]
 
 
-def build_app(gw: Gateway) -> web.Application:
-    """An aiohttp application serving `gw`; starting it opens sessions and health checks."""
-    app = web.Application(client_max_size=gw.cfg.max_body_bytes)
-    app[GATEWAY_KEY] = gw
+def router(gw: Gateway) -> Callable[[str, str], Handler | Response]:
+    """(method, path) → the handler, or the 404/405 answer in OpenAI error JSON."""
 
-    def bind(fn: Callable[[Gateway, web.Request], Awaitable[web.StreamResponse]]) -> Handler:
-        async def handler(request: web.Request) -> web.StreamResponse:
-            return await fn(gw, request)
+    async def chat(request: Request, conn: FrontConn) -> Response | None:
+        return await handle_completion(gw, request, conn, "chat")
+
+    async def completions(request: Request, conn: FrontConn) -> Response | None:
+        return await handle_completion(gw, request, conn, "completions")
+
+    def bind(fn: GatewayHandler) -> Handler:
+        async def handler(request: Request, conn: FrontConn) -> Response | None:
+            return await fn(gw, request, conn)
 
         return handler
 
-    async def chat(request: web.Request) -> web.StreamResponse:
-        return await handle_completion(gw, request, "chat")
+    routes: dict[str, dict[str, Handler]] = {
+        "/v1/chat/completions": {"POST": chat},
+        "/v1/completions": {"POST": completions},
+        "/v1/models": {"GET": bind(models)},
+        "/healthz": {"GET": bind(healthz)},
+        "/metrics": {"GET": bind(metrics)},
+        "/admin/degrade": {"GET": bind(get_degrade), "PUT": bind(put_degrade)},
+    }
 
-    async def completions(request: web.Request) -> web.StreamResponse:
-        return await handle_completion(gw, request, "completions")
+    def resolve(method: str, path: str) -> Handler | Response:
+        methods = routes.get(path)
+        if methods is None:
+            return error_response(404, f"Not Found: {method} {path}")
+        handler = methods.get(method)
+        if handler is None:
+            allow = {"Allow": ", ".join(methods)}
+            return error_response(405, f"Method Not Allowed: {method} {path}", headers=allow)
+        return handler
 
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_get("/v1/models", bind(models))
-    app.router.add_get("/healthz", bind(healthz))
-    app.router.add_get("/metrics", bind(metrics))
-    app.router.add_get("/admin/degrade", bind(get_degrade))
-    app.router.add_put("/admin/degrade", bind(put_degrade))
-    app.middlewares.append(_json_errors)
-    app.cleanup_ctx.append(_lifecycle)
-    return app
-
-
-async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
-    gw = app[GATEWAY_KEY]
-    await gw.start()
-    yield
-    await gw.close()
+    return resolve
 
 
-@web.middleware
-async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """aiohttp's own 404/405 answers, in OpenAI error JSON like every other error."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return error_response(exc.status, f"{exc.reason}: {request.method} {request.path}")
+class GatewayServer:
+    """A gateway serving on a port: health checks and sessions started, connections accepted."""
+
+    def __init__(self, gw: Gateway) -> None:
+        self.gw = gw
+        limits = FrontLimits(max_body=gw.cfg.max_body_bytes)
+        self._front = FrontServer(router(gw), limits, lambda status, message: error_body(status, message))
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> int:
+        """Start the gateway's background work, then listen; returns the port."""
+        await self.gw.start()
+        self.port = await self._front.start(host, port)
+        return self.port
+
+    async def close(self) -> None:
+        """Stop accepting, drop connections (their handlers finish and record), stop the gateway."""
+        await self._front.close()
+        await self.gw.close()
 
 
-async def models(gw: Gateway, request: web.Request) -> web.Response:
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(status, json.dumps(data).encode())
+
+
+async def models(gw: Gateway, request: Request, _conn: FrontConn) -> Response:
     """Every lane's models, merged by id (the fastest lane's entry first)."""
     lists = await asyncio.gather(*(_lane_models(gw, lane, request) for lane in gw.lane_order))
     merged: dict[str, Any] = {}
@@ -77,10 +92,10 @@ async def models(gw: Gateway, request: web.Request) -> web.Response:
                 merged.setdefault(entry["id"], entry)
     if all(entries is None for entries in lists):
         return error_response(502, "no lane answered /v1/models")
-    return web.json_response({"object": "list", "data": list(merged.values())})
+    return _json({"object": "list", "data": list(merged.values())})
 
 
-async def _lane_models(gw: Gateway, lane: str, request: web.Request) -> list[Any] | None:
+async def _lane_models(gw: Gateway, lane: str, request: Request) -> list[Any] | None:
     up = gw.pools[lane].pick()
     if up is None or gw.control is None:
         return None
@@ -100,22 +115,18 @@ async def _lane_models(gw: Gateway, lane: str, request: web.Request) -> list[Any
     return entries if isinstance(entries, list) else None
 
 
-async def healthz(gw: Gateway, _request: web.Request) -> web.Response:
+async def healthz(gw: Gateway, _request: Request, _conn: FrontConn) -> Response:
     """200 while every lane has a healthy upstream, else 503; the body says which."""
     lanes = {
         lane: {"healthy": p.healthy_count, "upstreams": len(p.upstreams)} for lane, p in gw.pools.items()
     }
     ok = all(v["healthy"] > 0 for v in lanes.values())
-    return web.json_response(
-        {"status": "ok" if ok else "degraded", "lanes": lanes}, status=200 if ok else 503
-    )
+    return _json({"status": "ok" if ok else "degraded", "lanes": lanes}, 200 if ok else 503)
 
 
-async def metrics(gw: Gateway, _request: web.Request) -> web.Response:
+async def metrics(gw: Gateway, _request: Request, _conn: FrontConn) -> Response:
     """The Prometheus text the wiring (cli) gave the gateway."""
     if gw.metrics_text is None:
         return error_response(404, "metrics are not enabled")
     body, content_type = gw.metrics_text()
-    resp = web.Response(body=body)
-    resp.headers["Content-Type"] = content_type
-    return resp
+    return Response(200, body, content_type=content_type)

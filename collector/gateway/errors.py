@@ -6,10 +6,9 @@ import json
 from collections.abc import Mapping
 from http import HTTPStatus
 
-from aiohttp import web
-
 from lanewatch.collector.timing import ErrorKind
 
+from .front import Response
 from .http1 import HttpError
 from .upstream import ConnectError, UpstreamGone
 
@@ -20,11 +19,14 @@ _TYPES = {
     401: "AuthenticationError",
     403: "PermissionDeniedError",
     404: "NotFoundError",
+    405: "MethodNotAllowedError",
     413: "RequestTooLargeError",
     429: "RateLimitError",
+    431: "RequestHeaderFieldsTooLargeError",
     502: "BadGatewayError",
     503: "ServiceUnavailableError",
     504: "GatewayTimeoutError",
+    505: "HTTPVersionNotSupportedError",
 }
 
 
@@ -36,14 +38,9 @@ def error_body(status: int, message: str, param: str | None = None) -> bytes:
 
 def error_response(
     status: int, message: str, *, param: str | None = None, headers: Mapping[str, str] | None = None
-) -> web.Response:
+) -> Response:
     """A JSON error response with the given status."""
-    return web.Response(
-        status=status,
-        body=error_body(status, message, param),
-        content_type="application/json",
-        headers=headers,
-    )
+    return Response(status, error_body(status, message, param), dict(headers or {}))
 
 
 def sse_error_event(status: int, message: str) -> bytes:

@@ -1,11 +1,12 @@
 """Forwarding one admitted request upstream and its answer downstream, unbuffered.
 
 The upstream connection (upstream.py) calls `_Downstream.payload` for each read; it
-feeds the tap and writes the bytes to the client's socket in the same callback. The
-handler coroutine only waits: for the head, for the end, for the client to drain when
-it reads slower than upstream writes, or for a stall. Connection failures before a
-byte was sent try the lane's next upstream; other failures before the response
-started become OpenAI error JSON (502, 504), and after it an error frame.
+feeds the tap and writes the bytes to the client's connection (front.py) in the same
+callback. The handler coroutine only waits: for the head, for the end, for the client to
+drain when it reads slower than upstream writes, or for a stall. The last bytes go out
+with the end of the body in one write. Connection failures before a byte was sent try
+the lane's next upstream; other failures before the response started become OpenAI
+error JSON (502, 504), and after it an error frame.
 """
 
 from __future__ import annotations
@@ -15,14 +16,12 @@ import contextlib
 from collections.abc import Mapping
 from time import perf_counter
 
-from aiohttp import web
-from aiohttp.abc import AbstractStreamWriter
-
 from lanewatch.collector.timing import ErrorKind, error_kind_for_status
 
 from .core import Gateway
 from .errors import error_kind_of, error_response, sse_error_event, status_for
 from .exchange import Exchange
+from .front import FrontConn, Request, Response
 from .http1 import HttpError, ResponseHead
 from .leg import LegTimes
 from .pool import LanePool, Upstream
@@ -31,7 +30,6 @@ from .upstream import ConnectError, UpstreamConn, UpstreamGone
 
 __all__ = ["forward"]
 
-HIGH_WATER = 256 * 1024  # client socket buffer above which upstream reading pauses
 _HOP_BACK = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "upgrade", "content-length", "date", "server"}
 )
@@ -39,14 +37,12 @@ _UPSTREAM_FAILURES = (ErrorKind.TIMEOUT, ErrorKind.STALL, ErrorKind.TRUNCATED, E
 
 
 class _Downstream:
-    """The client side of one stream: tap, frame, write; pause upstream on back-pressure."""
+    """The client side of one stream: tap, write; pause upstream on back-pressure."""
 
-    __slots__ = ("chunked", "conn", "gone", "paused", "tap", "transport")
+    __slots__ = ("conn", "front", "gone", "paused", "tap")
 
-    def __init__(
-        self, transport: asyncio.Transport, chunked: bool, tap: StreamTap, conn: UpstreamConn
-    ) -> None:
-        self.transport, self.chunked, self.tap, self.conn = transport, chunked, tap, conn
+    def __init__(self, front: FrontConn, tap: StreamTap, conn: UpstreamConn) -> None:
+        self.front, self.tap, self.conn = front, tap, conn
         self.gone = self.paused = False
 
     def payload(self, data: bytes) -> None:
@@ -58,21 +54,27 @@ class _Downstream:
             self.tap.content_written(perf_counter(), n)
 
     def write(self, out: bytes) -> None:
-        """Write bytes to the client in its framing."""
-        t = self.transport
-        if t.is_closing():
+        """Write bytes to the client (front.py frames them)."""
+        front = self.front
+        if front.closed:
             self.gone = True
             self.conn.abort()
             return
-        t.write(b"%x\r\n%b\r\n" % (len(out), out) if self.chunked else out)
-        if t.get_write_buffer_size() > HIGH_WATER:
+        front.send(out)
+        if front.paused:
             self.paused = True
             self.conn.pause()
 
 
 async def forward(
-    gw: Gateway, request: web.Request, ex: Exchange, body: bytes, headers: Mapping[str, str], strip: bool
-) -> web.StreamResponse:
+    gw: Gateway,
+    request: Request,
+    front: FrontConn,
+    ex: Exchange,
+    body: bytes,
+    headers: Mapping[str, str],
+    strip: bool,
+) -> Response | None:
     """Send the request to the served lane's least-loaded upstream and stream its answer back."""
     pool = gw.pools[ex.decision.served_lane]
     tried: list[Upstream] = []
@@ -83,7 +85,8 @@ async def forward(
         ex.upstream = up
         up.outstanding += 1
         try:
-            return await _exchange(gw, request, ex, up, _request_bytes(up, request, headers, body), strip)
+            raw = _request_bytes(up, request, headers, body)
+            return await _exchange(gw, front, ex, up, raw, strip)
         except ConnectError as exc:  # nothing was sent: the next upstream may take it
             tried.append(up)
             kind = error_kind_of(exc)
@@ -106,16 +109,16 @@ def _judge(pool: LanePool, up: Upstream, ex: Exchange) -> None:
         pool.succeeded(up)
 
 
-def _request_bytes(up: Upstream, request: web.Request, headers: Mapping[str, str], body: bytes) -> bytes:
-    lines = [f"{request.method} {up.prefix}{request.raw_path} HTTP/1.1", f"Host: {up.host_header}"]
+def _request_bytes(up: Upstream, request: Request, headers: Mapping[str, str], body: bytes) -> bytes:
+    lines = [f"{request.method} {up.prefix}{request.target} HTTP/1.1", f"Host: {up.host_header}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     lines.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape") + body
 
 
 async def _exchange(
-    gw: Gateway, request: web.Request, ex: Exchange, up: Upstream, raw: bytes, strip: bool
-) -> web.StreamResponse:
+    gw: Gateway, front: FrontConn, ex: Exchange, up: Upstream, raw: bytes, strip: bool
+) -> Response | None:
     tls = gw.ssl[up.lane] if up.tls else None
     for _attempt in range(3):
         ex.leg = leg = LegTimes(start=perf_counter())
@@ -124,8 +127,7 @@ async def _exchange(
         conn.send(raw)
         leg.sent = perf_counter()
         try:
-            async with asyncio.timeout(gw.cfg.read_timeout_s):
-                head = await conn.head()
+            head = await conn.head(gw.cfg.read_timeout_s)
         except UpstreamGone as exc:
             if conn.reused and exc.fresh:
                 continue  # a keep-alive connection the server had just closed: try a new one
@@ -141,45 +143,31 @@ async def _exchange(
             ex.error = ErrorKind.CLIENT_DISCONNECT
             raise
         leg.headers = perf_counter()
-        return await _respond(gw, request, ex, conn, head, strip)
+        return await _respond(gw, front, ex, conn, head, strip)
     return _fail(ex, ErrorKind.TRUNCATED, f"upstream {up.name} kept closing its connections")
 
 
 async def _respond(
-    gw: Gateway, request: web.Request, ex: Exchange, conn: UpstreamConn, head: ResponseHead, strip: bool
-) -> web.StreamResponse:
+    gw: Gateway, front: FrontConn, ex: Exchange, conn: UpstreamConn, head: ResponseHead, strip: bool
+) -> Response | None:
     ex.status, ex.error = head.status, error_kind_for_status(head.status)
     ex.request_id = head.get("x-request-id")
     ctype = (head.get("content-type") or "").split(";", 1)[0].strip().lower()
     if head.status >= 400 and ctype != "application/json":
         return await _wrap_error(gw, ex, conn, head)
     sse = ctype == "text/event-stream"
-    resp = web.StreamResponse(status=head.status, reason=head.reason or None)
-    for k, v in head.headers:
-        if k.lower() not in _HOP_BACK:
-            resp.headers.add(k, v)
-    resp.headers.update(ex.lane_headers())
-    if head.framing == "length" and not (sse and strip):
-        resp.content_length = head.length
-    elif request.version >= (1, 1):
-        resp.enable_chunked_encoding()
-    else:
-        resp.force_close()
+    headers = [(k, v) for k, v in head.headers if k.lower() not in _HOP_BACK]
+    headers += ex.lane_headers().items()
+    length = head.length if head.framing == "length" and not (sse and strip) else None
     tap = ex.tap = StreamTap(ex.api, sse=sse, strip_usage=strip)
-    sink: _Downstream | None = None
+    front.start(head.status, head.reason, headers, length)
+    sink = _Downstream(front, tap, conn)
     try:
-        writer = await resp.prepare(request)
-        if writer is None or request.transport is None:
-            raise ConnectionResetError("client went away before the response started")
-        sink = _Downstream(request.transport, resp.chunked, tap, conn)
         conn.attach(sink)
-        await _pump(gw, conn, sink, writer)
-        rest = tap.flush()
-        if rest:
-            sink.write(rest)
-        await resp.write_eof()
+        await _pump(gw, conn, sink, front)
+        front.finish(tap.flush())
         gw.upstream.release(conn)
-    except asyncio.CancelledError:  # the client went away (handler cancellation)
+    except asyncio.CancelledError:  # the client went away (its connection cancelled the handler)
         conn.abort()
         ex.error = ErrorKind.CLIENT_DISCONNECT
         raise
@@ -189,14 +177,14 @@ async def _respond(
     except (UpstreamGone, HttpError, TimeoutError) as exc:
         conn.abort()
         ex.error = ErrorKind.STALL if isinstance(exc, TimeoutError) else error_kind_of(exc)
-        await _end_broken(resp, sink if sse else None, ex.error, str(exc) or "upstream stalled")
-        return resp
+        _end_broken(front, sink if sse else None, ex.error, str(exc) or "upstream stalled")
+        return None
     if ex.error is None:
         ex.error = _verdict(tap, sse)
-    return resp
+    return None
 
 
-async def _pump(gw: Gateway, conn: UpstreamConn, sink: _Downstream, writer: AbstractStreamWriter) -> None:
+async def _pump(gw: Gateway, conn: UpstreamConn, sink: _Downstream, front: FrontConn) -> None:
     """Wait while the body flows through `sink`: for its end, a drain, or a stall."""
     timeout = gw.cfg.read_timeout_s
     while not conn.done:
@@ -204,20 +192,22 @@ async def _pump(gw: Gateway, conn: UpstreamConn, sink: _Downstream, writer: Abst
         try:
             await conn.wait_end(timeout)
         except UpstreamGone:
-            if sink.gone:
+            if sink.gone or front.closed:
                 raise ConnectionResetError("client went away") from None
             raise
-        if sink.gone:
+        if sink.gone or front.closed:
             raise ConnectionResetError("client went away")
         if sink.paused:
-            await writer.drain()
+            await front.drain()
+            if front.closed:
+                raise ConnectionResetError("client went away")
             sink.paused = False
             conn.resume()
         elif not conn.done and conn.reads == reads:
             raise TimeoutError(f"upstream sent nothing for {timeout} s")
 
 
-async def _wrap_error(gw: Gateway, ex: Exchange, conn: UpstreamConn, head: ResponseHead) -> web.Response:
+async def _wrap_error(gw: Gateway, ex: Exchange, conn: UpstreamConn, head: ResponseHead) -> Response:
     """An upstream error that is not JSON (a proxy's HTML page, plain text) becomes OpenAI error JSON."""
     collected = _Collect()
     conn.attach(collected)
@@ -249,16 +239,12 @@ class _Collect:
         return self.data.decode("utf-8", "replace").strip()
 
 
-async def _end_broken(
-    resp: web.StreamResponse, sink: _Downstream | None, kind: ErrorKind, reason: str
-) -> None:
+def _end_broken(front: FrontConn, sink: _Downstream | None, kind: ErrorKind, reason: str) -> None:
     """A stream that broke after its head went out: an error frame (SSE), then the end."""
-    try:
-        if sink is not None and not sink.gone:
-            sink.write(sse_error_event(status_for(kind), f"upstream: {reason[:200]}"))
-        await resp.write_eof()
-    except (ConnectionResetError, RuntimeError):
-        pass
+    frame = b""
+    if sink is not None and not sink.gone:
+        frame = sse_error_event(status_for(kind), f"upstream: {reason[:200]}")
+    front.finish(frame)
 
 
 def _verdict(tap: StreamTap, sse: bool) -> ErrorKind | None:
@@ -271,7 +257,7 @@ def _verdict(tap: StreamTap, sse: bool) -> ErrorKind | None:
     return None
 
 
-def _fail(ex: Exchange, kind: ErrorKind, message: str, conn: UpstreamConn | None = None) -> web.Response:
+def _fail(ex: Exchange, kind: ErrorKind, message: str, conn: UpstreamConn | None = None) -> Response:
     if conn is not None:
         conn.abort()
     status = status_for(kind)

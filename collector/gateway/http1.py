@@ -1,8 +1,12 @@
-"""HTTP/1.1 response parsing for the upstream leg: the head, then the body's framing. Pure.
+"""HTTP/1.1 parsing for both sides of the gateway: request heads from clients, response heads
+and body framing from upstreams. Pure.
 
-Only what a proxy in front of OpenAI servers needs: a status line and headers, 1xx
-interim responses skipped, bodies framed by chunked transfer coding, Content-Length,
+Only what a proxy in front of OpenAI servers needs: a request or status line and headers,
+1xx interim responses skipped, bodies framed by chunked transfer coding, Content-Length,
 or the connection's close. The body parser hands out payload bytes as they arrive.
+Requests are read strictly (no Content-Length beside Transfer-Encoding, no space before a
+header's colon, no obsolete line folding): a proxy that reads a request differently from
+the server behind it can be made to smuggle one.
 """
 
 from __future__ import annotations
@@ -10,7 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["BodyParser", "HttpError", "ResponseHead", "parse_head"]
+__all__ = [
+    "BodyParser",
+    "HttpError",
+    "RequestError",
+    "RequestHead",
+    "ResponseHead",
+    "parse_head",
+    "parse_request",
+]
 
 MAX_HEAD = 64 * 1024
 _MAX_SIZE_LINE = 1024
@@ -18,6 +30,14 @@ _MAX_SIZE_LINE = 1024
 
 class HttpError(Exception):
     """The upstream spoke something that is not HTTP/1.1."""
+
+
+class RequestError(HttpError):
+    """A client's request the gateway cannot read; `status` is the answer (400, 413, 431, 505)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +58,86 @@ class ResponseHead:
             if k.lower() == name:
                 return v
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHead:
+    """Request line and headers of one request, and how its body is framed."""
+
+    method: str
+    target: str  # as sent: path and query
+    version: tuple[int, int]
+    headers: tuple[tuple[str, str], ...]
+    keep_alive: bool
+    framing: Literal["none", "length", "chunked"]
+    length: int = 0
+    expect_continue: bool = False
+
+    @property
+    def path(self) -> str:
+        """The target without its query."""
+        return self.target.partition("?")[0]
+
+
+def parse_request(buf: bytes, max_head: int = MAX_HEAD) -> tuple[RequestHead | None, int]:
+    """The first request head in `buf` and the bytes it took; (None, 0) while incomplete."""
+    start = 0
+    while buf.startswith(b"\r\n", start):  # empty lines before a request line are allowed
+        start += 2
+    end = buf.find(b"\r\n\r\n", start)
+    if end < 0:
+        if len(buf) - start > max_head:
+            raise RequestError(431, f"request head larger than {max_head} bytes")
+        return None, 0
+    if end - start > max_head:
+        raise RequestError(431, f"request head larger than {max_head} bytes")
+    lines = buf[start:end].decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[0].isalpha() or not parts[1]:
+        raise RequestError(400, f"bad request line {lines[0][:80]!r}")
+    method, target, proto = parts
+    if proto not in ("HTTP/1.1", "HTTP/1.0"):
+        raise RequestError(505 if proto.startswith("HTTP/") else 400, f"unsupported protocol {proto[:20]!r}")
+    headers = tuple(_header(line) for line in lines[1:])
+    version = (1, 1) if proto == "HTTP/1.1" else (1, 0)
+    return _request(method, target, version, headers), end + 4
+
+
+def _header(line: str) -> tuple[str, str]:
+    name, sep, value = line.partition(":")
+    if not sep or not name or name != name.strip() or line[0] in " \t":
+        raise RequestError(400, f"bad header line {line[:80]!r}")
+    return name, value.strip()
+
+
+def _request(
+    method: str, target: str, version: tuple[int, int], headers: tuple[tuple[str, str], ...]
+) -> RequestHead:
+    lengths: set[str] = set()
+    te, conn, expect = "", "", False
+    for name, value in headers:
+        key = name.lower()
+        if key == "content-length":
+            lengths.add(value)
+        elif key == "transfer-encoding":
+            te = f"{te},{value}" if te else value
+        elif key == "connection":
+            conn = f"{conn},{value}"
+        elif key == "expect":
+            expect = value.lower() == "100-continue"
+    te, conn = te.lower(), conn.lower()
+    keep_alive = "close" not in conn if version >= (1, 1) else "keep-alive" in conn
+    if te:
+        if lengths:
+            raise RequestError(400, "both Content-Length and Transfer-Encoding")
+        if te.strip() != "chunked":
+            raise RequestError(400, f"unsupported Transfer-Encoding {te[:40]!r}")
+        return RequestHead(method, target, version, headers, keep_alive, "chunked", 0, expect)
+    if len(lengths) > 1 or any(not v.isdigit() for v in lengths):
+        raise RequestError(400, "bad Content-Length")
+    length = int(lengths.pop()) if lengths else 0
+    framing: Literal["none", "length"] = "length" if length else "none"
+    return RequestHead(method, target, version, headers, keep_alive, framing, length, expect)
 
 
 def parse_head(buf: bytes) -> tuple[ResponseHead | None, int]:
@@ -94,7 +194,7 @@ def _framed(status: int, reason: str, headers: tuple[tuple[str, str], ...], http
 class BodyParser:
     """Turns the bytes after a head into payload; `done` once the framing says the body ended."""
 
-    __slots__ = ("_buf", "_left", "_mode", "_state", "done")
+    __slots__ = ("_buf", "_left", "_mode", "_state", "done", "rest")
 
     def __init__(self, head: ResponseHead) -> None:
         self._mode = head.framing
@@ -102,6 +202,7 @@ class BodyParser:
         self._state = "size"  # chunked: size | data | crlf | trailer
         self._buf = b""
         self.done = head.framing == "none" or (head.framing == "length" and head.length == 0)
+        self.rest = b""  # chunked: bytes that came after the body's end (a pipelined request)
 
     def feed(self, data: bytes) -> bytes:
         """Payload carried by `data` (b"" when it held only framing)."""
@@ -123,6 +224,15 @@ class BodyParser:
         return self.done
 
     def _chunked(self, data: bytes) -> bytes:
+        if self._state == "size" and not self._buf:  # the common read: exactly one whole chunk
+            end = data.find(b"\r\n", 0, _MAX_SIZE_LINE)
+            if end > 0 and data.endswith(b"\r\n"):
+                try:
+                    size = int(data[:end], 16)
+                except ValueError:
+                    size = 0  # an extension or junk: the general path reads (or refuses) it
+                if size > 0 and len(data) == end + size + 4:
+                    return data[end + 2 : end + 2 + size]
         buf = self._buf + data if self._buf else data
         self._buf = b""
         out: list[bytes] = []
@@ -154,7 +264,7 @@ class BodyParser:
                     self.done = not line  # the empty line after trailers ends the body
                 else:
                     self._size(line)
-        self._buf = buf[pos:] if not self.done else b""
+        self._buf, self.rest = (b"", buf[pos:]) if self.done else (buf[pos:], b"")
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _size(self, line: bytes) -> None:

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from time import perf_counter
 from typing import Any
 
-from aiohttp import web
 from opentelemetry.util.types import AttributeValue
 
 from lanewatch.collector.timing import Api, RequestTiming
@@ -25,6 +24,7 @@ from .degrade_state import Decision, cap_max_tokens, decide
 from .errors import error_response
 from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
 from .forward import forward
+from .front import FrontConn, Request, Response
 from .routing import RouteError, choose_lane, route_input
 
 __all__ = ["handle_completion"]
@@ -43,15 +43,15 @@ _HOP = frozenset(
 class _Reject(Exception):
     """A request answered by the gateway itself (400, 413, 429)."""
 
-    def __init__(self, response: web.Response) -> None:
+    def __init__(self, response: Response) -> None:
         self.response = response
 
 
-async def handle_completion(gw: Gateway, request: web.Request, api: Api) -> web.StreamResponse:
-    """Proxy one /v1/chat/completions or /v1/completions request."""
+async def handle_completion(gw: Gateway, request: Request, conn: FrontConn, api: Api) -> Response | None:
+    """Proxy one /v1/chat/completions or /v1/completions request (None: the answer was streamed)."""
     t0, started_at = perf_counter(), time.time()
     try:
-        body, ex, strip = await _admit(gw, request, api, t0, started_at)
+        body, ex, strip = _admit(gw, request, api, t0, started_at)
     except _Reject as rej:
         return rej.response
     served = ex.decision.served_lane
@@ -60,7 +60,7 @@ async def handle_completion(gw: Gateway, request: web.Request, api: Api) -> web.
     headers = _upstream_headers(request.headers, gw.api_keys.get(served))
     gw.tracing.inject(ids, headers)
     try:
-        return await forward(gw, request, ex, body, headers, strip)
+        return await forward(gw, request, conn, ex, body, headers, strip)
     finally:
         ex.end = perf_counter()
         start_ns = int(started_at * 1e9)
@@ -69,11 +69,11 @@ async def handle_completion(gw: Gateway, request: web.Request, api: Api) -> web.
         gw.emit(_record(ex))
 
 
-async def _admit(
-    gw: Gateway, request: web.Request, api: Api, t0: float, started_at: float
+def _admit(
+    gw: Gateway, request: Request, api: Api, t0: float, started_at: float
 ) -> tuple[bytes, Exchange, bool]:
-    """Read, route and degrade the request; returns the upstream body and whether to strip usage."""
-    raw = await _read_body(gw, request)
+    """Route and degrade the request; returns the upstream body and whether to strip usage."""
+    raw = request.body
     try:
         body = json.loads(raw)
     except ValueError:
@@ -95,8 +95,11 @@ async def _admit(
     if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens):
         actions = (*actions, "cap_max_tokens")
         changed = True
+    absent = "stream_options" not in body
     strip = _ask_usage(body)
-    if changed or strip:
+    if strip and absent and not changed:
+        raw = _append_usage_option(raw) or json.dumps(body, separators=(",", ":")).encode()
+    elif changed or strip:
         raw = json.dumps(body, separators=(",", ":")).encode()
     _count(gw, decision.routed_lane, decision.served_lane, actions)
     model = body.get("model")
@@ -104,14 +107,13 @@ async def _admit(
     return raw, ex, strip
 
 
-async def _read_body(gw: Gateway, request: web.Request) -> bytes:
-    limit = gw.cfg.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise _Reject(error_response(413, f"the request body is larger than {limit} bytes"))
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise _Reject(error_response(413, f"the request body is larger than {limit} bytes")) from None
+def _append_usage_option(raw: bytes) -> bytes | None:
+    """The UTF-8 JSON object `raw` with `stream_options.include_usage` added as its last key, without
+    decoding and encoding it again (a few µs a request); None when `raw` is not shaped for that."""
+    text = raw.strip()
+    if not (text.startswith(b"{") and text.endswith(b"}")):
+        return None
+    return text[:-1] + b',"stream_options":{"include_usage":true}}'
 
 
 def _ask_usage(body: dict[str, Any]) -> bool:
@@ -128,7 +130,7 @@ def _ask_usage(body: dict[str, Any]) -> bool:
     return False
 
 
-def _shed(gw: Gateway, decision: Decision, cls: str) -> web.Response:
+def _shed(gw: Gateway, decision: Decision, cls: str) -> Response:
     lane = decision.served_lane
     gw.stats.shed[(lane, cls)] += 1
     _count(gw, decision.routed_lane, lane, decision.actions)
@@ -158,7 +160,7 @@ def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> dict[
     return out
 
 
-def _span_attributes(request: web.Request, ex: Exchange) -> dict[str, AttributeValue]:
+def _span_attributes(request: Request, ex: Exchange) -> dict[str, AttributeValue]:
     """HTTP and GenAI semantic-convention attributes of the server span; never any text."""
     attrs: dict[str, AttributeValue] = {
         "http.request.method": request.method,

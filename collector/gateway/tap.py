@@ -93,7 +93,7 @@ class StreamTap:
             return (b"" if self._strip else data), 0
         n = self._scan(complete)
         if self._strip:
-            return self._cut_usage(complete), n
+            return (self._cut_usage(complete) if b'"usage"' in complete else complete), n
         return data, n
 
     def flush(self) -> bytes:

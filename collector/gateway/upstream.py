@@ -112,10 +112,14 @@ class UpstreamConn(asyncio.Protocol):
         self._error, self._got_bytes, self.sink, self.reads = None, False, None, 0
         self.transport.write(data)
 
-    async def head(self) -> ResponseHead:
-        """Wait for the response head."""
+    async def head(self, timeout_s: float) -> ResponseHead:
+        """Wait for the response head; TimeoutError after `timeout_s`."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
         while self._head is None:
-            await self._wait()
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TimeoutError(f"no response head within {timeout_s} s")
+            await self._wait(left)
         return self._head
 
     def attach(self, sink: BodySink) -> None:
@@ -192,20 +196,25 @@ class UpstreamConn(asyncio.Protocol):
             waiter.set_result(None)
 
     async def _wait(self, timeout_s: float | None = None) -> None:
+        """Until woken, or `timeout_s` passed (then quietly: the caller checks what changed)."""
         if self._error is not None:
             raise self._error
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if timeout_s is None else loop.call_later(timeout_s, _expire, waiter)
         try:
-            if timeout_s is None:
-                await waiter
-            else:
-                await asyncio.wait_for(waiter, timeout_s)
-        except TimeoutError:
-            pass
+            await waiter  # a timer, not asyncio.wait_for: this runs a few times per request
         finally:
             self._waiter = None
+            if timer is not None:
+                timer.cancel()
         if self._error is not None:
             raise self._error
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class UpstreamClient:

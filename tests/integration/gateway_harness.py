@@ -20,7 +20,7 @@ import aiohttp
 from aiohttp import web
 
 from lanewatch.collector.config import GatewayConfig
-from lanewatch.collector.gateway import Gateway, build_app
+from lanewatch.collector.gateway import Gateway, GatewayServer
 from lanewatch.collector.timing import RequestTiming
 from tests.servers import free_port, lanewatch_command
 from tests.sse_upstream import SseUpstream
@@ -65,11 +65,12 @@ async def gateway_server(lanes: dict[str, Any], **cfg: Any) -> AsyncIterator[Run
     config = GatewayConfig.model_validate({"lanes": lane_cfg, **cfg})
     records: list[RequestTiming] = []
     gw = Gateway(config, on_record=records.append)
-    runner, url = await serve_app(build_app(gw), handler_cancellation=True)
+    server = GatewayServer(gw)
+    port = await server.start("127.0.0.1", 0)
     try:
-        yield RunningGateway(url, gw, records)
+        yield RunningGateway(f"http://127.0.0.1:{port}", gw, records)
     finally:
-        await runner.cleanup()
+        await server.close()
 
 
 def chat_body(max_tokens: int = 4, stream: bool = True, content: str = "hi", **extra: Any) -> dict[str, Any]:

@@ -4,7 +4,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.gateway.http1 import BodyParser, HttpError, ResponseHead, parse_head
+from lanewatch.collector.gateway.http1 import (
+    BodyParser,
+    HttpError,
+    RequestError,
+    ResponseHead,
+    parse_head,
+    parse_request,
+)
 
 CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -80,3 +87,62 @@ def test_bad_chunk_size() -> None:
     parser = BodyParser(ResponseHead(200, "OK", (), True, "chunked"))
     with pytest.raises(HttpError, match="bad chunk size"):
         parser.feed(b"zz\r\n")
+
+
+# ---------------------------------------------------------------------------------------------- requests
+
+
+@pytest.mark.parametrize(
+    ("raw", "method", "path", "framing", "length", "keep_alive", "expect"),
+    [
+        (b"GET /healthz HTTP/1.1\r\nHost: g\r\n\r\n", "GET", "/healthz", "none", 0, True, False),
+        (b"\r\nPOST /v1/completions?x=1 HTTP/1.1\r\nContent-Length: 12\r\n\r\n", "POST", "/v1/completions",
+         "length", 12, True, False),
+        (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", "POST", "/a",
+         "chunked", 0, False, False),
+        (b"POST /a HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n", "POST", "/a", "length", 3,
+         True, True),
+        (b"GET / HTTP/1.0\r\n\r\n", "GET", "/", "none", 0, False, False),
+        (b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", "GET", "/", "none", 0, True, False),
+    ],
+)  # fmt: skip
+def test_request_heads(
+    raw: bytes, method: str, path: str, framing: str, length: int, keep_alive: bool, expect: bool
+) -> None:
+    assert parse_request(raw[:-1]) == (None, 0)
+    head, used = parse_request(raw + b"body")
+    assert head is not None and used == len(raw)
+    assert (head.method, head.path, head.framing, head.length) == (method, path, framing, length)
+    assert (head.keep_alive, head.expect_continue) == (keep_alive, expect)
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400),  # smuggling
+        (b"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: -3\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost : g\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: g\r\n folded\r\n\r\n", 400),
+        (b"GET /\r\n\r\n", 400),
+        (b"G=T / HTTP/1.1\r\n\r\n", 400),
+        (b"GET / HTTP/2.0\r\n\r\n", 505),
+        (b"GET / HTTP/1.1\r\nX: " + b"y" * 70_000 + b"\r\n\r\n", 431),
+        (b"GET / HTTP/1.1\r\nX: " + b"y" * 70_000, 431),  # too long before it even ends
+    ],
+)
+def test_bad_requests_carry_the_status_to_answer(raw: bytes, status: int) -> None:
+    with pytest.raises(RequestError) as err:
+        parse_request(raw)
+    assert err.value.status == status
+
+
+def test_whole_chunks_read_at_once_and_what_follows_the_end_is_kept() -> None:
+    parser = BodyParser(ResponseHead(200, "OK", (), True, "chunked"))
+    events = [b"data: a\n\n", b"data: " + b"b" * 500 + b"\n\n"]
+    for event in events:  # one read per chunk: the common case
+        assert parser.feed(b"%x\r\n%b\r\n" % (len(event), event)) == event
+    assert parser.feed(b"5\r\nhel") == b"hel"  # then a split chunk, the general path
+    assert parser.feed(b"lo\r\n0\r\n\r\nGET /next") == b"lo"
+    assert parser.done and parser.rest == b"GET /next"

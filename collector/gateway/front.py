@@ -1,0 +1,341 @@
+"""The gateway's HTTP/1.1 server on bare asyncio: the client side of every request.
+
+Why not aiohttp's server here: per request it builds a parser message, a Request, a
+handler task behind its own, a StreamResponse and a writer; per streamed response it
+writes the chunked end apart. Measured side by side with nginx (bench/), that was a
+third of the gateway's CPU and most of the TTFT it added. Here a connection parses its
+own requests (http1.py, strictly), runs one handler coroutine per request, and a
+streamed answer goes out through `start`/`send`/`finish`: the head, each payload as it
+comes (chunk-framed on HTTP/1.1), and the last payload with the end of the body in one
+write. Keep-alive, pipelined requests (answered in order), `Expect: 100-continue`,
+body and head limits, write back-pressure (`paused`, `drain`) and a client that hangs
+up (its handler is cancelled) are handled here, so handlers see whole requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import cast
+
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from .http1 import MAX_HEAD, BodyParser, HttpError, RequestError, RequestHead, ResponseHead, parse_request
+
+__all__ = ["FrontConn", "FrontLimits", "FrontServer", "Handler", "Request", "Response", "Route"]
+
+log = logging.getLogger("lanewatch.gateway")
+_CHUNKED_HEAD = ResponseHead(200, "", (), True, "chunked")  # frames a chunked request body
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+@dataclass(slots=True)
+class Request:
+    """One whole request: its line, headers and body."""
+
+    method: str
+    path: str
+    target: str  # path and query, as sent
+    version: tuple[int, int]
+    headers: CIMultiDictProxy[str]
+    body: bytes
+
+
+@dataclass(slots=True)
+class Response:
+    """A whole (not streamed) response."""
+
+    status: int
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
+
+
+Handler = Callable[[Request, "FrontConn"], Awaitable[Response | None]]  # None: it streamed the answer
+Route = Callable[[str, str], Handler | Response]  # (method, path) → handler, or the answer (404, 405)
+ErrorBody = Callable[[int, str], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class FrontLimits:
+    """What one connection may send and hold."""
+
+    max_body: int
+    max_head: int = MAX_HEAD
+    keepalive_s: float = 75.0  # an idle keep-alive connection is closed after this long
+    high_water: int = 256 * 1024  # client write buffer above which `paused` is set
+
+
+class FrontConn(asyncio.Protocol):
+    """One client connection: parse, dispatch, answer; one request at a time, in order."""
+
+    def __init__(self, route: Route, limits: FrontLimits, error_body: ErrorBody, server: FrontServer) -> None:
+        self._route, self._limits, self._error_body, self._server = route, limits, error_body, server
+        self.transport: asyncio.Transport | None = None
+        self._buf = b""
+        self._head: RequestHead | None = None  # read, body pending
+        self._chunks: BodyParser | None = None
+        self._body = bytearray()
+        self._busy = False  # a request is being answered
+        self._version = (1, 1)
+        self._close_after = False
+        self._chunked = False  # the streamed response in progress is chunk-framed
+        self.started = False  # the response head went out
+        self.closed = False
+        self.paused = False
+        self._drain: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.idle_since: float | None = None  # waiting for a request since (loop time); None: answering one
+
+    # ---------------------------------------------------------------- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Set the write buffer's high-water mark and wait for a request."""
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=self._limits.high_water)
+        self._server.conns.add(self)
+        self.idle_since = asyncio.get_running_loop().time()
+
+    def data_received(self, data: bytes) -> None:
+        """Buffer; parse when no request is being answered (pipelined ones wait their turn)."""
+        self._buf += data
+        if self._busy:
+            if len(self._buf) > self._limits.max_head + self._limits.max_body and self.transport:
+                self.transport.pause_reading()  # a client pipelining without reading answers
+            return
+        self._parse()
+
+    def eof_received(self) -> bool:
+        """The client stopped sending: answer what is in flight, then close."""
+        self._close_after = True
+        if not self._busy:
+            self.close()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The client is gone: cancel its handler; wake a writer waiting to drain."""
+        self.closed = True
+        self._server.conns.discard(self)
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._wake_drain()
+
+    def pause_writing(self) -> None:
+        """The client reads slower than we write."""
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        """The client caught up."""
+        self.paused = False
+        self._wake_drain()
+
+    # ---------------------------------------------------------------- streamed answers
+    def start(self, status: int, reason: str, headers: list[tuple[str, str]], length: int | None) -> None:
+        """Write the response head: Content-Length when known, else chunked (HTTP/1.1) or close-framed."""
+        lines = [f"HTTP/1.1 {status} {reason or _reason(status)}"]
+        lines += [f"{k}: {v}" for k, v in headers]
+        if length is not None:
+            lines.append(f"Content-Length: {length}")
+        elif self._version >= (1, 1):
+            self._chunked = True
+            lines.append("Transfer-Encoding: chunked")
+        else:
+            self._close_after = True
+        if self._close_after:
+            lines.append("Connection: close")
+        self.started = True
+        self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"))
+
+    def send(self, payload: bytes) -> None:
+        """Write body bytes at once (framed as one chunk when chunked)."""
+        if payload:
+            self._write(b"%x\r\n%b\r\n" % (len(payload), payload) if self._chunked else payload)
+
+    def finish(self, tail: bytes = b"") -> None:
+        """The last body bytes and the end of the body, in one write."""
+        if self._chunked:
+            self._write((b"%x\r\n%b\r\n0\r\n\r\n" % (len(tail), tail)) if tail else b"0\r\n\r\n")
+        elif tail:
+            self._write(tail)
+
+    async def drain(self) -> None:
+        """Wait until the client has read enough for writing to go on (or is gone)."""
+        if self.paused and not self.closed:
+            self._drain = asyncio.get_running_loop().create_future()
+            await self._drain
+
+    def close(self) -> None:
+        """Close once what was written is sent."""
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Drop the connection now."""
+        if self.transport is not None:
+            self.transport.abort()
+
+    # ---------------------------------------------------------------- internals
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.closed and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def _wake_drain(self) -> None:
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+        self._drain = None
+
+    def _parse(self) -> None:
+        try:
+            request = self._next_request()
+        except RequestError as exc:
+            self._refuse(exc.status, str(exc))
+            return
+        except HttpError as exc:  # a broken chunked body
+            self._refuse(400, str(exc))
+            return
+        if request is not None:
+            self._dispatch(request)
+
+    def _next_request(self) -> Request | None:
+        """A whole request off the buffer, or None while it is incomplete."""
+        if self._head is None:
+            head, used = parse_request(self._buf, self._limits.max_head)
+            if head is None:
+                return None
+            self._buf = self._buf[used:]
+            if head.length > self._limits.max_body:
+                raise RequestError(413, f"the request body is larger than {self._limits.max_body} bytes")
+            self._head, self._version, self._close_after = head, head.version, not head.keep_alive
+            if head.framing == "chunked":
+                self._chunks, self._body = BodyParser(_CHUNKED_HEAD), bytearray()
+            if head.expect_continue and head.framing != "none" and self.transport is not None:
+                self.transport.write(_CONTINUE)
+        body = self._take_body(self._head)
+        if body is None:
+            return None
+        head, self._head = self._head, None
+        headers = CIMultiDictProxy(CIMultiDict(head.headers))
+        return Request(head.method, head.path, head.target, head.version, headers, body)
+
+    def _take_body(self, head: RequestHead) -> bytes | None:
+        if head.framing == "none":
+            return b""
+        if head.framing == "length":
+            if len(self._buf) < head.length:
+                return None
+            body, self._buf = self._buf[: head.length], self._buf[head.length :]
+            return body
+        assert self._chunks is not None
+        self._body += self._chunks.feed(self._buf)
+        self._buf = b""
+        if len(self._body) > self._limits.max_body:
+            raise RequestError(413, f"the request body is larger than {self._limits.max_body} bytes")
+        if not self._chunks.done:
+            return None
+        self._buf, self._chunks = self._chunks.rest, None
+        return bytes(self._body)
+
+    def _dispatch(self, request: Request) -> None:
+        self._busy, self.idle_since = True, None
+        route = self._route(request.method, request.path)
+        if isinstance(route, Response):
+            self._reply(route)
+            self._done()
+            return
+        self._task = asyncio.get_running_loop().create_task(self._run(route, request))
+        self._server.tasks.add(self._task)
+        self._task.add_done_callback(self._server.tasks.discard)
+
+    async def _run(self, handler: Handler, request: Request) -> None:
+        try:
+            response = await handler(request, self)
+        except asyncio.CancelledError:
+            return  # the client went away; the handler has recorded it
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            if self.started:
+                self.abort()
+                return
+            response = Response(500, self._error_body(500, "internal error in the gateway"))
+        if response is None and not self.started:
+            log.error("%s %s: the handler answered nothing", request.method, request.path)
+            response = Response(500, self._error_body(500, "internal error in the gateway"))
+        if response is not None:
+            self._reply(response)
+        self._done()
+
+    def _reply(self, response: Response) -> None:
+        lines = [f"HTTP/1.1 {response.status} {_reason(response.status)}"]
+        lines += [f"{k}: {v}" for k, v in response.headers.items()]
+        lines += [f"Content-Type: {response.content_type}", f"Content-Length: {len(response.body)}"]
+        if self._close_after:
+            lines.append("Connection: close")
+        self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + response.body)
+
+    def _refuse(self, status: int, message: str) -> None:
+        """A request that cannot be read: the error, then close (the stream's framing is lost)."""
+        self._busy = self._close_after = True  # nothing more is read off this connection
+        self._reply(Response(status, self._error_body(status, message)))
+        self.close()
+
+    def _done(self) -> None:
+        """The answer is complete: close, or read the next request."""
+        self._task, self._busy, self.started, self._chunked = None, False, False, False
+        if self._close_after or self.closed:
+            self.close()
+            return
+        if self.transport is not None:
+            self.transport.resume_reading()
+        self.idle_since = asyncio.get_running_loop().time()  # also bounds how long a request may take
+        if self._buf:
+            self._parse()
+
+
+def _reason(status: int) -> str:
+    with contextlib.suppress(ValueError):
+        return HTTPStatus(status).phrase
+    return "Unknown"
+
+
+class FrontServer:
+    """The listening socket and every open connection and handler."""
+
+    def __init__(self, route: Route, limits: FrontLimits, error_body: ErrorBody) -> None:
+        self._route, self._limits, self._error_body = route, limits, error_body
+        self.conns: set[FrontConn] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen; returns the port (useful with 0)."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: FrontConn(self._route, self._limits, self._error_body, self), host, port, backlog=1024
+        )
+        self._sweeper = loop.create_task(self._sweep())
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def _sweep(self) -> None:
+        """Close connections idle longer than the keep-alive limit (one timer for all of them)."""
+        loop, limit = asyncio.get_running_loop(), self._limits.keepalive_s
+        while True:
+            await asyncio.sleep(min(limit / 4, 5.0))
+            now = loop.time()
+            for conn in list(self.conns):
+                if conn.idle_since is not None and now - conn.idle_since > limit:
+                    conn.close()
+
+    async def close(self) -> None:
+        """Stop listening, drop every connection and wait for the handlers to finish."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.conns):
+            conn.abort()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
