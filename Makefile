@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PKGS := collector exporters simulator alerts dashboards
-DEBIAN_TOOLS := prometheus prometheus-alertmanager chromium
+DEBIAN_TOOLS := prometheus prometheus-alertmanager chromium nginx-light curl
 
 .PHONY: run test lint typecheck tools generate check-generated bench clean
 
@@ -16,11 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# Prometheus 2.42, Alertmanager 0.25 and Chromium (renders the report in a test) from Debian,
-# installed when missing and running as root.
+# Prometheus 2.42, Alertmanager 0.25, Chromium (renders the report in a test), nginx (the reference
+# proxy in bench/) and curl (the prober's reference) from Debian, installed when missing and running as root.
 # Otherwise the tests that need them skip loudly (and fail under CI=true).
 tools:
-	@missing=""; for b in prometheus promtool prometheus-alertmanager chromium; do \
+	@missing=""; for b in prometheus promtool prometheus-alertmanager chromium nginx curl; do \
 	  command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -70,6 +70,7 @@ generate: $(STAMP)
 check-generated: $(STAMP)
 	$(BIN)/pytest -q tests/unit/alerts/test_generated.py tests/unit/dashboards/test_dashboards.py -k "fresh or rebuilds"
 
+# Every benchmark, side by side in one run (a few minutes): writes bench/results.json and bench/results.md.
 bench: $(STAMP) tools
 	$(BIN)/python -m bench
 

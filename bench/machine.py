@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -64,12 +65,12 @@ def machine_facts() -> dict[str, Any]:
 
 
 def tool_versions(nginx: str | None, alertmanager: str | None) -> dict[str, str]:
-    """nginx's and Alertmanager's version lines (what the figures were measured against)."""
+    """nginx's and Alertmanager's versions (what the figures were measured against)."""
     out: dict[str, str] = {}
-    for name, cmd in (("nginx", [nginx, "-v"]), ("alertmanager", [alertmanager, "--version"])):
+    for name, cmd in (("nginx", [nginx, "-v"]), ("Alertmanager", [alertmanager, "--version"])):
         if cmd[0] is None:
             continue
         run = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=10, check=False)
-        text = (run.stderr or run.stdout).strip().splitlines()
-        out[name] = text[0] if text else "?"
+        found = re.search(r"\d+\.\d+\.\d+", run.stderr + run.stdout)
+        out[name] = found.group(0) if found else "?"
     return out

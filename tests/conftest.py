@@ -19,7 +19,11 @@ def _clean_lanewatch_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # How to get a binary that is not one of Prometheus' (apt-get, or `make tools` as root).
-INSTALL_HINTS = {"chromium": "Debian's chromium (apt-get install -y chromium)"}
+INSTALL_HINTS = {
+    "chromium": "Debian's chromium (apt-get install -y chromium)",
+    "nginx": "Debian's nginx-light (apt-get install -y nginx-light)",
+    "curl": "Debian's curl (apt-get install -y curl)",
+}
 
 
 def require_binary(name: str) -> str:

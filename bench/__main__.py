@@ -1,0 +1,132 @@
+"""`make bench` / `python -m bench`: every benchmark in one run → bench/results.json and bench/results.md.
+
+    python -m bench                     # the full run (a few minutes); writes bench/results.*
+    python -m bench --smoke --out DIR   # tiny sizes, seconds: what tests/integration/test_bench_smoke.py runs
+    python -m bench --only tap,probe    # some parts (tap, probe, collector, degrade)
+
+The parts run one after another on the same machine, so their processes never share the
+cores with each other; the load average is recorded at the start and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from . import collector_cost, degrade_loop, probe_accuracy, tap_overhead
+from .machine import machine_facts, tool_versions
+from .nginx import find_nginx
+from .report import evaluate_goals, render
+
+PARTS = ("tap", "probe", "collector", "degrade")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each part measures."""
+
+    streams: tuple[int, ...] = (1, 64, 256, 512)
+    rounds: int = 3
+    seconds: float = 4.0
+    probes: int = 400
+    curl: int = 60
+    collector_s: float = 20.0
+    collector_warmup_s: float = 5.0
+    parse_repeats: int = 200
+    degrade_trials: int = 5
+    group_interval: str = degrade_loop.GROUP_INTERVAL
+
+
+SMOKE = Sizes(
+    streams=(1, 4), rounds=1, seconds=0.6, probes=12, curl=4, collector_s=2.0, collector_warmup_s=2.5,
+    parse_repeats=5, degrade_trials=1, group_interval="1s",
+)  # fmt: skip
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
+    """Run the parts; the results dict that results.json holds."""
+    started = time.monotonic()
+    facts = machine_facts()
+    keys: dict[str, Any] = {}
+    details: dict[str, Any] = {}
+    if "tap" in parts:
+        _log(f"tap overhead: {', '.join(map(str, sizes.streams))} streams, {sizes.rounds} rounds")
+        bench = tap_overhead.run_tap_bench(sizes.streams, sizes.rounds, sizes.seconds, log=_log)
+        levels = {n: tap_overhead.summarize_level(s) for n, s in bench.samples.items()}
+        details["tap"] = {str(n): v for n, v in levels.items()}
+        keys |= tap_overhead.flat_keys(levels)
+    if "probe" in parts:
+        _log(f"prober accuracy: {sizes.probes} probes")
+        r = probe_accuracy.run_probe_accuracy(sizes.probes, sizes.curl, tmp / "probe")
+        details["probe"] = r
+        keys |= probe_accuracy.flat_keys(r)
+    if "collector" in parts:
+        _log(f"collector cost: {sizes.collector_s:.0f} s at 10 probes/s, 10 targets")
+        r = collector_cost.run_collector_cost(
+            sizes.collector_s, sizes.collector_warmup_s, sizes.parse_repeats, tmp / "collector"
+        )
+        details["collector"] = r
+        keys |= collector_cost.flat_keys(r)
+    if "degrade" in parts:
+        _log(f"alert to degrade: {sizes.degrade_trials} trials")
+        r = degrade_loop.run_degrade_loop(sizes.degrade_trials, tmp / "degrade", sizes.group_interval)
+        details["degrade"] = r
+        keys |= degrade_loop.flat_keys(r)
+    end = machine_facts()
+    return {
+        "date": facts["date"],
+        "machine": {k: v for k, v in facts.items() if k not in ("date", "load_avg")},
+        "load_avg_start": facts["load_avg"],
+        "load_avg_end": end["load_avg"],
+        "duration_s": round(time.monotonic() - started, 1),
+        "tools": tool_versions(find_nginx(), degrade_loop.find_alertmanager()),
+        "sizes": asdict(sizes),
+        **keys,
+        "goals": [asdict(g) for g in evaluate_goals(keys)],
+        "details": details,
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    """Infinities and NaN as strings: results.json stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def main() -> None:
+    """Parse the flags, run, write results.json and results.md."""
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks that every part runs")
+    ap.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent, help="where results.* go")
+    args = ap.parse_args()
+    parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        ap.error(f"--only: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    with tempfile.TemporaryDirectory(prefix="lanewatch-bench-") as d:
+        results = _json_safe(run(SMOKE if args.smoke else Sizes(), parts, Path(d)))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (args.out / "results.md").write_text(render(results))
+    _log(f"wrote {args.out / 'results.json'} and {args.out / 'results.md'} in {results['duration_s']} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""results.json → the goals met or not, and results.md. Pure: no I/O, no clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Goal", "evaluate_goals", "render"]
+
+PATH_ORDER = ("direct", "nginx", "tap", "aiohttp")
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal: what it asks, where it comes from, the figure measured and the limit it had to meet."""
+
+    id: str
+    goal: str
+    source: str
+    key: str
+    measured: float | None
+    limit: float | None
+    unit: str
+    met: bool | None  # None: not measured in this run
+
+
+def _num(keys: Mapping[str, Any], key: str) -> float | None:
+    value = keys.get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _goal(
+    keys: Mapping[str, Any],
+    id_: str,
+    text: str,
+    source: str,
+    key: str,
+    unit: str,
+    limit: Callable[[Mapping[str, Any]], float | None],
+) -> Goal:
+    measured = _num(keys, key)
+    bound = limit(keys)
+    met = None if measured is None or bound is None else measured <= bound
+    return Goal(id_, text, source, key, measured, bound, unit, met)
+
+
+def _times(factor: float, key: str, plus: float = 0.0) -> Callable[[Mapping[str, Any]], float | None]:
+    """factor × keys[key] + plus, the reference clamped at 0 (a proxy cannot add negative time)."""
+
+    def limit(keys: Mapping[str, Any]) -> float | None:
+        ref = _num(keys, key)
+        return None if ref is None else round(factor * max(ref, 0.0) + plus, 4)
+
+    return limit
+
+
+def _fixed(value: float) -> Callable[[Mapping[str, Any]], float | None]:
+    return lambda _keys: value
+
+
+def evaluate_goals(keys: Mapping[str, Any]) -> list[Goal]:
+    """Every goal of issue 7 and ../shared/reference/performance.md against the measured keys."""
+    p99, p50, cpu = "tap_added_ttft_p99_ms_64", "tap_added_ttft_p50_ms_64", "tap_cpu_s_per_1k_chunks_64"
+    return [
+        _goal(keys, "tap_p99_abs", "the tap adds ≤ 1 ms to TTFT p99 at 64 streams", "issue 7", p99, "ms",
+              _fixed(1.0)),
+        _goal(keys, "tap_p99_vs_nginx", "the tap adds ≤ 1.5 × nginx's added TTFT p99 at 64 streams",
+              "issue 7", p99, "ms", _times(1.5, "nginx_added_ttft_p99_ms_64")),
+        _goal(keys, "tap_p50", "the tap adds ≤ 1.0 ms to TTFT p50 at 64 streams", "performance.md", p50, "ms",
+              _fixed(1.0)),
+        _goal(keys, "tap_cpu", "tap CPU per 1,000 chunks ≤ 2 × nginx's at 64 streams", "performance.md", cpu,
+              "s", _times(2.0, "nginx_cpu_s_per_1k_chunks_64")),
+        _goal(keys, "tap_p50_256", "at 256 streams the tap's added TTFT p50 ≤ 2 × nginx's + 5 ms",
+              "performance.md", "tap_added_ttft_p50_ms_256", "ms",
+              _times(2.0, "nginx_added_ttft_p50_ms_256", 5.0)),
+        _goal(keys, "probe_p99", "prober TTFT error ≤ 2 ms p99", "issue 7", "probe_ttft_error_p99_ms", "ms",
+              _fixed(2.0)),
+        _goal(keys, "collector_rss", "collector ≤ 100 MB RSS (peak, 10 probes/s, 10 targets)", "issue 7",
+              "collector_rss_peak_mb", "MB", _fixed(100.0)),
+    ]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------- markdown
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value)
+    if isinstance(value, int | float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _pair(a: Any, b: Any, digits: int = 2, signed: bool = False) -> str:
+    fmt = f"{{:+,.{digits}f}}" if signed else f"{{:,.{digits}f}}"
+    if not isinstance(a, int | float) or not isinstance(b, int | float):
+        return "—"
+    return f"{fmt.format(a)} / {fmt.format(b)}"
+
+
+def _verdict(g: Mapping[str, Any]) -> str:
+    return {True: "**met**", False: "**not met**", None: "not measured"}[g["met"]]
+
+
+def _why(why: Mapping[str, tuple[str, str]], g: Mapping[str, Any]) -> str:
+    """The note for this goal's outcome: (text when met, text when not)."""
+    texts = why.get(g["id"])
+    if texts is None or g["met"] is None:
+        return ""
+    return texts[0] if g["met"] else texts[1]
+
+
+def _goals_table(results: Mapping[str, Any], why: Mapping[str, tuple[str, str]]) -> list[str]:
+    lines = [
+        "| goal | source | measured | limit | verdict | why |",
+        "|---|---|---|---|---|---|",
+    ]
+    for g in results.get("goals", []):
+        unit = g["unit"]
+        digits = 3 if unit == "s" else 2
+        lines.append(
+            f"| {g['goal']} | {g['source']} | `{g['key']}` = {_f(g['measured'], digits)} {unit} | "
+            f"{_f(g['limit'], digits)} {unit} | {_verdict(g)} | {_why(why, g)} |"
+        )
+    return lines
+
+
+def _tap_table(levels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[str]:
+    lines = [
+        "| streams | path | requests | chunks/s | TTFT p50 / p99 (ms) | added TTFT p50 / p99 (ms) "
+        "| added chunk delay p50 / p99 (ms) | proxy CPU s / 1k chunks | upstream / client CPU s / 1k |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, paths in levels.items():
+        for name in sorted(paths, key=lambda p: PATH_ORDER.index(p) if p in PATH_ORDER else 99):
+            f = paths[name]
+            direct = name == "direct"
+            added = (
+                "—" if direct else _pair(f.get("added_ttft_p50_ms"), f.get("added_ttft_p99_ms"), signed=True)
+            )
+            delay = (
+                "—"
+                if direct
+                else _pair(f.get("added_chunk_delay_p50_ms"), f.get("added_chunk_delay_p99_ms"), signed=True)
+            )
+            cpu = "—" if direct else _f(f.get("proxy_cpu_s_per_1k_chunks"), 4)
+            errors = f" ({f['errors']} errors)" if f.get("errors") else ""
+            lines.append(
+                f"| {n} | {name} | {f['requests']:,}{errors} | {f['chunks_per_s']:,.0f} | "
+                f"{_pair(f['ttft_p50_ms'], f['ttft_p99_ms'])} | {added} | {delay} | {cpu} | "
+                f"{_pair(f['upstream_cpu_s_per_1k_chunks'], f['client_cpu_s_per_1k_chunks'], 4)} |"
+            )
+    return lines
+
+
+def _ratios(results: Mapping[str, Any], levels: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "| streams | tap ÷ nginx: added TTFT p50 | added TTFT p99 | CPU per chunk |",
+        "|---|---|---|---|",
+    ]
+    for n in levels:
+        cells = [_f(results.get(f"tap_vs_nginx_added_ttft_{q}_ratio_{n}")) for q in ("p50", "p99")] + [
+            _f(results.get(f"tap_vs_nginx_cpu_ratio_{n}"))
+        ]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _probe_section(p: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "| probes | connection | failed | TTFT error p50 / p90 / p99 / max (ms) | token mismatches |",
+        "|---|---|---|---|---|",
+    ]
+    for name, label in (
+        ("warm_http", "warm keep-alive, HTTP"),
+        ("cold_https_localhost", "cold, HTTPS, localhost"),
+    ):
+        r = p[name]
+        e = r["ttft_err_ms"]
+        lines.append(
+            f"| {r['probes']} | {label} | {r['failed']} | {e['p50']} / {e['p90']} / {e['p99']} / "
+            f"{e['max']} | {r['token_mismatches']} |"
+        )
+    vs = p.get("versus_curl")
+    if vs:
+        lines += [
+            "",
+            f"Against `curl -w`, alternating on cold HTTPS connections to the same streamed endpoint "
+            f"({vs['samples']} requests each; p50 / p99 ms):",
+            "",
+            "| phase | prober | curl |",
+            "|---|---|---|",
+        ]
+        for key, label in (("connect", "TCP connect"), ("tls", "TLS handshake"),
+                           ("ttfb", "connected → response head (TTFB)"),
+                           ("e2e_err", "end of stream − connection phases − true e2e")):  # fmt: skip
+            a, b = vs[f"probe_{key}_ms"], vs[f"curl_{key}_ms"]
+            lines.append(f"| {label} | {a['p50']:.3f} / {a['p99']:.3f} | {b['p50']:.3f} / {b['p99']:.3f} |")
+    return lines
+
+
+def _collector_section(c: Mapping[str, Any]) -> list[str]:
+    parse, proc = c["parse"], c["collector"]
+    return [
+        f"- Page: {parse['page_lines']} lines, {parse['page_bytes']:,} bytes (the simulator's, vLLM V1's "
+        f"names and buckets); lanewatch parses the {parse['lines_parsed']} lines it reads.",
+        f"- Parse (`collector/scrape.py` `parse_metrics`): p50 {parse['parse_ms']['p50']} ms, "
+        f"p99 {parse['parse_ms']['p99']} ms; fetch + parse over loopback (`scrape_once`): "
+        f"p50 {parse['fetch_parse_ms']['p50']} ms.",
+        f"- `lanewatch collect` at {proc['probes_per_s']} probes/s over {proc['targets']} targets "
+        f"({proc['simulators']} simulator processes), each scraped once a second, spans joined "
+        f"{proc['spans_joined_per_s']}/s, over {proc['window_s']} s: CPU {proc['cpu_percent']} % of one core "
+        f"({proc['cpu_ms_per_probe']} ms per probe, scrapes included), RSS {proc['rss_mb']} MB at the end, "
+        f"{proc['rss_max_in_window_mb']} MB at most in the window, peak {proc['rss_peak_mb']} MB; "
+        f"{proc['targets_up']:.0f} targets up, {proc['probe_errors']:.0f} probe errors.",
+    ]
+
+
+def _degrade_section(d: Mapping[str, Any]) -> list[str]:
+    def row(key: str, label: str, scale: float = 1.0, unit: str = "s") -> str:
+        v = d[key]
+        return (
+            f"| {label} | {v['p50'] * scale:.3f} | {v['min'] * scale:.3f} | {v['max'] * scale:.3f} | {unit} |"
+        )
+
+    return [
+        f"{d['trials']} trials; Alertmanager route `group_wait: {d['group_wait']}`, "
+        f"`group_interval: {d['group_interval']}` (deploy/alertmanager/alertmanager.yml's degrade route); "
+        f"controller `--min-hold-s {d['min_hold_s']} --recovery-stable-s {d['recovery_stable_s']} "
+        f"--tick-s {d['tick_s']}`.",
+        "",
+        "| step | p50 | min | max | unit |",
+        "|---|---|---|---|---|",
+        row("alert_to_degrade_s", "alert posted → gateway's GET /admin/degrade shows the shift"),
+        row(
+            "alertmanager_s", "alert posted → the controller has taken the webhook (group_wait is most of it)"
+        ),
+        row("controller_to_gateway_s", "controller took it → gateway shows the shift", 1e3, "ms"),
+        row("resolve_to_restore_s", "resolved posted → lane restored (group_interval + recovery_stable_s)"),
+    ]
+
+
+def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -> str:
+    """results.md from the results dict (`notes`: the analysis texts, default bench/notes.py's)."""
+    if notes is None:
+        from .notes import NOTES
+
+        notes = NOTES
+    why: Mapping[str, tuple[str, str]] = notes.get("why", {})
+    m = results["machine"]
+    tools = ", ".join(f"{k} {v}" for k, v in results.get("tools", {}).items())
+    out = [
+        "# lanewatch benchmarks",
+        "",
+        "Generated by `make bench` (`python -m bench`): every figure below comes from one run, side by side; "
+        "do not edit by hand.",
+        "",
+        f"- Date: {results['date']}; run took {results['duration_s']} s.",
+        f"- Machine: {m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB, Linux {m['kernel']}, "
+        f"Python {m['python']}; {tools} (Debian's).",
+        f"- Load average (1, 5, 15 min) at the start {results['load_avg_start']}, at the end "
+        f"{results['load_avg_end']}: the machine is shared, and client, upstream and proxy share its cores.",
+        "",
+        "## Goals",
+        "",
+        *_goals_table(results, why),
+        "",
+    ]
+    details = results.get("details", {})
+    if "tap" in details:
+        out += [
+            "## Gateway tap overhead",
+            "",
+            notes.get("tap_method", ""),
+            "",
+            *_tap_table(details["tap"]),
+            "",
+            *_ratios(results, details["tap"]),
+            "",
+        ]
+    if "probe" in details:
+        out += [
+            "## Prober accuracy",
+            "",
+            notes.get("probe_method", ""),
+            "",
+            *_probe_section(details["probe"]),
+            "",
+        ]
+    if "collector" in details:
+        out += ["## Collector cost", "", *_collector_section(details["collector"]), ""]
+    if "degrade" in details:
+        out += ["## Alert to degrade", "", *_degrade_section(details["degrade"]), ""]
+    if notes.get("limits"):
+        out += ["## What limits the figures", "", notes["limits"], ""]
+    return "\n".join(out)

@@ -1,0 +1,97 @@
+"""`python -m bench --smoke`: every benchmark runs end to end at tiny sizes and yields its figures.
+
+The goals are not checked here (a loaded CI machine cannot promise them; `make bench` measures
+them): only that each part produces every key, from processes that answered, with values
+that make sense for what was measured.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.nginx import find_nginx
+from tests.conftest import require_binary
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE_STREAMS = (1, 4)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    """One smoke run of every part: (results.json, results.md)."""
+    if find_nginx() is None:  # it lives in /usr/sbin, which a user's PATH may lack
+        require_binary("nginx")
+    for binary in ("prometheus-alertmanager", "curl"):
+        require_binary(binary)
+    out = tmp_path_factory.mktemp("bench")
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads((out / "results.json").read_text()), (out / "results.md").read_text()
+
+
+def test_tap_overhead_measures_every_path_at_every_concurrency(smoke: tuple[dict[str, Any], str]) -> None:
+    results, _ = smoke
+    for n in SMOKE_STREAMS:
+        levels = results["details"]["tap"][str(n)]
+        assert set(levels) == {"direct", "nginx", "tap"}
+        for path, figures in levels.items():
+            assert figures["errors"] == 0 and figures["requests"] >= n, (path, n)
+            assert figures["chunks_per_s"] > 0
+            # the upstream's first content chunk comes 50 ms after the request: no path beats it
+            assert 50 <= figures["ttft_p50_ms"] < 1000, (path, n)
+        for path in ("nginx", "tap"):
+            assert -50 < results[f"{path}_added_ttft_p50_ms_{n}"] < 1000
+            assert -50 < results[f"{path}_added_ttft_p99_ms_{n}"] < 1000
+            assert -50 < results[f"{path}_added_chunk_delay_p50_ms_{n}"] < 1000
+            assert (
+                results[f"{path}_cpu_s_per_1k_chunks_{n}"] >= 0
+            )  # /proc counts in 10 ms ticks: may be 0 here
+        assert f"tap_vs_nginx_added_ttft_p99_ratio_{n}" in results
+
+
+def test_prober_accuracy_against_truth_and_curl(smoke: tuple[dict[str, Any], str]) -> None:
+    results, _ = smoke
+    assert results["probe_failed"] == 0
+    assert -5 < results["probe_ttft_error_p50_ms"] < 50
+    assert results["probe_ttft_error_p50_ms"] <= results["probe_ttft_error_p99_ms"] < 200
+    assert results["details"]["probe"]["warm_http"]["token_mismatches"] == 0
+    assert 0 < results["curl_tls_p50_ms"] < 200 and 0 < results["probe_tls_p50_ms_vs_curl"] < 200
+
+
+def test_collector_cost_at_ten_probes_a_second(smoke: tuple[dict[str, Any], str]) -> None:
+    results, _ = smoke
+    collector = results["details"]["collector"]["collector"]
+    assert collector["targets_up"] == 10 and collector["probe_errors"] == 0
+    assert results["collector_probes_per_s"] > 3  # 10/s once running; the smoke window is 2 s
+    assert 10 < results["collector_rss_mb"] <= results["collector_rss_peak_mb"] < 2000
+    assert results["metrics_page_lines"] > 300  # vLLM-sized
+    assert 0 < results["scrape_parse_ms_p50"] <= results["scrape_parse_ms_p99"]
+
+
+def test_alert_to_degrade_through_real_alertmanager(smoke: tuple[dict[str, Any], str]) -> None:
+    results, _ = smoke
+    # group_wait is 1 s: the shift cannot come sooner, and on loopback it comes within seconds after
+    assert 0.9 < results["alert_to_degrade_s_p50"] < 15
+    assert results["alertmanager_to_webhook_s_p50"] <= results["alert_to_degrade_s_p50"]
+
+
+def test_results_name_the_machine_and_every_goal(smoke: tuple[dict[str, Any], str]) -> None:
+    results, markdown = smoke
+    assert results["machine"]["cores"] >= 1 and results["machine"]["cpu_model"]
+    assert len(results["load_avg_start"]) == 3 and len(results["load_avg_end"]) == 3
+    goals = {g["id"]: g for g in results["goals"]}
+    assert {"tap_p99_abs", "tap_p99_vs_nginx", "probe_p99", "collector_rss", "tap_cpu"} <= set(goals)
+    assert goals["probe_p99"]["met"] in (True, False)  # measured in the smoke run too
+    assert goals["tap_p50_256"]["met"] is None  # no 256-stream level in the smoke run
+    assert "## Goals" in markdown and "## Gateway tap overhead" in markdown
+    assert "## Alert to degrade" in markdown and "## Collector cost" in markdown
