@@ -126,12 +126,15 @@ def _goals_table(results: Mapping[str, Any], why: Mapping[str, tuple[str, str]])
     return lines
 
 
+_TAP_COLUMNS = (
+    "streams", "path", "requests", "chunks/s", "TTFT p50 / p99 (ms)",
+    "added TTFT p50 / p99 (ms; p99's range over rounds)", "added chunk delay p50 / p99 (ms)",
+    "proxy CPU s / 1k chunks", "upstream / client CPU s / 1k",
+)  # fmt: skip
+
+
 def _tap_table(levels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[str]:
-    lines = [
-        "| streams | path | requests | chunks/s | TTFT p50 / p99 (ms) | added TTFT p50 / p99 (ms) "
-        "| added chunk delay p50 / p99 (ms) | proxy CPU s / 1k chunks | upstream / client CPU s / 1k |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    lines = ["| " + " | ".join(_TAP_COLUMNS) + " |", "|" + "---|" * len(_TAP_COLUMNS)]
     for n, paths in levels.items():
         for name in sorted(paths, key=lambda p: PATH_ORDER.index(p) if p in PATH_ORDER else 99):
             f = paths[name]
@@ -139,6 +142,9 @@ def _tap_table(levels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[st
             added = (
                 "—" if direct else _pair(f.get("added_ttft_p50_ms"), f.get("added_ttft_p99_ms"), signed=True)
             )
+            if not direct and f.get("added_ttft_p99_ms_range"):
+                lo, hi = f["added_ttft_p99_ms_range"]
+                added += f" ({lo:+.2f}…{hi:+.2f})"
             delay = (
                 "—"
                 if direct

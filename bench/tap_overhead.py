@@ -7,7 +7,7 @@ gateway` with its request metrics on, as deployed). At each concurrency the path
 interleaved rounds (the order rotates each round) so drift on the shared machine hits all
 alike; within a round each path gets the same closed-loop load (bench/stream_client.py).
 
-- added TTFT = a path's TTFT quantile − direct's, over the same rounds
+- added TTFT = a path's TTFT quantile − direct's in the same round; the median over the rounds
 - added chunk delay = the same for each content chunk's one-way delay (upstream write → client read)
 - CPU per 1,000 chunks = the process's user + system seconds (/proc/<pid>/stat) over the
   content chunks the client received; given for the proxy, the upstream and the client
@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -188,38 +189,57 @@ def _ms(xs: Sequence[float], q: float) -> float:
     return quantile(sorted(xs), q) * 1e3 if xs else float("nan")
 
 
-def _path_figures(samples: list[_Sample]) -> dict[str, float]:
-    ttft = [t for s in samples for t in s.load.ttft_s]
-    delays = sorted(d for s in samples for d in s.load.delay_us)
+_QUANTILES = {"ttft_p50_ms": 0.5, "ttft_p99_ms": 0.99, "chunk_delay_p50_ms": 0.5, "chunk_delay_p99_ms": 0.99}
+
+
+def _round_figures(s: _Sample) -> dict[str, float]:
+    delays = sorted(d / 1e3 for d in s.load.delay_us)  # ms
+    ttft = sorted(t * 1e3 for t in s.load.ttft_s)
+    out = {}
+    for key, q in _QUANTILES.items():
+        xs = ttft if key.startswith("ttft") else delays
+        out[key] = quantile(xs, q) if xs else float("nan")
+    return out
+
+
+def _path_figures(samples: list[_Sample]) -> dict[str, Any]:
+    ttft = sorted(t * 1e3 for s in samples for t in s.load.ttft_s)
     chunks = sum(s.load.chunks for s in samples)
     per_1k = 1000 / chunks if chunks else float("nan")
     return {
         "requests": sum(s.load.requests for s in samples),
         "errors": sum(s.load.errors for s in samples),
         "chunks_per_s": sum(s.load.chunks_per_s for s in samples) / len(samples),
-        "ttft_p50_ms": _ms(ttft, 0.5),
-        "ttft_p99_ms": _ms(ttft, 0.99),
-        "chunk_delay_p50_ms": quantile(delays, 0.5) / 1e3 if delays else float("nan"),
-        "chunk_delay_p99_ms": quantile(delays, 0.99) / 1e3 if delays else float("nan"),
+        "pooled_ttft_p50_ms": quantile(ttft, 0.5) if ttft else float("nan"),
+        "pooled_ttft_p99_ms": quantile(ttft, 0.99) if ttft else float("nan"),
         "proxy_cpu_s_per_1k_chunks": sum(s.proxy_cpu_s for s in samples) * per_1k,
         "upstream_cpu_s_per_1k_chunks": sum(s.upstream_cpu_s for s in samples) * per_1k,
         "client_cpu_s_per_1k_chunks": sum(s.client_cpu_s for s in samples) * per_1k,
-        "round_ttft_p50_ms": [_ms(s.load.ttft_s, 0.5) for s in samples],  # type: ignore[dict-item]
+        "rounds": [_round_figures(s) for s in samples],
     }
 
 
 def summarize_level(samples: dict[str, list[_Sample]]) -> dict[str, dict[str, Any]]:
-    """Per path: pooled quantiles, throughput, CPU per 1k chunks, and what it adds over direct."""
+    """Per path: quantiles, throughput, CPU per 1k chunks, and what it adds over direct.
+
+    Quantiles are taken per round; a path's added figure is its quantile minus direct's in
+    the same round, and the figure reported is the median over the rounds (each round's
+    in `rounds`): one round a neighbour's burst disturbed moves it little.
+    """
     figures: dict[str, dict[str, Any]] = {name: _path_figures(s) for name, s in samples.items()}
     base = figures.get("direct")
     for name, f in figures.items():
+        for key in _QUANTILES:
+            f[key] = statistics.median(r[key] for r in f["rounds"])
         if base is None or name == "direct":
             continue
-        for key in ("ttft_p50_ms", "ttft_p99_ms", "chunk_delay_p50_ms", "chunk_delay_p99_ms"):
-            f[f"added_{key}"] = f[key] - base[key]
-        f["round_added_ttft_p50_ms"] = [
-            a - b for a, b in zip(f["round_ttft_p50_ms"], base["round_ttft_p50_ms"], strict=True)
-        ]
+        for round_, direct in zip(f["rounds"], base["rounds"], strict=True):
+            for key in _QUANTILES:
+                round_[f"added_{key}"] = round_[key] - direct[key]
+        for key in _QUANTILES:
+            added = [r[f"added_{key}"] for r in f["rounds"]]
+            f[f"added_{key}"] = statistics.median(added)
+            f[f"added_{key}_range"] = [min(added), max(added)]
     return figures
 
 
@@ -265,7 +285,11 @@ def main() -> None:
     ap.add_argument("--paths", default=",".join(PATHS), help="direct,nginx,tap[,aiohttp]")
     args = ap.parse_args()
     bench = run_tap_bench(
-        [int(s) for s in args.streams.split(",")], args.rounds, args.seconds, args.paths.split(",")
+        [int(s) for s in args.streams.split(",")],
+        args.rounds,
+        args.seconds,
+        args.paths.split(","),
+        log=lambda line: print(line, file=sys.stderr, flush=True),
     )
     levels = {n: summarize_level(s) for n, s in bench.samples.items()}
     print(json.dumps({"levels": levels, "keys": flat_keys(levels)}, indent=1, default=str))

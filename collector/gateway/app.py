@@ -23,15 +23,15 @@ GatewayHandler = Callable[[Gateway, Request, FrontConn], Awaitable[Response | No
 def router(gw: Gateway) -> Callable[[str, str], Handler | Response]:
     """(method, path) → the handler, or the 404/405 answer in OpenAI error JSON."""
 
-    async def chat(request: Request, conn: FrontConn) -> Response | None:
-        return await handle_completion(gw, request, conn, "chat")
+    def chat(request: Request, conn: FrontConn) -> Response | Awaitable[Response | None]:
+        return handle_completion(gw, request, conn, "chat")
 
-    async def completions(request: Request, conn: FrontConn) -> Response | None:
-        return await handle_completion(gw, request, conn, "completions")
+    def completions(request: Request, conn: FrontConn) -> Response | Awaitable[Response | None]:
+        return handle_completion(gw, request, conn, "completions")
 
     def bind(fn: GatewayHandler) -> Handler:
-        async def handler(request: Request, conn: FrontConn) -> Response | None:
-            return await fn(gw, request, conn)
+        def handler(request: Request, conn: FrontConn) -> Awaitable[Response | None]:
+            return fn(gw, request, conn)
 
         return handler
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from time import perf_counter
 
 from lanewatch.collector.timing import ErrorKind, error_kind_for_status
@@ -28,7 +29,7 @@ from .pool import LanePool, Upstream
 from .tap import StreamTap
 from .upstream import ConnectError, UpstreamConn, UpstreamGone
 
-__all__ = ["forward"]
+__all__ = ["Flight", "begin", "forward"]
 
 _HOP_BACK = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "upgrade", "content-length", "date", "server"}
@@ -66,37 +67,76 @@ class _Downstream:
             self.conn.pause()
 
 
+@dataclass(slots=True)
+class Flight:
+    """The upstream a request goes to, its bytes, and the connection it already left on (if any)."""
+
+    up: Upstream | None
+    raw: bytes = b""
+    sent: UpstreamConn | None = None
+
+
+def begin(gw: Gateway, request: Request, ex: Exchange, body: bytes, headers: Mapping[str, str]) -> Flight:
+    """Pick the served lane's least-loaded upstream; on a kept-alive connection, send at once.
+
+    Runs in the callback that read the client's request, so the request leaves without
+    waiting for the handler's task to be scheduled behind whatever else the loop has ready.
+    """
+    up = _pick(gw.pools[ex.decision.served_lane], ex, ())
+    if up is None:
+        return Flight(None)
+    flight = Flight(up, _request_bytes(up, request, headers, body))
+    ex.leg = leg = LegTimes(start=perf_counter())
+    flight.sent = gw.upstream.take_idle(up.host, up.port, up.tls, leg)
+    if flight.sent is not None:
+        _send(flight.sent, flight.raw, leg)
+    return flight
+
+
 async def forward(
     gw: Gateway,
     request: Request,
     front: FrontConn,
     ex: Exchange,
+    flight: Flight,
     body: bytes,
     headers: Mapping[str, str],
     strip: bool,
 ) -> Response | None:
-    """Send the request to the served lane's least-loaded upstream and stream its answer back."""
+    """Finish what `begin` started: the answer streamed back; another upstream when one cannot connect."""
     pool = gw.pools[ex.decision.served_lane]
     tried: list[Upstream] = []
-    while True:
-        up = pool.pick(exclude=tried)
-        if up is None:
-            return _fail(ex, ErrorKind.CONNECT, f"lane {pool.lane!r} has no upstream to try")
-        ex.upstream = up
-        up.outstanding += 1
+    up, raw, sent = flight.up, flight.raw, flight.sent
+    while up is not None:
         try:
-            raw = _request_bytes(up, request, headers, body)
-            return await _exchange(gw, front, ex, up, raw, strip)
+            return await _exchange(gw, front, ex, up, raw, strip, sent)
         except ConnectError as exc:  # nothing was sent: the next upstream may take it
             tried.append(up)
             kind = error_kind_of(exc)
             gw.stats.upstream_errors[(up.lane, up.name, kind.value)] += 1
-            if len(tried) < len(pool.upstreams):
-                continue
-            return _fail(ex, kind, f"upstream {up.name} of lane {pool.lane!r}: {exc}")
+            if len(tried) >= len(pool.upstreams):
+                return _fail(ex, kind, f"upstream {up.name} of lane {pool.lane!r}: {exc}")
         finally:
             up.outstanding -= 1
             _judge(pool, up, ex)
+        up, sent = _pick(pool, ex, tried), None
+        if up is not None:
+            raw = _request_bytes(up, request, headers, body)
+    return _fail(ex, ErrorKind.CONNECT, f"lane {pool.lane!r} has no upstream to try")
+
+
+def _pick(pool: LanePool, ex: Exchange, tried: Iterable[Upstream]) -> Upstream | None:
+    up = pool.pick(exclude=tried)
+    if up is not None:
+        ex.upstream = up
+        up.outstanding += 1
+    return up
+
+
+def _send(conn: UpstreamConn, raw: bytes, leg: LegTimes) -> None:
+    leg.ready = perf_counter()
+    conn.send(raw)
+    leg.sent = perf_counter()
 
 
 def _judge(pool: LanePool, up: Upstream, ex: Exchange) -> None:
@@ -117,15 +157,22 @@ def _request_bytes(up: Upstream, request: Request, headers: Mapping[str, str], b
 
 
 async def _exchange(
-    gw: Gateway, front: FrontConn, ex: Exchange, up: Upstream, raw: bytes, strip: bool
+    gw: Gateway,
+    front: FrontConn,
+    ex: Exchange,
+    up: Upstream,
+    raw: bytes,
+    strip: bool,
+    sent: UpstreamConn | None,
 ) -> Response | None:
     tls = gw.ssl[up.lane] if up.tls else None
     for _attempt in range(3):
-        ex.leg = leg = LegTimes(start=perf_counter())
-        conn = await gw.upstream.connect(up.host, up.port, tls, leg)
-        leg.ready = perf_counter()
-        conn.send(raw)
-        leg.sent = perf_counter()
+        conn, sent = sent, None
+        if conn is None:
+            ex.leg = leg = LegTimes(start=perf_counter())
+            conn = await gw.upstream.connect(up.host, up.port, tls, leg)
+            _send(conn, raw, leg)
+        leg = ex.leg
         try:
             head = await conn.head(gw.cfg.read_timeout_s)
         except UpstreamGone as exc:

@@ -55,7 +55,9 @@ class Response:
     content_type: str = "application/json"
 
 
-Handler = Callable[[Request, "FrontConn"], Awaitable[Response | None]]  # None: it streamed the answer
+# A handler answers at once (a Response) or with an awaitable that streams the answer (to None) or
+# gives the Response; the part before its first await runs in the callback that read the request.
+Handler = Callable[[Request, "FrontConn"], Response | Awaitable[Response | None]]
 Route = Callable[[str, str], Handler | Response]  # (method, path) → handler, or the answer (404, 405)
 ErrorBody = Callable[[int, str], bytes]
 
@@ -120,7 +122,9 @@ class FrontConn(asyncio.Protocol):
         self.closed = True
         self._server.conns.discard(self)
         if self._task is not None and not self._task.done():
-            self._task.cancel()
+            # Not at once: a task not yet started would be cancelled before its first line,
+            # and the cleanup of what its handler began (an upstream request) would never run.
+            asyncio.get_running_loop().call_soon(self._task.cancel)
         self._wake_drain()
 
     def pause_writing(self) -> None:
@@ -241,17 +245,22 @@ class FrontConn(asyncio.Protocol):
     def _dispatch(self, request: Request) -> None:
         self._busy, self.idle_since = True, None
         route = self._route(request.method, request.path)
-        if isinstance(route, Response):
-            self._reply(route)
+        try:
+            answer = route if isinstance(route, Response) else route(request, self)
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            answer = Response(500, self._error_body(500, "internal error in the gateway"))
+        if isinstance(answer, Response):
+            self._reply(answer)
             self._done()
             return
-        self._task = asyncio.get_running_loop().create_task(self._run(route, request))
+        self._task = asyncio.get_running_loop().create_task(self._run(answer, request))
         self._server.tasks.add(self._task)
         self._task.add_done_callback(self._server.tasks.discard)
 
-    async def _run(self, handler: Handler, request: Request) -> None:
+    async def _run(self, answer: Awaitable[Response | None], request: Request) -> None:
         try:
-            response = await handler(request, self)
+            response = await answer
         except asyncio.CancelledError:
             return  # the client went away; the handler has recorded it
         except Exception:

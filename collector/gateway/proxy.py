@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from time import perf_counter
 from typing import Any
 
@@ -23,9 +23,10 @@ from .core import Gateway
 from .degrade_state import Decision, cap_max_tokens, decide
 from .errors import error_response
 from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
-from .forward import forward
+from .forward import Flight, begin, forward
 from .front import FrontConn, Request, Response
 from .routing import RouteError, choose_lane, route_input
+from .tracing import TraceIds
 
 __all__ = ["handle_completion"]
 
@@ -47,24 +48,44 @@ class _Reject(Exception):
         self.response = response
 
 
-async def handle_completion(gw: Gateway, request: Request, conn: FrontConn, api: Api) -> Response | None:
-    """Proxy one /v1/chat/completions or /v1/completions request (None: the answer was streamed)."""
+def handle_completion(
+    gw: Gateway, request: Request, conn: FrontConn, api: Api
+) -> Response | Awaitable[Response | None]:
+    """Proxy one /v1/chat/completions or /v1/completions request.
+
+    The part up to sending upstream runs here, in the callback that read the request; the
+    answer the gateway gives itself (400, 429) comes back at once, else the awaitable that
+    streams the upstream's answer (to None) or an error response.
+    """
     t0, started_at = perf_counter(), time.time()
     try:
         body, ex, strip = _admit(gw, request, api, t0, started_at)
     except _Reject as rej:
         return rej.response
-    served = ex.decision.served_lane
     ids = gw.tracing.ids_for(request.headers)
     ex.trace_id = ids.trace_id_hex
-    headers = _upstream_headers(request.headers, gw.api_keys.get(served))
+    headers = _upstream_headers(request.headers, gw.api_keys.get(ex.decision.served_lane))
     gw.tracing.inject(ids, headers)
+    flight = begin(gw, request, ex, body, headers)
+    return _proxy(gw, request, conn, ex, flight, ids, (body, headers, strip))
+
+
+async def _proxy(
+    gw: Gateway,
+    request: Request,
+    conn: FrontConn,
+    ex: Exchange,
+    flight: Flight,
+    ids: TraceIds,
+    upstream_request: tuple[bytes, dict[str, str], bool],
+) -> Response | None:
+    body, headers, strip = upstream_request
     try:
-        return await forward(gw, request, conn, ex, body, headers, strip)
+        return await forward(gw, request, conn, ex, flight, body, headers, strip)
     finally:
         ex.end = perf_counter()
-        start_ns = int(started_at * 1e9)
-        end_ns = start_ns + int((ex.end - t0) * 1e9)
+        start_ns = int(ex.started_at * 1e9)
+        end_ns = start_ns + int((ex.end - ex.t0) * 1e9)
         gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, _span_attributes(request, ex))
         gw.emit(_record(ex))
 

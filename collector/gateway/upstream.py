@@ -226,10 +226,9 @@ class UpstreamClient:
         self._idle: dict[tuple[str, int, bool], list[UpstreamConn]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[str]]] = {}
 
-    async def connect(self, host: str, port: int, tls: ssl.SSLContext | None, leg: LegTimes) -> UpstreamConn:
-        """An idle connection if a fresh one is kept, else a new one (timing DNS, TCP and TLS)."""
-        key = (host, port, tls is not None)
-        idle = self._idle.get(key)
+    def take_idle(self, host: str, port: int, tls: bool, leg: LegTimes) -> UpstreamConn | None:
+        """A kept-alive connection that is still fresh, or None; never waits."""
+        idle = self._idle.get((host, port, tls))
         now = self._clock()
         while idle:
             conn = idle.pop()
@@ -237,7 +236,12 @@ class UpstreamClient:
                 conn.reused = leg.reused = True
                 return conn
             conn.abort()
-        return await self._new(host, port, tls, leg)
+        return None
+
+    async def connect(self, host: str, port: int, tls: ssl.SSLContext | None, leg: LegTimes) -> UpstreamConn:
+        """An idle connection if a fresh one is kept, else a new one (timing DNS, TCP and TLS)."""
+        conn = self.take_idle(host, port, tls is not None, leg)
+        return conn if conn is not None else await self._new(host, port, tls, leg)
 
     def release(self, conn: UpstreamConn) -> None:
         """Keep `conn` for reuse when it can carry another request, else close it."""

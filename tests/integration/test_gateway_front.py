@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,8 +13,9 @@ import pytest
 
 from lanewatch.collector.gateway.errors import error_body
 from lanewatch.collector.gateway.front import FrontConn, FrontLimits, FrontServer, Handler, Request, Response
+from lanewatch.collector.timing import ErrorKind
 
-from .gateway_harness import chat_body, one_lane
+from .gateway_harness import chat_body, eventually, one_lane
 
 pytestmark = pytest.mark.integration
 
@@ -135,3 +138,24 @@ async def test_routes_answer_404_and_405_in_openai_json() -> None:
         async with s.get(f"{g.url}/v1/chat/completions") as r:
             assert r.status == 405 and r.headers["Allow"] == "POST"
             assert "GET /v1/chat/completions" in (await r.json())["error"]["message"]
+
+
+async def test_a_client_gone_right_after_its_request_leaves_nothing_behind() -> None:
+    body = json.dumps(chat_body(5)).encode()
+    raw = b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body)
+    async with one_lane(first_ms=300) as (up, g, s):
+        async with s.post(g.url + "/v1/chat/completions", json=chat_body(1)) as r:
+            await r.read()  # a kept-alive upstream connection: the next request leaves at once
+        _reader, writer = await asyncio.open_connection("127.0.0.1", int(g.url.rsplit(":", 1)[1]))
+        writer.write(raw)
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the gateway read it and sent it upstream
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # a reset, well before the first token at 300 ms
+        assert await eventually(lambda: len(g.records) == 2)
+        log = up.last()
+        await asyncio.wait_for(log.ended.wait(), 3)
+    assert log.cancelled and not log.finished
+    assert g.records[-1].error is ErrorKind.CLIENT_DISCONNECT
+    assert all(u.outstanding == 0 for u in g.gw.pools["slow"].upstreams)
