@@ -33,8 +33,8 @@ class Sizes:
     """How much each part measures."""
 
     streams: tuple[int, ...] = (1, 64, 256, 512)
-    rounds: int = 3
-    seconds: float = 4.0
+    rounds: int = 5
+    seconds: float = 3.0
     probes: int = 400
     curl: int = 60
     collector_s: float = 20.0
