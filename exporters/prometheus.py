@@ -88,6 +88,13 @@ class _Histogram:
         self.counts[bisect.bisect_left(bounds, value)] += 1  # `le` is inclusive
         self.total += value
 
+    def observe_many(self, bounds: Sequence[float], values: Iterable[float]) -> None:
+        counts, find, total = self.counts, bisect.bisect_left, 0.0
+        for value in values:  # one record's ITL gaps: dozens, on the gateway's request path
+            counts[find(bounds, value)] += 1
+            total += value
+        self.total += total
+
     def family_buckets(self, bounds: Sequence[float]) -> list[tuple[str, float]]:
         out, running = [], 0
         for bound, count in zip((*bounds, float("inf")), self.counts, strict=True):
@@ -151,9 +158,7 @@ class RequestMetrics(Collector):
             if value is not None:
                 self._hist(name, labels).observe(HISTOGRAMS[name][1], float(value))
         if r.itl_s:
-            itl = self._hist(names.ITL_SECONDS, labels)
-            for gap in r.itl_s:
-                itl.observe(names.LATENCY_BUCKETS, gap)
+            self._hist(names.ITL_SECONDS, labels).observe_many(names.LATENCY_BUCKETS, r.itl_s)
         for part, value in breakdown(r).items():
             self._hist(names.PHASE_SECONDS, (*labels, part)).observe(names.LATENCY_BUCKETS, value)
 

@@ -66,6 +66,8 @@ class LanePool:
 
     def pick(self, exclude: Iterable[Upstream] = ()) -> Upstream | None:
         """The healthy upstream with the fewest requests in flight (ties rotate); None if none left."""
+        if len(self.upstreams) == 1 and not exclude:
+            return self.upstreams[0]  # a lane of one: it, healthy or not (fail open)
         skip = set(map(id, exclude))
         candidates = [u for u in self.upstreams if id(u) not in skip]
         healthy = [u for u in candidates if u.healthy] or candidates  # fail open

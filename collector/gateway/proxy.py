@@ -86,7 +86,8 @@ async def _proxy(
         ex.end = perf_counter()
         start_ns = int(ex.started_at * 1e9)
         end_ns = start_ns + int((ex.end - ex.t0) * 1e9)
-        gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, _span_attributes(request, ex))
+        if gw.tracing.exporting:
+            gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, _span_attributes(request, ex))
         gw.emit(_record(ex))
 
 
