@@ -7,8 +7,8 @@ wrote each content chunk, and when a lean raw-socket client received it. On a sh
 (../shared/reference/performance.md): per gap the median error within 1 ms, the 95th
 percentile within 20 ms (under half a gap: holding chunks back costs whole gaps; a loaded
 host was seen near 10 ms), the medians of both ends within 1 ms, and 95% of gaps kept apart.
-The tight figure, p99 within 1 ms, is measured side by side in bench/gateway_tap.py over
-many samples and reported there.
+The tight figures, each chunk's added delay at p50 and p99 against nginx and a direct
+connection, are measured side by side in bench/tap_overhead.py (bench/results.md).
 """
 
 from __future__ import annotations
