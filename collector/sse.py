@@ -165,7 +165,7 @@ def classify(data: str, event: str = "") -> StreamChunk:
         return StreamChunk(ChunkKind.DONE)
     try:
         obj = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a server nesting deeper than our stack
         return StreamChunk(ChunkKind.BAD)
     if not isinstance(obj, dict):
         return StreamChunk(ChunkKind.BAD)

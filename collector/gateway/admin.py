@@ -59,8 +59,8 @@ async def put_degrade(gw: Gateway, request: web.Request) -> web.Response:
         return error_response(413, f"the body is larger than {MAX_ADMIN_BODY} bytes")
     try:
         lanes = parse_degrade(json.loads(raw), gw.lane_order)
-    except ValueError as exc:  # json.JSONDecodeError and DegradeError
-        reason = str(exc) if isinstance(exc, DegradeError) else f"body is not valid JSON: {exc}"
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, DegradeError; too deep a nesting
+        reason = str(exc) if isinstance(exc, DegradeError) else f"body is not valid JSON: {str(exc)[:200]}"
         return error_response(400, reason)
     before = gw.degrade.version
     state = gw.set_degrade(lanes)

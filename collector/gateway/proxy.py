@@ -76,7 +76,7 @@ async def _admit(
     raw = await _read_body(gw, request)
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
         raise _Reject(error_response(400, "the request body is not valid JSON")) from None
     if not isinstance(body, dict):
         raise _Reject(error_response(400, "the request body must be a JSON object"))
