@@ -188,7 +188,7 @@ async def _respond(
         ex.error = ErrorKind.CLIENT_DISCONNECT
     except (UpstreamGone, HttpError, TimeoutError) as exc:
         conn.abort()
-        ex.error = ErrorKind.STALL if isinstance(exc, TimeoutError) else error_kind_of(exc)
+        ex.error = _timeout_kind(tap) if isinstance(exc, TimeoutError) else error_kind_of(exc)
         await _end_broken(resp, sink if sse else None, ex.error, str(exc) or "upstream stalled")
         return resp
     if ex.error is None:
@@ -259,6 +259,11 @@ async def _end_broken(
         await resp.write_eof()
     except (ConnectionResetError, RuntimeError):
         pass
+
+
+def _timeout_kind(tap: StreamTap) -> ErrorKind:
+    """Upstream went quiet past read_timeout_s: a stall between chunks, or no first content at all."""
+    return ErrorKind.STALL if tap.first_content_at is not None else ErrorKind.TTFT_TIMEOUT
 
 
 def _verdict(tap: StreamTap, sse: bool) -> ErrorKind | None:
