@@ -52,10 +52,8 @@ async def put_degrade(gw: Gateway, request: web.Request) -> web.Response:
     denied = _denied(gw, request)
     if denied is not None:
         return denied
-    if request.content_length is not None and request.content_length > MAX_ADMIN_BODY:
-        return error_response(413, f"the body is larger than {MAX_ADMIN_BODY} bytes")
-    raw = await request.content.read(MAX_ADMIN_BODY + 1)
-    if len(raw) > MAX_ADMIN_BODY:
+    raw = await _read_limited(request, MAX_ADMIN_BODY)
+    if raw is None:
         return error_response(413, f"the body is larger than {MAX_ADMIN_BODY} bytes")
     try:
         lanes = parse_degrade(json.loads(raw), gw.lane_order)
@@ -67,3 +65,20 @@ async def put_degrade(gw: Gateway, request: web.Request) -> web.Response:
     if state.version != before:
         log.warning("degrade state v%d: %s", state.version, json.dumps(state.to_json(gw.lane_order)["lanes"]))
     return _state(gw)
+
+
+async def _read_limited(request: web.Request, limit: int) -> bytes | None:
+    """The whole body, or None once it is known to exceed `limit` bytes.
+
+    Read to the end: one `read(n)` returns only what has arrived so far, so a body that came
+    in several reads was cut short (and refused as bad JSON).
+    """
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
