@@ -61,14 +61,12 @@ def test_gateway_caps_client_chosen_models_and_classes(tmp_path: Path, sim: SimH
     )
     with service(["gateway", "-c", str(cfg)], port, tmp_path / "gateway.log", "/metrics") as gw:
         statuses = flood(gw, sim.model, 300)
-        text = gw.metrics()
+        text = wait_counted(gw, 300)  # the tap records a request as its response ends
         gw.alive()
     assert statuses[200] >= 100 and statuses[404] >= 100, statuses  # flooded with hits and misses
     values = label_values(text)
     for label in ("model", "request_class"):
         assert len(values[label]) <= CAP + 1 and OVERFLOW_VALUE in values[label], (label, values[label])
-    requests = sum(v for _, v in samples(text, "lanewatch_requests_total"))
-    assert requests == 300  # capped, not dropped
     overflow = [
         (labels, v)
         for labels, v in samples(text, "lanewatch_requests_total")
@@ -129,7 +127,7 @@ def test_collector_caps_targets_lanes_and_models(tmp_path: Path, sim: SimHandle)
         },
     )
     with service(["collect", "-c", str(cfg)], port, tmp_path / "collect.log", "/healthz") as col:
-        text = wait_all_probed(col, len(targets))
+        text = wait_counted(col, 2 * len(targets))  # each target probed about twice
         col.alive()
     values = label_values(text)
     for label in ("target", "lane", "model"):
@@ -138,12 +136,12 @@ def test_collector_caps_targets_lanes_and_models(tmp_path: Path, sim: SimHandle)
     assert OVERFLOW_VALUE in quantile_lanes and len(quantile_lanes) <= CAP + 1
 
 
-def wait_all_probed(col: Service, n: int) -> str:
-    """The /metrics page once every target has been probed at least twice."""
+def wait_counted(svc: Service, n: int) -> str:
+    """The /metrics page once it counts n requests (capped labels, but every request counted)."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        text = col.metrics()
-        if sum(v for _, v in samples(text, "lanewatch_requests_total")) >= 2 * n:
+        text = svc.metrics()
+        if sum(v for _, v in samples(text, "lanewatch_requests_total")) >= n:
             return text
-        time.sleep(0.2)
-    raise AssertionError(f"not every target probed within 20 s:\n{col.log()[-2000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"/metrics did not count {n} requests within 20 s:\n{svc.log()[-2000:]}")
