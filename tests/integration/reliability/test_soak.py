@@ -5,8 +5,9 @@ malformed streams, stalls); the collector probes it directly, through the gatewa
 port where nothing listens, receives its spans and scrapes it; clients stream through the
 gateway with ever new model names and some hang up mid-stream. Both services' RSS
 (/proc/<pid>/status VmRSS) is sampled each second. Their window, join and label sets fill
-in the first half (windows of 10 s), so the second half must hold steady: a leak of a few
-hundred bytes per request grows it by megabytes.
+in the first half (windows of 10 s), so the second half must hold steady: its ~400 requests
+per service may add at most 6 MiB, which a buffer that grows with time, or a leak of ~15 KiB
+per request, exceeds (measured growth: a few hundred KiB).
 """
 
 from __future__ import annotations
