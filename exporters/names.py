@@ -138,6 +138,8 @@ VLLM_LEGACY_ALIASES: Final = {
     "vllm:gpu_prefix_cache_hits_total": VLLM_PREFIX_CACHE_HITS_TOTAL,
     "vllm:time_per_output_token_seconds": VLLM_INTER_TOKEN_LATENCY_SECONDS,
 }
+# V0's spec-decode acceptance gauge; V1 has counters (accepted / draft tokens) instead.
+VLLM_LEGACY_SPEC_DECODE_DRAFT_ACCEPTANCE_RATE: Final = "vllm:spec_decode_draft_acceptance_rate"
 
 # ---------------------------------------------------------------- buckets
 # 1 ms to 60 s, fine below 100 ms for a fast lane; every SLO threshold must be one of these.

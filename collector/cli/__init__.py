@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 # Each module registers its commands on the app.
-from . import alerts_cmd, config_cmd, dashboards_cmd, degrade, report, sim  # noqa: F401
+from . import (  # noqa: F401
+    alerts_cmd,
+    collect,
+    config_cmd,
+    dashboards_cmd,
+    degrade,
+    probe,
+    report,
+    sim,
+)
 from .app import app
 
 __all__ = ["app", "main"]

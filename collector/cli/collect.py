@@ -1,0 +1,90 @@
+"""`lanewatch collect`: probe, scrape, receive vLLM spans and sample GPUs; serve /metrics."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from .app import app
+
+
+class LogLevel(StrEnum):
+    """Log levels the collector accepts."""
+
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+@app.command("collect")
+def collect(
+    config: Path = typer.Option(
+        ..., "-c", "--config", help="The YAML config file (see `lanewatch config check`)."
+    ),
+    records: Path | None = typer.Option(
+        None, "--records", help="Append every request record to this JSONL file (read by `lanewatch report`)."
+    ),
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (default: server.host)."),
+    port: int | None = typer.Option(
+        None, "--port", min=0, max=65535, help="Port to listen on, 0 for any free one (default: server.port)."
+    ),
+    shard: str | None = typer.Option(
+        None, "--shard", help="Own a stable share of the targets: i/N with 0 <= i < N (default: probe.shard)."
+    ),
+    log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", help="How much to log."),
+) -> None:
+    """Run the collector: GET /metrics, GET /healthz and POST /v1/traces (OTLP/HTTP) until interrupted."""
+    import asyncio
+    import logging
+    import signal
+
+    from lanewatch.collector.config import ConfigError, load_config
+    from lanewatch.collector.service import CollectorService, serve
+    from lanewatch.collector.suites import parse_shard
+
+    logging.basicConfig(
+        level=log_level.value.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for chatty in ("httpx", "httpcore"):  # one line per probe and scrape otherwise
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    listen = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    server = cfg.server.model_copy(update=listen)
+    probe = cfg.probe.model_copy(update={"shard": shard}) if shard is not None else cfg.probe
+    export = cfg.export.model_copy(update={"records_path": records}) if records is not None else cfg.export
+    try:
+        parse_shard(probe.shard)
+    except ValueError as exc:
+        typer.echo(f"--shard: {exc}", err=True)
+        raise typer.Exit(2) from None
+    cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export})
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        service = CollectorService(cfg)
+
+        def listening(bound: int) -> None:
+            typer.echo(
+                f"lanewatch collect: http://{server.host}:{bound} (/metrics, /healthz"
+                f"{', /v1/traces' if cfg.otlp.enabled else ''}); {len(cfg.targets)} targets, "
+                f"{len(service.scrape_targets)} scraped",
+                err=True,
+            )
+
+        await serve(service, server.host, server.port, stop, listening)
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        typer.echo(f"lanewatch collect: {exc}", err=True)
+        raise typer.Exit(1) from None

@@ -1,0 +1,221 @@
+"""The prober's connection layer: DNS and TCP connect timed apart, under an httpx client.
+
+httpcore's `connection.connect_tcp` trace event covers name resolution and the TCP
+handshake together. `TimedBackend` resolves the name itself (timed), then connects to
+the resolved address (timed); TLS still gets the request's host name for SNI and
+certificate checks, because httpcore passes `server_hostname` from the URL. The times
+land in the `ConnectTimes` that the calling task installed with `capture_connect_times`
+(httpcore opens a connection inside the task whose request needs it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import httpcore
+import httpx
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+
+@dataclass(slots=True)
+class ConnectTimes:
+    """Durations of one new connection's name resolution and TCP handshake."""
+
+    dns_s: float = 0.0
+    connect_s: float = 0.0
+    address: str | None = None  # the address connected to
+    resolving: bool = False  # True while name resolution runs (for failure attribution)
+
+
+class DnsError(httpcore.ConnectError):
+    """The host name did not resolve (or resolution ran past the connect timeout)."""
+
+
+_CURRENT: ContextVar[ConnectTimes | None] = ContextVar("lanewatch_connect_times", default=None)
+
+
+@contextlib.contextmanager
+def capture_connect_times(times: ConnectTimes) -> Iterator[ConnectTimes]:
+    """Record connections opened by this task's requests into `times`."""
+    token = _CURRENT.set(times)
+    try:
+        yield times
+    finally:
+        _CURRENT.reset(token)
+
+
+async def system_resolve(host: str, port: int) -> list[str]:
+    """Addresses for host, in the system resolver's order (getaddrinfo)."""
+    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class TimedBackend(httpcore.AsyncNetworkBackend):
+    """An httpcore network backend that times DNS and TCP connect separately."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend | None = None, resolve: Resolver | None = None):
+        self._inner = inner or httpcore.AnyIOBackend()
+        self._resolve = resolve or system_resolve
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """Resolve host (timed), then connect to its addresses in order (timed)."""
+        times = _CURRENT.get() or ConnectTimes()
+        start = time.perf_counter()
+        deadline = None if timeout is None else start + timeout
+        addresses = await self._addresses(host, port, timeout, times)
+        resolved = time.perf_counter()
+        times.dns_s = resolved - start if addresses != [host] else 0.0
+        last: Exception | None = None
+        for address in addresses:
+            left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+            try:
+                stream = await self._inner.connect_tcp(
+                    address, port, timeout=left, local_address=local_address, socket_options=socket_options
+                )
+            except httpcore.ConnectError as exc:  # refused or unreachable: try the next address
+                last = exc
+                continue
+            times.connect_s = time.perf_counter() - resolved
+            times.address = address
+            return stream
+        raise last or httpcore.ConnectError(f"no address for {host}")
+
+    async def _addresses(self, host: str, port: int, limit_s: float | None, times: ConnectTimes) -> list[str]:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            pass
+        else:
+            return [host]  # a literal address: nothing to resolve
+        times.resolving = True
+        try:
+            with anyio.fail_after(limit_s):
+                addresses = await self._resolve(host, port)
+        except TimeoutError:
+            raise DnsError(f"resolving {host} timed out") from None
+        except OSError as exc:
+            raise DnsError(f"{host} did not resolve: {exc}") from exc
+        finally:
+            times.resolving = False
+        if not addresses:
+            raise DnsError(f"{host} resolved to no address")
+        return addresses
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """Unix sockets have no DNS; delegate."""
+        return await self._inner.connect_unix_socket(path, timeout=timeout, socket_options=socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        """Delegate to the wrapped backend."""
+        await self._inner.sleep(seconds)
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, stream: AsyncIterable[bytes]) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._stream:
+            yield part
+
+    async def aclose(self) -> None:
+        close = getattr(self._stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class PoolTransport(httpx.AsyncBaseTransport):
+    """httpx transport over an httpcore pool we built (httpx 0.28 takes no network backend).
+
+    httpcore exceptions pass through unmapped: the prober classifies them itself.
+    """
+
+    def __init__(self, pool: httpcore.AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send one request through the pool."""
+        req = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        resp = await self._pool.handle_async_request(req)
+        return httpx.Response(
+            status_code=resp.status,
+            headers=resp.headers,
+            stream=_Body(resp.stream),  # type: ignore[arg-type]
+            extensions=resp.extensions,
+        )
+
+    async def aclose(self) -> None:
+        """Close every pooled connection."""
+        await self._pool.aclose()
+
+
+def ssl_context(cacert: Path | None = None, insecure: bool = False) -> ssl.SSLContext:
+    """A client TLS context: the given CA bundle, httpx's default trust, or no checks (-k)."""
+    if insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    if cacert is not None:
+        return ssl.create_default_context(cafile=str(cacert))
+    return httpx.create_ssl_context()
+
+
+def build_client(
+    *,
+    connection: Literal["warm", "cold"] = "warm",
+    tls: ssl.SSLContext | None = None,
+    max_connections: int = 4,
+    connect_timeout_s: float | None = 5.0,
+    backend: httpcore.AsyncNetworkBackend | None = None,
+) -> httpx.AsyncClient:
+    """An AsyncClient whose connections are timed; `cold` keeps no idle connection."""
+    pool = httpcore.AsyncConnectionPool(
+        ssl_context=tls,
+        max_connections=max_connections,
+        max_keepalive_connections=0 if connection == "cold" else max_connections,
+        keepalive_expiry=30.0,
+        http1=True,
+        http2=False,
+        network_backend=backend or TimedBackend(),
+    )
+    # trust_env=False: a proxy from the environment would bypass the timed transport.
+    return httpx.AsyncClient(
+        transport=PoolTransport(pool),
+        timeout=httpx.Timeout(None, connect=connect_timeout_s),
+        trust_env=False,
+    )

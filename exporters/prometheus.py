@@ -1,0 +1,398 @@
+"""Prometheus exposition of lanewatch's state: custom Collectors over an injected registry.
+
+`RequestMetrics` turns records into histograms and counters (the request metrics every
+alert and dashboard reads); `WindowMetrics`, `ServerMetrics`, `GpuMetrics` and
+`JoinMetrics` render gauges from the window, the scrape windows, NVML samples and the
+OTLP join. Nothing is module-level state: each Collector registers on the registry it is
+given, renders from its own state in `collect()`, and so tests compare exact text.
+Every name comes from names.py and is documented in README.md ("Metrics").
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from lanewatch.collector.timing import RequestTiming, breakdown
+from lanewatch.collector.window import QUANTILES, Window, convergence_ratio
+from lanewatch.exporters import names
+
+if TYPE_CHECKING:
+    from lanewatch.collector.gpu import GpuSample
+    from lanewatch.collector.join import JoinStats
+    from lanewatch.collector.scrape import ServerStats
+
+LabelValues = tuple[str, ...]
+
+
+def _otel(name: str) -> str:
+    other = names.OTEL_EQUIVALENT.get(name)
+    return f" (OpenTelemetry GenAI: {other})" if other else ""
+
+
+# name → (help, buckets, extra labels after REQUEST_LABELS)
+HISTOGRAMS: dict[str, tuple[str, Sequence[float], tuple[str, ...]]] = {
+    names.TTFT_SECONDS: ("Time to the first content-bearing chunk.", names.LATENCY_BUCKETS, ()),
+    names.TPOT_SECONDS: (
+        "Time per output token after the first: (e2e - ttft) / (tokens - 1).",
+        names.LATENCY_BUCKETS,
+        (),
+    ),
+    names.ITL_SECONDS: ("Gaps between content chunks, one sample per gap.", names.LATENCY_BUCKETS, ()),
+    names.E2E_SECONDS: ("Request start to the end of the stream.", names.LATENCY_BUCKETS, ()),
+    names.TTFB_SECONDS: ("Request start to the response headers.", names.LATENCY_BUCKETS, ()),
+    names.PHASE_SECONDS: (
+        "The stacked breakdown of e2e, one part per phase label.",
+        names.LATENCY_BUCKETS,
+        (names.PHASE,),
+    ),
+    names.OUTPUT_TOKENS: ("Output tokens per request.", names.TOKEN_BUCKETS, ()),
+}
+
+
+_CAPPED = (names.TARGET, names.LANE, names.REQUEST_CLASS, names.MODEL)
+
+
+class LabelCap:
+    """At most `max_values` distinct values per label; later new values become OVERFLOW_VALUE."""
+
+    def __init__(self, max_values: int) -> None:
+        self.max_values = max_values
+        self._seen: dict[str, set[str]] = {}
+
+    def value(self, label: str, value: str) -> str:
+        """The value to expose for `label`."""
+        seen = self._seen.setdefault(label, set())
+        if value in seen:
+            return value
+        if len(seen) >= self.max_values:
+            return names.OVERFLOW_VALUE
+        seen.add(value)
+        return value
+
+
+class _Histogram:
+    __slots__ = ("counts", "total")
+
+    def __init__(self, buckets: int) -> None:
+        self.counts = [0] * (buckets + 1)  # the last one is +Inf
+        self.total = 0.0
+
+    def observe(self, bounds: Sequence[float], value: float) -> None:
+        self.counts[bisect.bisect_left(bounds, value)] += 1  # `le` is inclusive
+        self.total += value
+
+    def family_buckets(self, bounds: Sequence[float]) -> list[tuple[str, float]]:
+        out, running = [], 0
+        for bound, count in zip((*bounds, float("inf")), self.counts, strict=True):
+            running += count
+            out.append((names.le(bound), float(running)))
+        return out
+
+
+class RequestMetrics(Collector):
+    """Histograms and counters over every observed record; thread-safe; registry injected."""
+
+    def __init__(self, registry: CollectorRegistry | None, max_label_values: int = 200) -> None:
+        self._lock = threading.Lock()
+        self._cap = LabelCap(max_label_values)
+        self._hists: dict[str, dict[LabelValues, _Histogram]] = {n: {} for n in HISTOGRAMS}
+        self._requests: dict[LabelValues, float] = {}
+        self._errors: dict[LabelValues, float] = {}
+        self._tokens: dict[LabelValues, float] = {}
+        if registry is not None:
+            registry.register(self)
+
+    def cap(self, record: RequestTiming) -> RequestTiming:
+        """The record with its free-form label fields bounded by the cardinality cap (source is closed)."""
+        with self._lock:
+            target, lane, request_class, model = (
+                self._cap.value(label, getattr(record, label)) for label in _CAPPED
+            )
+        if (target, lane, request_class, model) == (
+            record.target,
+            record.lane,
+            record.request_class,
+            record.model,
+        ):
+            return record
+        return dataclasses.replace(record, target=target, lane=lane, request_class=request_class, model=model)
+
+    def observe(self, record: RequestTiming) -> None:
+        """Count a finished request; latency histograms take only requests that succeeded."""
+        record = self.cap(record)
+        labels = tuple(str(getattr(record, label)) for label in names.REQUEST_LABELS)
+        with self._lock:
+            _inc(self._requests, labels)
+            if record.error is not None:
+                _inc(self._errors, (*labels, record.error.value))
+            if record.prompt_tokens:
+                _inc(self._tokens, (*labels, "input"), record.prompt_tokens)
+            if record.output_tokens:
+                _inc(self._tokens, (*labels, "output"), record.output_tokens)
+            if record.ok:
+                self._observe_latencies(record, labels)
+
+    def _observe_latencies(self, r: RequestTiming, labels: LabelValues) -> None:
+        single = {
+            names.TTFT_SECONDS: r.ttft_s,
+            names.TPOT_SECONDS: r.tpot_s,
+            names.E2E_SECONDS: r.e2e_s,
+            names.TTFB_SECONDS: r.ttfb_s,
+            names.OUTPUT_TOKENS: r.output_tokens,
+        }
+        for name, value in single.items():
+            if value is not None:
+                self._hist(name, labels).observe(HISTOGRAMS[name][1], float(value))
+        if r.itl_s:
+            itl = self._hist(names.ITL_SECONDS, labels)
+            for gap in r.itl_s:
+                itl.observe(names.LATENCY_BUCKETS, gap)
+        for part, value in breakdown(r).items():
+            self._hist(names.PHASE_SECONDS, (*labels, part)).observe(names.LATENCY_BUCKETS, value)
+
+    def _hist(self, name: str, labels: LabelValues) -> _Histogram:
+        series = self._hists[name]
+        h = series.get(labels)
+        if h is None:
+            h = series[labels] = _Histogram(len(HISTOGRAMS[name][1]))
+        return h
+
+    def collect(self) -> Iterator[Metric]:
+        """Render every series, sorted by labels, from a consistent copy."""
+        with self._lock:
+            hists = {
+                n: {k: (h.family_buckets(HISTOGRAMS[n][1]), h.total) for k, h in s.items()}
+                for n, s in self._hists.items()
+            }
+            requests, errors, tokens = dict(self._requests), dict(self._errors), dict(self._tokens)
+        for name, (doc, _, extra) in HISTOGRAMS.items():
+            fam = HistogramMetricFamily(name, doc + _otel(name), labels=[*names.REQUEST_LABELS, *extra])
+            for labels, (buckets, total) in sorted(hists[name].items()):
+                fam.add_metric(list(labels), buckets, total)
+            yield fam
+        yield _counter(names.REQUESTS_TOTAL, "Finished requests, successful or not.", (), requests)
+        yield _counter(
+            names.REQUEST_ERRORS_TOTAL, "Failed requests by error kind.", (names.ERROR_KIND,), errors
+        )
+        yield _counter(
+            names.TOKENS_TOTAL,
+            "Tokens by type (input = prompt, output = generated).",
+            (names.TOKEN_TYPE,),
+            tokens,
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        """The families (without samples), so the registry can refuse a duplicate name."""
+        for name, (doc, _, extra) in HISTOGRAMS.items():
+            yield HistogramMetricFamily(name, doc, labels=[*names.REQUEST_LABELS, *extra])
+        for name in (names.REQUESTS_TOTAL, names.REQUEST_ERRORS_TOTAL, names.TOKENS_TOTAL):
+            yield CounterMetricFamily(name, "")
+
+
+def _inc(series: dict[LabelValues, float], labels: LabelValues, by: float = 1.0) -> None:
+    series[labels] = series.get(labels, 0.0) + by
+
+
+def _counter(name: str, doc: str, extra: tuple[str, ...], series: dict[LabelValues, float]) -> Metric:
+    fam = CounterMetricFamily(name, doc + _otel(name), labels=[*names.REQUEST_LABELS, *extra])
+    for labels, value in sorted(series.items()):
+        fam.add_metric(list(labels), value)
+    return fam
+
+
+def _q(q: float) -> str:
+    return repr(float(q))
+
+
+def _gauge(
+    name: str, doc: str, labels: Sequence[str], rows: Iterable[tuple[LabelValues, float | None]]
+) -> Metric:
+    fam = GaugeMetricFamily(name, doc, labels=list(labels))
+    for values, value in rows:
+        if value is not None:
+            fam.add_metric(list(values), value)
+    return fam
+
+
+_WINDOW_QUANTILE_HELP = "Quantiles of each phase over the window, per group."
+_WINDOW_QUANTILE_LABELS = (names.TARGET, names.LANE, names.REQUEST_CLASS, names.PHASE, names.QUANTILE)
+_FLATNESS_HELP = "Coefficient of variation of mean E2E across request classes (low = flat)."
+_CONVERGENCE_HELP = "P99 TTFT of a lane over the slowest lane's (near 1 = routing stopped helping)."
+FIT_GAUGES = (
+    (names.FIT_FIXED_SECONDS, "Fixed cost in the fit e2e = fixed + per_token * output_tokens.", "fixed_s"),
+    (names.FIT_PER_TOKEN_SECONDS, "Per-output-token cost in the e2e fit.", "per_token_s"),
+    (
+        names.FIT_FIXED_SHARE_RATIO,
+        "Fixed cost over mean E2E (near 1 = latency ignores the work).",
+        "fixed_share",
+    ),
+)
+
+
+class WindowMetrics(Collector):
+    """Gauges from the rolling window: quantiles per group, flatness, fit and lane convergence."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None,
+        window: Window,
+        clock: Callable[[], float],
+        lane_order: Callable[[], Sequence[str]] = list,
+    ) -> None:
+        self._window, self._clock, self._lane_order = window, clock, lane_order
+        if registry is not None:
+            registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        """Render the window at the clock's `now`."""
+        now = self._clock()
+        rows = [
+            ((*g.key, metric, _q(q)), summary.quantile(q))
+            for g in self._window.groups(now)
+            for metric, summary in sorted(g.metrics.items())
+            for q in QUANTILES
+        ]
+        yield _gauge(names.WINDOW_QUANTILE_SECONDS, _WINDOW_QUANTILE_HELP, _WINDOW_QUANTILE_LABELS, rows)
+        flat = sorted(self._window.flatness_by_lane(now).items())
+        yield _gauge(names.FLATNESS_CV, _FLATNESS_HELP, (names.LANE,), (((lane,), cv) for lane, cv in flat))
+        fits = sorted(self._window.fit_by_lane(now).items())
+        for name, doc, attr in FIT_GAUGES:
+            yield _gauge(name, doc, (names.LANE,), (((lane,), getattr(f, attr)) for lane, f in fits))
+        yield _gauge(names.LANE_CONVERGENCE_RATIO, _CONVERGENCE_HELP, (names.LANE,), self._convergence(now))
+
+    def _convergence(self, now: float) -> list[tuple[LabelValues, float | None]]:
+        p99 = self._window.lane_p99_ttft(now)
+        order = [lane for lane in self._lane_order() if lane in p99]
+        if len(order) < 2:
+            return []
+        slowest = order[-1]
+        return [((lane,), convergence_ratio(p99[lane], p99[slowest])) for lane in order[:-1]]
+
+
+_UP_HELP = "1 when the last scrape of the target's /metrics succeeded."
+_SERVER_QUANTILE_HELP = "Quantiles from vLLM's histograms over the scrape window."
+_PREEMPTIONS_HELP = "Preemptions vLLM reported since the collector started."
+SERVER_GAUGES = (
+    (names.SERVER_REQUESTS_RUNNING, "Requests vLLM is running (all engines).", "requests_running"),
+    (names.SERVER_REQUESTS_WAITING, "Requests waiting in vLLM's queue (all engines).", "requests_waiting"),
+    (names.SERVER_KV_CACHE_USAGE_RATIO, "KV-cache usage, 0..1 (the fullest engine).", "kv_cache_usage"),
+    (
+        names.SERVER_PREFIX_CACHE_HIT_RATIO,
+        "Prefix-cache hit tokens over queried tokens over the window.",
+        "prefix_cache_hit_ratio",
+    ),
+    (
+        names.SERVER_SPEC_DECODE_ACCEPTANCE_RATIO,
+        "Accepted over drafted speculative tokens over the window.",
+        "spec_decode_acceptance_ratio",
+    ),
+)
+
+
+class ServerMetrics(Collector):
+    """What each target's vLLM /metrics says over the scrape window."""
+
+    LABELS = (names.TARGET, names.LANE)
+
+    def __init__(
+        self, registry: CollectorRegistry | None, source: Callable[[], Sequence[ServerStats]]
+    ) -> None:
+        self._source = source
+        if registry is not None:
+            registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        """Render the latest stats of every target."""
+        stats = sorted(self._source(), key=lambda s: s.target)
+        pairs = [((s.target, s.lane), s) for s in stats]
+        yield _gauge(names.SCRAPE_UP, _UP_HELP, self.LABELS, ((k, float(s.up)) for k, s in pairs))
+        errors = CounterMetricFamily(names.SCRAPE_ERRORS_TOTAL, "Failed scrapes.", labels=list(self.LABELS))
+        for k, s in pairs:
+            errors.add_metric(list(k), s.scrape_errors)
+        yield errors
+        durations = ((k, s.scrape_duration_s) for k, s in pairs)
+        yield _gauge(names.SCRAPE_DURATION_SECONDS, "How long the last scrape took.", self.LABELS, durations)
+        rows = [
+            ((*k, phase, _q(q)), value)
+            for k, s in pairs
+            for phase, qs in sorted(s.phase_quantiles.items())
+            for q, value in sorted(qs.items())
+        ]
+        labels = (*self.LABELS, names.PHASE, names.QUANTILE)
+        yield _gauge(names.SERVER_PHASE_QUANTILE_SECONDS, _SERVER_QUANTILE_HELP, labels, rows)
+        for name, doc, attr in SERVER_GAUGES:
+            yield _gauge(name, doc, self.LABELS, ((k, getattr(s, attr)) for k, s in pairs))
+        pre = CounterMetricFamily(names.SERVER_PREEMPTIONS_TOTAL, _PREEMPTIONS_HELP, labels=list(self.LABELS))
+        for k, s in pairs:
+            pre.add_metric(list(k), s.preemptions)
+        yield pre
+
+
+GPU_GAUGES = (
+    (names.GPU_UTILIZATION_RATIO, "Share of time a kernel ran, 0..1.", "utilization_ratio"),
+    (names.GPU_MEMORY_USED_BYTES, "GPU memory in use.", "memory_used_bytes"),
+    (names.GPU_MEMORY_TOTAL_BYTES, "GPU memory installed.", "memory_total_bytes"),
+    (names.GPU_POWER_WATTS, "Power draw.", "power_watts"),
+    (names.GPU_TEMPERATURE_CELSIUS, "GPU temperature.", "temperature_celsius"),
+    (names.GPU_SM_CLOCK_HERTZ, "SM clock.", "sm_clock_hertz"),
+    (names.GPU_MEMORY_CLOCK_HERTZ, "Memory clock.", "memory_clock_hertz"),
+    (
+        names.GPU_HBM_BANDWIDTH_PEAK_BYTES_PER_SECOND,
+        "Peak memory bandwidth: bus width / 8 x max memory clock x 2.",
+        "hbm_bandwidth_peak_bytes_per_second",
+    ),
+    (
+        names.GPU_DRAM_BANDWIDTH_UTILIZATION_RATIO,
+        "DRAM bandwidth used over its peak, 0..1 (GPM, Hopper and newer).",
+        "dram_bandwidth_utilization_ratio",
+    ),
+)
+
+
+class GpuMetrics(Collector):
+    """The latest NVML sample of every GPU; nothing at all without NVML."""
+
+    def __init__(self, registry: CollectorRegistry | None, source: Callable[[], Sequence[GpuSample]]) -> None:
+        self._source = source
+        if registry is not None:
+            registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        """Render the latest samples; no families when there are none."""
+        samples = sorted(self._source(), key=lambda s: s.index)
+        if not samples:
+            return
+        for name, doc, attr in GPU_GAUGES:
+            rows = (((str(s.index), s.uuid, s.name), getattr(s, attr)) for s in samples)
+            yield _gauge(name, doc, names.GPU_LABELS, rows)
+
+
+class JoinMetrics(Collector):
+    """Counters of the OTLP span join."""
+
+    def __init__(self, registry: CollectorRegistry | None, source: Callable[[], JoinStats]) -> None:
+        self._source = source
+        if registry is not None:
+            registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        """Render the join counters."""
+        s = self._source()
+        for name, doc, value in (
+            (names.OTLP_SPANS_RECEIVED_TOTAL, "vLLM llm_request spans received.", s.spans_received),
+            (names.OTLP_SPANS_JOINED_TOTAL, "Spans joined to a request record by trace id.", s.spans_joined),
+            (names.OTLP_ORPHAN_SPANS_TOTAL, "Spans no record claimed within the join wait.", s.orphan_spans),
+            (
+                names.OTLP_UNJOINED_RECORDS_TOTAL,
+                "Records that waited for a span and got none.",
+                s.unjoined_records,
+            ),
+        ):
+            yield CounterMetricFamily(name, doc, value=value)

@@ -1,0 +1,347 @@
+"""The prober against small scripted HTTP servers on 127.0.0.1: phases, tokens, error kinds."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from lanewatch.collector.config import Target, Timeouts
+from lanewatch.collector.probe import Prober, ProbeSpec
+from lanewatch.collector.timing import ErrorKind, RequestTiming, breakdown
+
+from .scripted_server import (
+    Received,
+    Reply,
+    ScriptedServer,
+    chat_chunk,
+    chat_stream,
+    make_certs,
+    sse,
+    usage_chunk,
+)
+
+pytestmark = pytest.mark.integration
+
+SHORT = ProbeSpec("short", "chat", max_tokens=5, prompt="SECRET-PROMPT-TEXT")
+FAST = Timeouts(connect_s=2.0, ttft_s=2.0, stall_s=2.0, total_s=10.0)
+
+
+def target(url: str, **kw: Any) -> Target:
+    return Target(name="t", url=url, model="m", **kw)
+
+
+async def probe_once(url: str, spec: ProbeSpec = SHORT, **kw: Any) -> RequestTiming:
+    timeouts = kw.pop("timeouts", FAST)
+    connection = kw.pop("connection", "warm")
+    tracer = kw.pop("tracer", None)
+    async with Prober(target(url, **kw), timeouts=timeouts, connection=connection, tracer=tracer) as p:
+        return await p.probe(spec)
+
+
+def stream(*parts: bytes) -> Reply:
+    return Reply(parts=[(0.0, p) for p in parts])
+
+
+# ---------------------------------------------------------------- success
+
+
+async def test_chat_probe_measures_every_phase_and_sends_the_right_request(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text("sk-TOPSECRET\n")
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(6, first_delay=0.05, gap=0.01))) as srv:
+        r = await probe_once(srv.url("localhost"), api_key_file=key, lane="fast")
+    req = srv.received[0]
+    assert (req.method, req.path) == ("POST", "/v1/chat/completions")
+    body = req.json()
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 5 and body["ignore_eos"] is True and body["model"] == "m"
+    assert body["messages"] == [{"role": "user", "content": "SECRET-PROMPT-TEXT"}]
+    assert req.headers["authorization"] == "Bearer sk-TOPSECRET"
+    assert req.headers["x-lanewatch-lane"] == "fast"
+    assert r.ok and r.status == 200 and r.source == "probe" and r.lane == "fast"
+    assert r.request_id == req.headers["x-request-id"]
+    assert req.headers["traceparent"].split("-")[1] == r.trace_id
+    assert r.dns_s and r.dns_s > 0 and r.connect_s and r.connect_s > 0 and r.tls_s == 0.0
+    assert r.send_s is not None and r.send_s > 0
+    assert r.ttfb_s is not None and r.ttft_s is not None and r.e2e_s is not None
+    assert r.ttfb_s < 0.045 < 0.05 <= r.ttft_s < r.e2e_s  # the role chunk at once is not the first token
+    assert len(r.itl_s) == 5 and all(g >= 0.008 for g in r.itl_s)
+    assert (r.output_tokens, r.prompt_tokens, r.tokens_from_usage) == (6, 7, True)
+    text = json.dumps(r.to_json())
+    assert "TOPSECRET" not in text and "SECRET-PROMPT" not in text
+
+
+async def test_breakdown_sums_to_e2e() -> None:
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(4, first_delay=0.02, gap=0.005))) as srv:
+        r = await probe_once(srv.url("localhost"))
+    assert r.e2e_s is not None
+    assert abs(sum(breakdown(r).values()) - r.e2e_s) < 1e-3
+
+
+async def test_ttft_is_taken_at_the_read_that_delivers_the_first_content() -> None:
+    # Content arrives 80 ms after the role chunk; the prober's TTFT (minus its own
+    # connection phases) must match when the server wrote it, seen from the same clock.
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(3, first_delay=0.08, gap=0.01))) as srv:
+        r = await probe_once(srv.url())
+    req = srv.received[0]
+    assert r.ttft_s is not None
+    written_first_content = req.written[1]
+    client_first_content = r.ttft_s
+    # The client's clock starts before the request went out, so it sees a little more.
+    started = req.arrived - (r.connect_s or 0) - (r.send_s or 0)
+    assert -0.001 < client_first_content - (written_first_content - started) < 0.02
+
+
+async def test_completions_api_counts_text_chunks_when_usage_is_missing() -> None:
+    def reply(_: Received) -> Reply:
+        chunk = {"object": "text_completion", "choices": [{"index": 0, "text": "x", "finish_reason": None}]}
+        empty = {
+            "object": "text_completion",
+            "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+        }
+        return stream(sse(chunk), sse(chunk), sse(chunk), sse(empty), b"data: [DONE]\n\n")
+
+    spec = ProbeSpec("short", "completions", max_tokens=3, prompt="p")
+    async with ScriptedServer(reply) as srv:
+        r = await probe_once(srv.url(), spec)
+    assert srv.received[0].path == "/v1/completions"
+    assert srv.received[0].json()["prompt"] == "p"
+    assert r.ok and r.output_tokens == 3 and r.tokens_from_usage is False and r.prompt_tokens is None
+    assert len(r.itl_s) == 2
+
+
+async def test_keepalive_comments_do_not_count_as_tokens() -> None:
+    async with ScriptedServer(
+        lambda r: stream(
+            b": ping\n\n",
+            chat_chunk("", role="assistant"),
+            b": ping\n\n",
+            chat_chunk("a"),
+            usage_chunk(2, 1),
+            b"data: [DONE]\n\n",
+        )
+    ) as srv:
+        r = await probe_once(srv.url())
+    assert r.ok and r.output_tokens == 1 and r.itl_s == ()
+
+
+# ---------------------------------------------------------------- connections
+
+
+async def test_cold_probes_open_a_connection_each_time_warm_probes_reuse_one() -> None:
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(2))) as srv:
+        async with Prober(target(srv.url("localhost")), connection="cold", timeouts=FAST) as p:
+            cold = [await p.probe(SHORT) for _ in range(3)]
+        assert srv.connections == 3
+        async with Prober(target(srv.url("localhost")), connection="warm", timeouts=FAST) as p:
+            warm = [await p.probe(SHORT) for _ in range(3)]
+        assert srv.connections == 4
+    assert all(r.ok for r in cold + warm)
+    assert all(r.dns_s and r.connect_s for r in cold)
+    assert warm[0].dns_s and warm[0].connect_s
+    assert all((r.dns_s, r.connect_s, r.tls_s) == (0.0, 0.0, 0.0) for r in warm[1:])
+
+
+async def test_tls_phase_is_measured_and_sni_keeps_the_host_name(tmp_path: Path) -> None:
+    certs = make_certs(tmp_path, names=("localhost",))
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(2)), tls=certs.server_context()) as srv:
+        async with Prober(
+            target(srv.url("localhost"), cacert=certs.ca), connection="cold", timeouts=FAST
+        ) as p:
+            cold = [await p.probe(SHORT) for _ in range(2)]
+        async with Prober(
+            target(srv.url("localhost"), cacert=certs.ca), connection="warm", timeouts=FAST
+        ) as p:
+            warm = [await p.probe(SHORT) for _ in range(2)]
+    assert all(r.ok for r in cold + warm), [r.error for r in cold + warm]
+    assert all(r.dns_s and r.connect_s and r.tls_s and r.tls_s > 0 for r in cold + warm[:1])
+    assert (warm[1].dns_s, warm[1].connect_s, warm[1].tls_s) == (0.0, 0.0, 0.0)
+
+
+# ---------------------------------------------------------------- failures
+
+
+def _status(status: int) -> Reply:
+    return Reply(status=status, headers={"content-type": "application/json"}, parts=[(0.0, b'{"error": {}}')])
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(429, ErrorKind.HTTP_429), (400, ErrorKind.HTTP_4XX), (404, ErrorKind.HTTP_4XX),
+     (500, ErrorKind.HTTP_5XX), (503, ErrorKind.HTTP_5XX)],
+)  # fmt: skip
+async def test_http_error_statuses(status: int, kind: ErrorKind) -> None:
+    async with ScriptedServer(lambda r: _status(status)) as srv:
+        r = await probe_once(srv.url())
+    assert (r.error, r.status) == (kind, status)
+    assert r.ttft_s is None
+
+
+SCRIPTS: dict[str, tuple[Reply, ErrorKind]] = {
+    "clean end without [DONE]": (Reply(parts=chat_stream(3, done=False)), ErrorKind.TRUNCATED),
+    "connection closed mid-stream": (Reply(parts=chat_stream(3)[:3], end="close"), ErrorKind.TRUNCATED),
+    "connection reset mid-stream": (Reply(parts=chat_stream(3)[:3], end="reset"), ErrorKind.TRUNCATED),
+    "malformed frame": (
+        stream(chat_chunk("a"), b'data: {"choices": [{"delta": {"content": "b"\n\n', chat_chunk("c"),
+               b"data: [DONE]\n\n"),
+        ErrorKind.BAD_STREAM,
+    ),
+    "error object mid-stream": (
+        stream(chat_chunk("a"), sse({"error": {"message": "engine died", "type": "InternalServerError"}}),
+               b"data: [DONE]\n\n"),
+        ErrorKind.STREAM_ERROR,
+    ),
+    "json instead of a stream": (
+        Reply(headers={"content-type": "application/json"}, parts=[(0.0, b'{"choices": []}')]),
+        ErrorKind.BAD_STREAM,
+    ),
+    "reset before any response": (Reply(before_headers="reset"), ErrorKind.CONNECT),
+    "closed before any response": (Reply(before_headers="close"), ErrorKind.CONNECT),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_stream_failures_map_to_their_error_kind(name: str) -> None:
+    reply, kind = SCRIPTS[name]
+    async with ScriptedServer(lambda r: reply) as srv:
+        r = await probe_once(srv.url())
+    assert r.error is kind
+    assert r.e2e_s is not None
+
+
+TIGHT = Timeouts(connect_s=1.0, ttft_s=0.3, stall_s=0.2, total_s=0.8)
+
+
+@pytest.mark.parametrize(
+    ("parts", "kind"),
+    [
+        ([(0.0, chat_chunk("", role="assistant")), (5.0, chat_chunk("late"))], ErrorKind.TTFT_TIMEOUT),
+        ([(0.0, chat_chunk("a")), (5.0, chat_chunk("b"))], ErrorKind.STALL),
+        ([(0.0, chat_chunk("a"))] + [(0.1, chat_chunk("b"))] * 30, ErrorKind.TIMEOUT),
+    ],
+    ids=["ttft", "stall", "total"],
+)
+async def test_timeouts(parts: list[tuple[float, bytes]], kind: ErrorKind) -> None:
+    async with ScriptedServer(lambda r: Reply(parts=parts)) as srv:
+        r = await probe_once(srv.url(), timeouts=TIGHT)
+    assert r.error is kind
+    assert r.e2e_s is not None and r.e2e_s < 1.5
+
+
+async def test_headers_that_never_come_are_a_ttft_timeout() -> None:
+    async with ScriptedServer(lambda r: Reply(parts=[(5.0, b"")], end="hang")) as srv:
+        # The server sends headers then nothing: no content within the TTFT timeout.
+        r = await probe_once(srv.url(), timeouts=TIGHT)
+    assert r.error is ErrorKind.TTFT_TIMEOUT
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_nothing_listening_is_connect_refused() -> None:
+    r = await probe_once(f"http://127.0.0.1:{closed_port()}")
+    assert r.error is ErrorKind.CONNECT_REFUSED
+    assert r.status is None and r.ttft_s is None
+
+
+async def test_a_name_that_does_not_resolve_is_dns() -> None:
+    r = await probe_once("http://no-such-host.invalid:8000", timeouts=Timeouts(connect_s=3.0))
+    assert r.error is ErrorKind.DNS
+
+
+@pytest.fixture
+def full_backlog() -> Iterator[int]:
+    """A port whose accept queue is full: SYNs go unanswered, so connects hang."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fillers = []
+    for _ in range(4):
+        c = socket.socket()
+        c.setblocking(False)
+        c.connect_ex(("127.0.0.1", port))
+        fillers.append(c)
+    yield port
+    for c in fillers:
+        c.close()
+    srv.close()
+
+
+async def test_no_handshake_within_the_connect_timeout_is_connect_timeout(full_backlog: int) -> None:
+    r = await probe_once(f"http://127.0.0.1:{full_backlog}", timeouts=Timeouts(connect_s=0.3))
+    assert r.error is ErrorKind.CONNECT_TIMEOUT
+
+
+async def test_untrusted_certificate_is_tls(tmp_path: Path) -> None:
+    certs = make_certs(tmp_path)
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(1)), tls=certs.server_context()) as srv:
+        untrusted = await probe_once(srv.url("localhost"))
+        insecure = await probe_once(srv.url("localhost"), insecure=True)
+    assert untrusted.error is ErrorKind.TLS
+    assert insecure.ok and insecure.tls_s and insecure.tls_s > 0
+
+
+async def test_probing_goes_on_after_failures() -> None:
+    replies = iter([_status(503), Reply(parts=chat_stream(2, done=False)), Reply(parts=chat_stream(2))])
+    async with ScriptedServer(lambda r: next(replies)) as srv, Prober(target(srv.url()), timeouts=FAST) as p:
+        kinds = [(await p.probe(SHORT)).error for _ in range(3)]
+    assert kinds == [ErrorKind.HTTP_5XX, ErrorKind.TRUNCATED, None]
+
+
+# ---------------------------------------------------------------- spans
+
+
+def _tracer() -> tuple[Any, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider.get_tracer("test"), exporter
+
+
+async def test_client_span_follows_genai_conventions_with_phase_children(tmp_path: Path) -> None:
+    tracer, exporter = _tracer()
+    key = tmp_path / "key"
+    key.write_text("sk-TOPSECRET")
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(3, first_delay=0.01))) as srv:
+        r = await probe_once(srv.url("localhost"), tracer=tracer, api_key_file=key)
+    spans = exporter.get_finished_spans()
+    parent = next(s for s in spans if s.parent is None)
+    assert parent.name == "chat m" and parent.kind is SpanKind.CLIENT
+    attrs = dict(parent.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "chat"
+    assert attrs["gen_ai.request.model"] == "m"
+    assert attrs["gen_ai.provider.name"] == "vllm"
+    assert attrs["gen_ai.usage.input_tokens"] == 7 and attrs["gen_ai.usage.output_tokens"] == 3
+    assert attrs["server.address"] == "localhost" and attrs["server.port"] == srv.port
+    assert format(parent.context.trace_id, "032x") == r.trace_id
+    children = {s.name: s for s in spans if s.parent is not None}
+    assert set(children) == {"dns", "connect", "send", "server_wait", "decode"}
+    assert all(c.parent.span_id == parent.context.span_id for c in children.values())  # type: ignore[union-attr]
+    assert parent.start_time is not None and parent.end_time is not None
+    e2e_ns = parent.end_time - parent.start_time
+    assert e2e_ns == pytest.approx((r.e2e_s or 0) * 1e9, abs=2000)
+    dump = json.dumps([dict(s.attributes or {}) for s in spans])
+    assert "SECRET" not in dump
+
+
+async def test_failed_probe_span_carries_error_type() -> None:
+    tracer, exporter = _tracer()
+    async with ScriptedServer(lambda r: _status(429)) as srv:
+        await probe_once(srv.url(), tracer=tracer)
+    parent = next(s for s in exporter.get_finished_spans() if s.parent is None)
+    assert (parent.attributes or {})["error.type"] == "http_429"
+    assert parent.status.status_code is StatusCode.ERROR

@@ -1,0 +1,88 @@
+"""`lanewatch probe` as a user runs it, against a scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from .scripted_server import Reply, ScriptedServer, chat_stream
+from .test_probe import closed_port
+
+pytestmark = pytest.mark.integration
+
+LANEWATCH = str(Path(sys.executable).parent / "lanewatch")
+KEYS = {"request_id", "dns_s", "connect_s", "tls_s", "send_s", "ttfb_s", "ttft_s", "tpot_s", "e2e_s",
+        "prompt_tokens", "output_tokens", "error"}  # fmt: skip
+
+
+async def lanewatch(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        LANEWATCH, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_json_lines_one_per_request_and_exit_1_on_any_failure(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text("sk-NEVER-PRINTED")
+    replies = iter(
+        [Reply(parts=chat_stream(4)), Reply(status=503, parts=[(0.0, b"{}")]), Reply(parts=chat_stream(4))]
+    )
+    async with ScriptedServer(lambda r: next(replies)) as srv:
+        code, out, err = await lanewatch(
+            "probe",
+            srv.url("localhost"),
+            "--model",
+            "m",
+            "-n",
+            "3",
+            "--json",
+            "--cold",
+            "--api-key-file",
+            str(key),
+        )
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert len(lines) == 3, err
+    assert all(set(line) >= KEYS for line in lines)
+    assert [line["error"] for line in lines] == [None, "http_5xx", None]
+    assert lines[0]["output_tokens"] == 4 and lines[0]["dns_s"] > 0 and lines[0]["tpot_s"] > 0
+    assert code == 1
+    assert "NEVER-PRINTED" not in out + err
+    assert srv.received[0].headers["authorization"] == "Bearer sk-NEVER-PRINTED"
+
+
+async def test_table_shows_every_phase_and_exit_0() -> None:
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(3, gap=0.002))) as srv:
+        code, out, err = await lanewatch("probe", srv.url(), "-m", "m", "-n", "4", "--class", "story")
+    assert code == 0, err
+    for phase in ("dns", "connect", "tls", "send", "ttfb", "ttft", "itl", "tpot", "e2e", "p50 ms", "p99 ms"):
+        assert phase in out
+    assert "ok 4/4" in out
+    assert srv.received[0].json()["max_tokens"] == 256  # the default story class
+
+
+async def test_failures_are_lines_with_their_kind_not_a_crash() -> None:
+    code, _, err = await lanewatch("probe", f"http://127.0.0.1:{closed_port()}", "-m", "m", "-n", "2")
+    assert code == 1
+    assert "error connect_refused: 2 of 2" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--class", "nope"], "unknown class 'nope'"),
+        (["--cacert", __file__, "-k"], "either --cacert or -k"),
+        (["--api-key-file", "/nonexistent/key"], "api_key_file"),
+    ],
+)
+async def test_bad_options_exit_2_with_a_clear_message(args: list[str], message: str) -> None:
+    code, _, err = await lanewatch("probe", "http://127.0.0.1:9", "-m", "m", *args)
+    assert code == 2
+    assert message in err
