@@ -8,6 +8,7 @@ starts half-configured.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -144,51 +145,127 @@ class ServerConfig(Section):
     port: int = Field(default=9464, ge=0, le=65535)
 
 
+LANE_NAME = r"^[A-Za-z0-9_.-]{1,32}$"
+CLASS_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
+
+
 class LaneConfig(Section):
     """A gateway lane: a pool of upstreams serving one tier."""
 
-    upstreams: list[str] = Field(min_length=1)
+    upstreams: list[str] = Field(min_length=1)  # base URLs, e.g. http://10.0.0.5:8000
     cacert: Path | None = None
-    insecure: bool = False
-    api_key_file: Path | None = None
+    insecure: bool = False  # skip TLS verification (-k)
+    api_key_file: Path | None = None  # sent upstream as the bearer token; never logged
+
+    @field_validator("upstreams")
+    @classmethod
+    def _http_urls(cls, value: list[str]) -> list[str]:
+        for url in value:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{url!r} must start with http:// or https://")
+        return [u.rstrip("/") for u in value]
 
 
-class RouteRule(Section):
-    """One routing rule; the first rule that matches picks the lane."""
+class RegexRoute(Section):
+    """Send a request whose last user message matches `pattern` (re.search) to `lane`."""
+
+    pattern: str
+    lane: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"bad regular expression: {exc}") from None
+        return value
+
+
+class RangeRoute(Section):
+    """Send a request whose measure lies in [min, max] (both inclusive, either open) to `lane`."""
 
     lane: str
-    model: str | None = None  # exact model name
-    message_regex: str | None = None  # searched in the last user message
-    min_prompt_chars: int | None = Field(default=None, ge=0)
-    max_prompt_chars: int | None = Field(default=None, ge=0)
-    min_max_tokens: int | None = Field(default=None, ge=0)
-    max_max_tokens: int | None = Field(default=None, ge=0)
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> RangeRoute:
+        if self.min is None and self.max is None:
+            raise ValueError("give min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} > max {self.max}")
+        return self
+
+
+class RoutingRules(Section):
+    """Routing rules, tried in this order after the lane header; the first match picks the lane."""
+
+    models: dict[str, str] = Field(default_factory=dict)  # exact model name -> lane
+    message_regex: list[RegexRoute] = Field(default_factory=list)
+    prompt_chars: list[RangeRoute] = Field(default_factory=list)  # characters of all prompt text
+    max_tokens: list[RangeRoute] = Field(default_factory=list)  # max_tokens / max_completion_tokens
+
+    def lanes_named(self) -> list[str]:
+        """Every lane a rule names."""
+        ranges = [*self.prompt_chars, *self.max_tokens]
+        return [*self.models.values(), *(r.lane for r in self.message_regex), *(r.lane for r in ranges)]
 
 
 class GatewayConfig(Section):
-    """The lane router and passive tap."""
+    """The lane router and passive tap (collector/gateway/)."""
 
     server: ServerConfig = ServerConfig(port=8080)
     lanes: dict[str, LaneConfig] = Field(default_factory=dict)
     lane_order: list[str] = Field(default_factory=list)  # fastest first; default: as listed
-    default_lane: str | None = None
-    rules: list[RouteRule] = Field(default_factory=list)
-    admin_token_file: Path | None = None
+    default_lane: str | None = None  # default: the last (slowest) lane of lane_order
+    rules: RoutingRules = RoutingRules()
+    admin_token_file: Path | None = None  # bearer token for /admin/degrade; without it the API is off
+    admin_insecure: bool = False  # serve /admin/degrade without a token (development only)
     class_header: str = "x-lanewatch-class"  # request class for shedding, e.g. batch
+    default_class: str = Field(default="interactive", pattern=CLASS_NAME)
+    shift_mode: Literal["spread", "random"] = "spread"  # spread: exactly N% evenly; random: seeded draw
+    shift_seed: int = 0
+    shed_retry_after_s: int = Field(default=30, ge=1)
+    health_path: str = "/health"
     health_interval_s: float = Field(default=2.0, gt=0)
     eject_after_failures: int = Field(default=3, ge=1)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    read_timeout_s: float = Field(default=300.0, gt=0)  # longest wait for the next upstream bytes
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    otlp_endpoint: str | None = None  # OTLP/HTTP traces URL for the per-request server span
+
+    @field_validator("lanes")
+    @classmethod
+    def _lane_names(cls, value: dict[str, LaneConfig]) -> dict[str, LaneConfig]:
+        bad = sorted(n for n in value if not re.match(LANE_NAME, n))
+        if bad:
+            raise ValueError(f"bad lane names {bad}: use letters, digits, '_', '.', '-' (1-32)")
+        return value
 
     @model_validator(mode="after")
     def _lanes_known(self) -> GatewayConfig:
         known = set(self.lanes)
-        named = [*self.lane_order, *[r.lane for r in self.rules]]
+        named = [*self.lane_order, *self.rules.lanes_named()]
         if self.default_lane:
             named.append(self.default_lane)
         unknown = sorted({n for n in named if n not in known})
         if known and unknown:
             raise ValueError(f"unknown lanes {unknown}; configured lanes: {sorted(known)}")
+        if self.lane_order and sorted(self.lane_order) != sorted(known):
+            raise ValueError(f"lane_order {self.lane_order} must list each lane {sorted(known)} once")
         return self
+
+    @property
+    def ordered_lanes(self) -> list[str]:
+        """Lane names, fastest first."""
+        return list(self.lane_order) or list(self.lanes)
+
+    @property
+    def effective_default_lane(self) -> str | None:
+        """The lane a request no rule matched goes to."""
+        order = self.ordered_lanes
+        return self.default_lane or (order[-1] if order else None)
 
 
 class DegradeConfig(Section):

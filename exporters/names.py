@@ -87,8 +87,11 @@ GATEWAY_INFLIGHT: Final = f"{PREFIX}_gateway_inflight_requests"  # lane, upstrea
 GATEWAY_UPSTREAM_HEALTHY: Final = f"{PREFIX}_gateway_upstream_healthy"  # lane, upstream
 GATEWAY_SHED_TOTAL: Final = f"{PREFIX}_gateway_shed_total"  # lane, request_class
 GATEWAY_DEGRADE_APPLIED_TOTAL: Final = f"{PREFIX}_gateway_degrade_applied_total"  # lane, action
+GATEWAY_UPSTREAM_ERRORS_TOTAL: Final = f"{PREFIX}_gateway_upstream_errors_total"  # lane, upstream, error_kind
+GATEWAY_DEGRADE_STATE_VERSION: Final = f"{PREFIX}_gateway_degrade_state_version"  # gauge, bumps per change
 SERVED_LANE: Final = "served_lane"
 UPSTREAM: Final = "upstream"
+DEGRADED: Final = "degraded"  # comma list of degrade actions applied, or "none"
 
 # ---------------------------------------------------------------- degrade controller
 DEGRADE_ACTIVE: Final = f"{PREFIX}_degrade_active"  # gauge 0/1: lane, action

@@ -1,0 +1,198 @@
+"""`lanewatch gateway`: the lane router and passive tap in front of vLLM servers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from lanewatch.collector.config import ConfigError, GatewayConfig, LaneConfig, load_config
+
+from .app import app
+
+if TYPE_CHECKING:
+    from lanewatch.collector.gateway import Gateway, RecordSink
+    from lanewatch.collector.timing import RequestTiming
+
+
+@app.command("gateway")
+def gateway(
+    config: Path | None = typer.Option(
+        None, "-c", "--config", help="YAML config file (its `gateway:` section)."
+    ),
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (default: 127.0.0.1)."),
+    port: int | None = typer.Option(None, "--port", help="Port to listen on (default: 8080)."),
+    upstream: list[str] = typer.Option(
+        [], "--upstream", help="LANE=URL; repeat for more lanes, or for more servers in one lane's pool."
+    ),
+    lane_order: str | None = typer.Option(
+        None, "--lane-order", help="Lanes fastest first, comma separated (default: as first named)."
+    ),
+    default_lane: str | None = typer.Option(
+        None, "--default-lane", help="Lane for requests no rule matches (default: the slowest)."
+    ),
+    admin_token_file: Path | None = typer.Option(
+        None, "--admin-token-file", help="Bearer token for /admin/degrade; without it the admin API is off."
+    ),
+    admin_insecure: bool = typer.Option(
+        False, "--admin-insecure", help="Serve /admin/degrade without a token (development only)."
+    ),
+    cacert: Path | None = typer.Option(None, "--cacert", help="CA bundle to verify HTTPS upstreams with."),
+    insecure: bool = typer.Option(
+        False, "-k", "--insecure", help="Do not verify HTTPS upstreams' certificates."
+    ),
+    otlp_endpoint: str | None = typer.Option(
+        None, "--otlp-endpoint", help="OTLP/HTTP traces URL for a server span per request."
+    ),
+    records: Path | None = typer.Option(
+        None, "--records", help="Append every tap record to this JSONL file."
+    ),
+) -> None:
+    """Route OpenAI requests to lanes, apply degrade state, stream answers through and tap them."""
+    try:
+        cfg = _gateway_config(
+            config,
+            host,
+            port,
+            upstream,
+            lane_order,
+            default_lane,
+            admin_token_file,
+            admin_insecure,
+            cacert,
+            insecure,
+        )
+        if otlp_endpoint:
+            cfg = cfg.model_copy(update={"otlp_endpoint": otlp_endpoint})
+        records = records or (load_config(config).export.records_path if config else None)
+    except (ConfigError, ValueError) as exc:
+        typer.echo(f"lanewatch gateway: {exc}", err=True)
+        raise typer.Exit(2) from None
+    _serve(cfg, records)
+
+
+def _gateway_config(
+    config: Path | None,
+    host: str | None,
+    port: int | None,
+    upstream: list[str],
+    lane_order: str | None,
+    default_lane: str | None,
+    admin_token_file: Path | None,
+    admin_insecure: bool,
+    cacert: Path | None,
+    insecure: bool,
+) -> GatewayConfig:
+    """The file's gateway section with the command line's flags laid over it."""
+    base = load_config(config).gateway if config else GatewayConfig()
+    data = base.model_dump()
+    if upstream:
+        data["lanes"] = _lanes_from_flags(upstream, cacert, insecure)
+        data["lane_order"] = []
+    elif cacert or insecure:
+        data["lanes"] = {k: {**v, "cacert": cacert, "insecure": insecure} for k, v in data["lanes"].items()}
+    if lane_order:
+        data["lane_order"] = [s.strip() for s in lane_order.split(",") if s.strip()]
+    server = dict(data["server"])
+    if host:
+        server["host"] = host
+    if port is not None:
+        server["port"] = port
+    data["server"] = server
+    for key, value in (("default_lane", default_lane), ("admin_token_file", admin_token_file)):
+        if value is not None:
+            data[key] = value
+    data["admin_insecure"] = data["admin_insecure"] or admin_insecure
+    cfg = GatewayConfig.model_validate(data)
+    if not cfg.lanes:
+        raise ValueError(
+            "no lanes: give --upstream LANE=URL (repeatable) or a config file with gateway.lanes"
+        )
+    return cfg
+
+
+def _lanes_from_flags(flags: list[str], cacert: Path | None, insecure: bool) -> dict[str, dict[str, object]]:
+    lanes: dict[str, list[str]] = {}
+    for flag in flags:
+        lane, sep, url = flag.partition("=")
+        if not sep or not lane or not url:
+            raise ValueError(f"--upstream {flag!r}: expected LANE=URL, e.g. fast=http://127.0.0.1:8001")
+        lanes.setdefault(lane.strip(), []).append(url.strip())
+    return {
+        lane: LaneConfig(upstreams=urls, cacert=cacert, insecure=insecure).model_dump()
+        for lane, urls in lanes.items()
+    }
+
+
+def _serve(cfg: GatewayConfig, records: Path | None) -> None:
+    import asyncio
+    import contextlib
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_run(cfg, records))
+
+
+async def _run(cfg: GatewayConfig, records: Path | None) -> None:
+    import asyncio
+    import signal
+
+    from aiohttp import web
+
+    from lanewatch.collector.gateway import build_app
+
+    gw = _build_gateway(cfg, records)
+    runner = web.AppRunner(build_app(gw), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.server.host, cfg.server.port)
+    await site.start()
+    admin = "on" if gw.admin_token or cfg.admin_insecure else "off"
+    typer.echo(
+        f"lanewatch gateway on http://{cfg.server.host}:{cfg.server.port} lanes {', '.join(gw.lane_order)} "
+        f"(default {gw.routes.default_lane}); admin API {admin}",
+        err=True,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def _build_gateway(cfg: GatewayConfig, records: Path | None) -> Gateway:
+    """The gateway wired to /metrics (its own collector) and the record sinks."""
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+    from lanewatch.collector.gateway import Gateway
+    from lanewatch.exporters.gateway import GatewayCollector
+
+    registry = CollectorRegistry()
+    sinks: list[RecordSink] = []
+    if records is not None:
+        sinks.append(_jsonl_sink(records))
+
+    def on_record(record: RequestTiming) -> None:
+        for sink in sinks:
+            sink(record)
+
+    gw = Gateway(
+        cfg, on_record=on_record, metrics_text=lambda: (generate_latest(registry), CONTENT_TYPE_LATEST)
+    )
+    registry.register(GatewayCollector(gw.stats))
+    return gw
+
+
+def _jsonl_sink(path: Path) -> RecordSink:
+    import json
+
+    handle = path.open("a", encoding="utf-8", buffering=1)
+
+    def write(record: RequestTiming) -> None:
+        handle.write(json.dumps(record.to_json()) + "\n")
+
+    return write

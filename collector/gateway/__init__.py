@@ -1,0 +1,28 @@
+"""The lane router and passive tap: `lanewatch gateway`.
+
+An OpenAI-compatible front that routes each request to a lane (a pool of upstreams),
+applies the degrade state set through its admin API, streams the answer through
+unbuffered, and turns every proxied request into a `RequestTiming` (source "tap").
+"""
+
+from __future__ import annotations
+
+from .app import build_app
+from .core import Gateway, RecordSink
+from .degrade_state import DegradeState, LaneDegrade, parse_degrade
+from .exchange import DEGRADED_HEADER, LANE_HEADER
+from .routing import RouteInput, RouteTable, choose_lane
+
+__all__ = [
+    "DEGRADED_HEADER",
+    "LANE_HEADER",
+    "DegradeState",
+    "Gateway",
+    "LaneDegrade",
+    "RecordSink",
+    "RouteInput",
+    "RouteTable",
+    "build_app",
+    "choose_lane",
+    "parse_degrade",
+]

@@ -1,0 +1,69 @@
+"""`GET`/`PUT /admin/degrade` (CONTRACTS.md section 2): the degrade controller's handle on the gateway.
+
+Bearer token compared in constant time. Without a token file the API answers 403
+unless `admin_insecure` is set. A PUT replaces the whole state or, on any problem,
+answers 400 with the reason and changes nothing.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+
+from aiohttp import web
+
+from .core import Gateway
+from .degrade_state import DegradeError, parse_degrade
+from .errors import error_response
+
+__all__ = ["get_degrade", "put_degrade"]
+
+log = logging.getLogger("lanewatch.gateway.admin")
+MAX_ADMIN_BODY = 64 * 1024
+
+
+def _denied(gw: Gateway, request: web.Request) -> web.Response | None:
+    """None when the request may use the admin API, else the response that refuses it."""
+    token = gw.admin_token
+    if token is None:
+        if gw.cfg.admin_insecure:
+            return None
+        return error_response(403, "the admin API is off: start the gateway with --admin-token-file")
+    given = request.headers.get("Authorization", "")
+    scheme, _, value = given.partition(" ")
+    ok = scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+    if not ok:
+        return error_response(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+    return None
+
+
+def _state(gw: Gateway) -> web.Response:
+    return web.json_response(gw.degrade.to_json(gw.lane_order))
+
+
+async def get_degrade(gw: Gateway, request: web.Request) -> web.Response:
+    """The whole degrade state, lane order and version."""
+    return _denied(gw, request) or _state(gw)
+
+
+async def put_degrade(gw: Gateway, request: web.Request) -> web.Response:
+    """Replace the degrade state; 400 with a reason (and no change) on bad input."""
+    denied = _denied(gw, request)
+    if denied is not None:
+        return denied
+    if request.content_length is not None and request.content_length > MAX_ADMIN_BODY:
+        return error_response(413, f"the body is larger than {MAX_ADMIN_BODY} bytes")
+    raw = await request.content.read(MAX_ADMIN_BODY + 1)
+    if len(raw) > MAX_ADMIN_BODY:
+        return error_response(413, f"the body is larger than {MAX_ADMIN_BODY} bytes")
+    try:
+        lanes = parse_degrade(json.loads(raw), gw.lane_order)
+    except ValueError as exc:  # json.JSONDecodeError and DegradeError
+        reason = str(exc) if isinstance(exc, DegradeError) else f"body is not valid JSON: {exc}"
+        return error_response(400, reason)
+    before = gw.degrade.version
+    state = gw.set_degrade(lanes)
+    if state.version != before:
+        log.warning("degrade state v%d: %s", state.version, json.dumps(state.to_json(gw.lane_order)["lanes"]))
+    return _state(gw)

@@ -1,0 +1,136 @@
+"""The gateway's state and lifecycle: lanes and their pools, routing, degrade, sessions, health checks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp
+
+from lanewatch.collector.config import GatewayConfig, LaneConfig
+from lanewatch.collector.timing import RequestTiming
+
+from .degrade_state import DegradeState, LaneDegrade, Shifter
+from .pool import LanePool, Upstream
+from .routing import RouteTable
+from .stats import GatewayStats
+from .tracing import GatewayTracing
+from .upstream import UpstreamClient
+
+__all__ = ["Gateway", "RecordSink"]
+
+log = logging.getLogger("lanewatch.gateway")
+RecordSink = Callable[[RequestTiming], None]
+
+
+class Gateway:
+    """Everything one gateway process knows; the HTTP handlers read and update it."""
+
+    def __init__(
+        self,
+        cfg: GatewayConfig,
+        on_record: RecordSink | None = None,
+        metrics_text: Callable[[], tuple[bytes, str]] | None = None,
+    ) -> None:
+        if not cfg.lanes:
+            raise ValueError("the gateway needs at least one lane (gateway.lanes or --upstream LANE=URL)")
+        self.cfg = cfg
+        self.lane_order = cfg.ordered_lanes
+        self.routes = RouteTable.from_config(cfg)
+        self.pools = {
+            name: LanePool.of(name, lane.upstreams, cfg.eject_after_failures)
+            for name, lane in cfg.lanes.items()
+        }
+        self.ssl = {name: _ssl_for(lane) for name, lane in cfg.lanes.items()}
+        self.api_keys = {name: _read_secret(lane.api_key_file) for name, lane in cfg.lanes.items()}
+        self.admin_token = _read_secret(cfg.admin_token_file)
+        self.degrade = DegradeState()
+        self.shifter = Shifter(cfg.shift_mode, cfg.shift_seed)
+        self.stats = GatewayStats(pools=list(self.pools.values()))
+        self.tracing = GatewayTracing(cfg.otlp_endpoint)
+        self.on_record = on_record
+        self.metrics_text = metrics_text
+        self.upstream = UpstreamClient(cfg.connect_timeout_s)  # the data path's connections
+        self.control: aiohttp.ClientSession | None = None  # health checks and /v1/models
+        self._health_task: asyncio.Task[None] | None = None
+
+    def set_degrade(self, lanes: dict[str, LaneDegrade]) -> DegradeState:
+        """Replace the degrade state (already validated); returns the new state."""
+        self.degrade = self.degrade.replaced(lanes)
+        self.stats.degrade_version = self.degrade.version
+        return self.degrade
+
+    def emit(self, record: RequestTiming) -> None:
+        """Hand a finished request's record to the sink; a failing sink never breaks the proxy."""
+        if self.on_record is None:
+            return
+        try:
+            self.on_record(record)
+        except Exception:
+            log.exception("record sink failed")
+
+    async def start(self) -> None:
+        """Start health checks; upstream connections open on demand."""
+        check = min(self.cfg.health_interval_s, self.cfg.connect_timeout_s, 5.0)
+        self.control = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=check))
+        self._health_task = asyncio.create_task(self._health_loop())
+
+    async def close(self) -> None:
+        """Stop health checks, close sessions and flush spans."""
+        if self._health_task is not None:
+            self._health_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._health_task
+        self.upstream.close()
+        if self.control is not None:
+            await self.control.close()
+        self.tracing.shutdown()
+
+    async def check_health(self) -> None:
+        """Probe every upstream's health path once."""
+        ups = [(pool, u) for pool in self.pools.values() for u in pool.upstreams]
+        results = await asyncio.gather(*(self._probe(pool.lane, u) for pool, u in ups))
+        for (pool, u), ok in zip(ups, results, strict=True):
+            was = u.healthy
+            pool.checked(u, ok)
+            if was != u.healthy:
+                log.warning("upstream %s of lane %s is %s", u.name, pool.lane, "up" if ok else "down")
+
+    async def _probe(self, lane: str, u: Upstream) -> bool:
+        assert self.control is not None
+        try:
+            async with self.control.get(u.url + self.cfg.health_path, ssl=self.ssl[lane]) as resp:
+                await resp.read()
+                return resp.status == 200
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return False
+
+    async def _health_loop(self) -> None:
+        while True:
+            try:
+                await self.check_health()
+            except Exception:  # a bug here must not stop health checking for good
+                log.exception("health check round failed")
+            await asyncio.sleep(self.cfg.health_interval_s)
+
+
+def _ssl_for(lane: LaneConfig) -> ssl.SSLContext:
+    """How the lane's HTTPS upstreams are verified: a CA bundle, the system's, or not at all (-k)."""
+    ctx = ssl.create_default_context(cafile=str(lane.cacert) if lane.cacert else None)
+    if lane.insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _read_secret(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    value = path.read_text(encoding="utf-8").strip()
+    if not value:
+        raise ValueError(f"{path}: the secret file is empty")
+    return value

@@ -1,0 +1,45 @@
+"""One proxied request while it is in flight: what its tap record will say."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lanewatch.collector.timing import Api, ErrorKind
+
+from .degrade_state import Decision
+from .leg import LegTimes
+from .pool import Upstream
+from .tap import StreamTap
+
+__all__ = ["DEGRADED_HEADER", "LANE_HEADER", "Exchange"]
+
+LANE_HEADER = "x-lanewatch-lane"
+DEGRADED_HEADER = "x-lanewatch-degraded"
+
+
+@dataclass(slots=True)
+class Exchange:
+    """The request's routing, its upstream leg, its tap and its outcome."""
+
+    api: Api
+    t0: float  # perf_counter() when the gateway took the request
+    started_at: float  # wall clock of the same moment
+    request_class: str
+    model: str
+    decision: Decision
+    actions: tuple[str, ...]  # degrade actions applied, in header order
+    upstream: Upstream | None = None
+    leg: LegTimes = field(default_factory=LegTimes)
+    tap: StreamTap | None = None
+    status: int | None = None
+    error: ErrorKind | None = None
+    request_id: str | None = None
+    trace_id: str | None = None
+    end: float | None = None
+
+    def lane_headers(self) -> dict[str, str]:
+        """`x-lanewatch-lane` and, when a degrade applied, `x-lanewatch-degraded`."""
+        headers = {LANE_HEADER: self.decision.served_lane}
+        if self.actions:
+            headers[DEGRADED_HEADER] = ",".join(self.actions)
+        return headers

@@ -1,0 +1,224 @@
+"""The data path: route one OpenAI request, apply degrade, stream the upstream answer through, tap it.
+
+Bytes go downstream as they arrive, unchanged (save the usage event the gateway asked
+for itself, see tap.py). A client that goes away cancels the handler, which closes the
+upstream connection. Failures before the response starts become OpenAI error JSON with
+502/504; a stream that breaks later gets an error frame.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from time import perf_counter
+from typing import Any
+
+from aiohttp import web
+from opentelemetry.util.types import AttributeValue
+
+from lanewatch.collector.timing import Api, RequestTiming
+
+from .core import Gateway
+from .degrade_state import Decision, cap_max_tokens, decide
+from .errors import error_response
+from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
+from .forward import forward
+from .routing import RouteError, choose_lane, route_input
+
+__all__ = ["handle_completion"]
+
+_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+# Hop-by-hop and gateway-owned headers: never passed upstream as the client sent them.
+_HOP = frozenset(
+    {
+        *("connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer"),
+        *("transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"),
+        *("traceparent", "tracestate", LANE_HEADER),
+    }
+)
+
+
+class _Reject(Exception):
+    """A request answered by the gateway itself (400, 413, 429)."""
+
+    def __init__(self, response: web.Response) -> None:
+        self.response = response
+
+
+async def handle_completion(gw: Gateway, request: web.Request, api: Api) -> web.StreamResponse:
+    """Proxy one /v1/chat/completions or /v1/completions request."""
+    t0, started_at = perf_counter(), time.time()
+    try:
+        body, ex, strip = await _admit(gw, request, api, t0, started_at)
+    except _Reject as rej:
+        return rej.response
+    served = ex.decision.served_lane
+    ids = gw.tracing.ids_for(request.headers)
+    ex.trace_id = ids.trace_id_hex
+    headers = _upstream_headers(request.headers, gw.api_keys.get(served))
+    gw.tracing.inject(ids, headers)
+    try:
+        return await forward(gw, request, ex, body, headers, strip)
+    finally:
+        ex.end = perf_counter()
+        start_ns = int(started_at * 1e9)
+        end_ns = start_ns + int((ex.end - t0) * 1e9)
+        gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, _span_attributes(request, ex))
+        gw.emit(_record(ex))
+
+
+async def _admit(
+    gw: Gateway, request: web.Request, api: Api, t0: float, started_at: float
+) -> tuple[bytes, Exchange, bool]:
+    """Read, route and degrade the request; returns the upstream body and whether to strip usage."""
+    raw = await _read_body(gw, request)
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise _Reject(error_response(400, "the request body is not valid JSON")) from None
+    if not isinstance(body, dict):
+        raise _Reject(error_response(400, "the request body must be a JSON object"))
+    cls = (request.headers.get(gw.cfg.class_header) or gw.cfg.default_class).strip().lower()
+    if not _CLASS.match(cls):
+        raise _Reject(error_response(400, f"bad request class {cls[:40]!r}", param=gw.cfg.class_header))
+    try:
+        routed = choose_lane(gw.routes, route_input(body, request.headers.get(LANE_HEADER)))
+    except RouteError as exc:
+        raise _Reject(error_response(400, str(exc), param=LANE_HEADER)) from None
+    decision = decide(gw.degrade, routed.lane, cls, gw.shifter)
+    if decision.shed:
+        raise _Reject(_shed(gw, decision, cls))
+    actions: tuple[str, ...] = decision.actions
+    changed = False
+    if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens):
+        actions = (*actions, "cap_max_tokens")
+        changed = True
+    strip = _ask_usage(body)
+    if changed or strip:
+        raw = json.dumps(body, separators=(",", ":")).encode()
+    _count(gw, decision.routed_lane, decision.served_lane, actions)
+    model = body.get("model")
+    ex = Exchange(api, t0, started_at, cls, model if isinstance(model, str) else "", decision, actions)
+    return raw, ex, strip
+
+
+async def _read_body(gw: Gateway, request: web.Request) -> bytes:
+    limit = gw.cfg.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise _Reject(error_response(413, f"the request body is larger than {limit} bytes"))
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise _Reject(error_response(413, f"the request body is larger than {limit} bytes")) from None
+
+
+def _ask_usage(body: dict[str, Any]) -> bool:
+    """Ask upstream for the usage chunk when the client did not; True when the gateway asked."""
+    if body.get("stream") is not True:
+        return False
+    opts = body.get("stream_options")
+    if opts is None:
+        body["stream_options"] = {"include_usage": True}
+        return True
+    if isinstance(opts, dict) and not opts.get("include_usage"):
+        opts["include_usage"] = True
+        return True
+    return False
+
+
+def _shed(gw: Gateway, decision: Decision, cls: str) -> web.Response:
+    lane = decision.served_lane
+    gw.stats.shed[(lane, cls)] += 1
+    _count(gw, decision.routed_lane, lane, decision.actions)
+    return error_response(
+        429,
+        f"lane {lane!r} is shedding request class {cls!r}; retry later",
+        headers={
+            "Retry-After": str(gw.cfg.shed_retry_after_s),
+            LANE_HEADER: lane,
+            DEGRADED_HEADER: ",".join(decision.actions),
+        },
+    )
+
+
+def _count(gw: Gateway, lane: str, served: str, actions: tuple[str, ...]) -> None:
+    gw.stats.requests[(lane, served, ",".join(actions) or "none")] += 1
+    for action in actions:
+        gw.stats.degrade_applied[(lane, action)] += 1
+
+
+def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> dict[str, str]:
+    """The client's headers less hop-by-hop ones; no Accept-Encoding, so the tap reads plain bytes."""
+    out = {k: v for k, v in incoming.items() if k.lower() not in _HOP}
+    if api_key is not None:
+        out = {k: v for k, v in out.items() if k.lower() != "authorization"}
+        out["Authorization"] = f"Bearer {api_key}"
+    return out
+
+
+def _span_attributes(request: web.Request, ex: Exchange) -> dict[str, AttributeValue]:
+    """HTTP and GenAI semantic-convention attributes of the server span; never any text."""
+    attrs: dict[str, AttributeValue] = {
+        "http.request.method": request.method,
+        "url.path": request.path,
+        "gen_ai.operation.name": "chat" if ex.api == "chat" else "text_completion",
+        "gen_ai.request.model": ex.model,
+        "lanewatch.lane": ex.decision.routed_lane,
+        "lanewatch.served_lane": ex.decision.served_lane,
+        "lanewatch.request_class": ex.request_class,
+    }
+    if ex.status is not None:
+        attrs["http.response.status_code"] = ex.status
+    if ex.upstream is not None:
+        attrs["server.address"] = ex.upstream.host
+        attrs["server.port"] = ex.upstream.port
+    if ex.actions:
+        attrs["lanewatch.degraded"] = ",".join(ex.actions)
+    tap = ex.tap
+    if tap is not None and tap.completion_tokens is not None:
+        attrs["gen_ai.usage.output_tokens"] = tap.completion_tokens
+    if tap is not None and tap.prompt_tokens is not None:
+        attrs["gen_ai.usage.input_tokens"] = tap.prompt_tokens
+    if tap is not None and tap.first_content_at is not None:
+        attrs["lanewatch.ttft_s"] = tap.first_content_at - ex.t0
+    if ex.error is not None:
+        attrs["error.type"] = ex.error.value
+    return attrs
+
+
+def _record(ex: Exchange) -> RequestTiming:
+    """The tap's record of one proxied request; times are offsets from the gateway receiving it."""
+    leg, tap, t0 = ex.leg, ex.tap, ex.t0
+    up = ex.upstream
+    tokens_from_usage = tap is not None and tap.has_usage
+    output = (tap.completion_tokens if tokens_from_usage else tap.content_events) if tap is not None else None
+    attrs = {"routed_lane": ex.decision.routed_lane, "degraded": ",".join(ex.actions) or "none"}
+    if up is not None:
+        attrs["upstream"] = up.name
+    return RequestTiming(
+        source="tap",
+        target=up.name if up is not None else ex.decision.served_lane,
+        lane=ex.decision.served_lane,
+        request_class=ex.request_class,
+        model=ex.model,
+        api=ex.api,
+        started_at=ex.started_at,
+        request_id=ex.request_id,
+        trace_id=ex.trace_id,
+        status=ex.status,
+        error=ex.error,
+        dns_s=leg.dns_s,
+        connect_s=leg.connect_s,
+        tls_s=leg.tls_s,
+        send_s=leg.send_s,
+        ttfb_s=None if leg.headers is None else leg.headers - t0,
+        ttft_s=None if tap is None or tap.first_content_at is None else tap.first_content_at - t0,
+        e2e_s=None if ex.end is None else ex.end - t0,
+        itl_s=tuple(tap.gaps) if tap is not None else (),
+        prompt_tokens=tap.prompt_tokens if tap is not None else None,
+        output_tokens=output,
+        tokens_from_usage=tokens_from_usage,
+        attrs=attrs,
+    )

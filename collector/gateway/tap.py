@@ -1,0 +1,180 @@
+"""The passive tap: what one proxied response tells about latency, read off its bytes in passing.
+
+Pure and cheap per chunk: no JSON is decoded on the data path. JSON escapes every quote
+inside a string, so a byte pattern that starts with a quote (`"content":"`) can only be a
+key, never text; `[DONE]` is anchored at the start of a line, which text cannot reach
+either. Only the usage object is read, with a regex over its few bytes.
+
+Counting, following vLLM: a content event is an SSE event whose `content` (chat) or
+`text` (completions) is non-empty; TTFT is the first one, ITL the gaps between them.
+Events that arrive in one read are written in one write, so their gaps are 0.
+Tokens come from `usage`. When the client did not ask for usage the gateway asks
+upstream for it (`stream_options.include_usage`) and the tap cuts that one event out of
+the stream again (`strip_usage`), so the client gets what it asked for. Only then does
+the tap hold back bytes, and only those of an incomplete event, which an SSE client
+could not dispatch before its blank line anyway.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+__all__ = ["StreamTap"]
+
+Api = Literal["chat", "completions"]
+
+_MARKERS: dict[str, tuple[bytes, bytes]] = {
+    "chat": (b'"content":"', b'"content": "'),
+    "completions": (b'"text":"', b'"text": "'),
+}
+_USAGE = (b'"usage":{', b'"usage": {')
+_PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
+_COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
+_DONE = b"data: [DONE]"
+_MAX_EVENT = 1 << 20  # an "event" longer than this has no boundary: a broken stream
+_JSON_TAIL = 1024  # bytes of a JSON body kept to find a usage object split across reads
+
+
+class StreamTap:
+    """Follows one upstream response: content events, usage, [DONE], error frames."""
+
+    __slots__ = (
+        "_empty",
+        "_marker",
+        "_spaced",
+        "_spaced_empty",
+        "_sse",
+        "_strip",
+        "_tail",
+        "bad_stream",
+        "completion_tokens",
+        "content_events",
+        "done",
+        "first_content_at",
+        "gaps",
+        "last_content_at",
+        "prompt_tokens",
+        "stream_error",
+    )
+
+    def __init__(self, api: Api, sse: bool, strip_usage: bool = False) -> None:
+        self._marker, self._spaced = _MARKERS[api]
+        self._empty = self._marker + b'"'
+        self._spaced_empty = self._spaced + b'"'
+        self._sse = sse
+        self._strip = strip_usage and sse
+        self._tail = b""
+        self.first_content_at: float | None = None
+        self.last_content_at: float | None = None
+        self.gaps: list[float] = []
+        self.content_events = 0
+        self.done = False
+        self.stream_error = False
+        self.bad_stream = False
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+
+    def feed(self, data: bytes) -> tuple[bytes, int]:
+        """Take the next bytes from upstream; return the bytes to send on and the content events completed."""
+        if not self._sse:
+            self._scan_json(data)
+            return data, 0
+        buf = self._tail + data if self._tail else data
+        if buf.endswith(b"\n\n"):
+            complete, self._tail = buf, b""
+        else:
+            end = _boundary(buf)
+            if end == 0 and len(buf) > _MAX_EVENT:
+                self.bad_stream = True
+                end = len(buf)
+            complete, self._tail = buf[:end], buf[end:]
+        if not complete:
+            return (b"" if self._strip else data), 0
+        n = self._scan(complete)
+        if self._strip:
+            return self._cut_usage(complete), n
+        return data, n
+
+    def flush(self) -> bytes:
+        """At the end of the stream: the held bytes of an incomplete last event (strip mode only)."""
+        tail, self._tail = self._tail, b""
+        if tail and tail.strip():
+            self._scan(tail)
+        return tail if self._strip else b""
+
+    def content_written(self, now: float, n: int) -> None:
+        """Record that `n` content events reached the client at `now` (perf_counter seconds)."""
+        self.content_events += n
+        last = self.last_content_at
+        if last is None:
+            self.first_content_at = now
+            n -= 1
+        else:
+            self.gaps.append(now - last)
+            n -= 1
+        if n > 0:
+            self.gaps.extend([0.0] * n)
+        self.last_content_at = now
+
+    @property
+    def has_usage(self) -> bool:
+        """True once a usage object with completion_tokens was seen."""
+        return self.completion_tokens is not None
+
+    def _scan(self, events: bytes) -> int:
+        n = events.count(self._marker) - events.count(self._empty)
+        if self._spaced in events:
+            n += events.count(self._spaced) - events.count(self._spaced_empty)
+        if b'"usage"' in events:
+            self._read_usage(events)
+        if b'"error"' in events:
+            self.stream_error = True
+        if b"[DONE]" in events and _has_done(events):
+            self.done = True
+        return n
+
+    def _read_usage(self, data: bytes) -> None:
+        for marker in _USAGE:
+            pos = data.rfind(marker)
+            if pos < 0:
+                continue
+            window = data[pos : pos + 512]  # the usage object's keys come early in it
+            prompt = _PROMPT_TOKENS.search(window)
+            completion = _COMPLETION_TOKENS.search(window)
+            if prompt:
+                self.prompt_tokens = int(prompt.group(1))
+            if completion:
+                self.completion_tokens = int(completion.group(1))
+            return
+
+    def _cut_usage(self, events: bytes) -> bytes:
+        for marker in _USAGE:
+            pos = events.find(marker)
+            if pos >= 0:
+                before = events.rfind(b"\n\n", 0, pos)
+                start = before + 2 if before >= 0 else 0
+                stop = events.find(b"\n\n", pos)
+                stop = len(events) if stop < 0 else stop + 2
+                return events[:start] + events[stop:]
+        return events
+
+    def _scan_json(self, data: bytes) -> None:
+        window = self._tail + data
+        if b'"usage"' in window:
+            self._read_usage(window)
+        if b'"error"' in window:
+            self.stream_error = True
+        self._tail = window[-_JSON_TAIL:]
+
+
+def _boundary(buf: bytes) -> int:
+    """Index just past the last blank line ending an event; 0 when there is none."""
+    lf, crlf = buf.rfind(b"\n\n"), buf.rfind(b"\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 3 if crlf >= 0 else 0)
+
+
+def _has_done(events: bytes) -> bool:
+    if events.startswith(_DONE):
+        return True
+    return b"\n" + _DONE in events

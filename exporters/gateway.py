@@ -1,0 +1,113 @@
+"""The gateway's own metrics as a custom prometheus_client Collector over its live counters.
+
+The gateway's stats object is read through the `GatewayView` protocol, so exporters
+imports nothing of the gateway (DESIGN.md: exporters may import collector.timing only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from . import names
+
+__all__ = ["GatewayCollector", "GatewayView", "UpstreamState"]
+
+
+class UpstreamState(Protocol):
+    """One upstream's live state."""
+
+    @property
+    def lane(self) -> str: ...
+    @property
+    def upstream(self) -> str: ...
+    @property
+    def inflight(self) -> int: ...
+    @property
+    def healthy(self) -> bool: ...
+
+
+class GatewayView(Protocol):
+    """What the collector reads of a gateway (collector/gateway/stats.py GatewayStats)."""
+
+    @property
+    def requests(self) -> Mapping[tuple[str, str, str], int]: ...
+    @property
+    def shed(self) -> Mapping[tuple[str, str], int]: ...
+    @property
+    def degrade_applied(self) -> Mapping[tuple[str, str], int]: ...
+    @property
+    def upstream_errors(self) -> Mapping[tuple[str, str, str], int]: ...
+    @property
+    def degrade_version(self) -> int: ...
+    @property
+    def upstreams(self) -> Sequence[UpstreamState]: ...
+
+
+class GatewayCollector(Collector):
+    """Requests by lane / served lane / degrade, in-flight and health per upstream, shed, errors."""
+
+    def __init__(self, view: GatewayView) -> None:
+        self._view = view
+
+    def collect(self) -> Iterator[Metric]:
+        """One scrape's worth of gateway metrics."""
+        v = self._view
+        yield _counter(
+            names.GATEWAY_REQUESTS_TOTAL,
+            "Requests admitted by the gateway, by routed lane, serving lane and degrade actions applied.",
+            (names.LANE, names.SERVED_LANE, names.DEGRADED),
+            v.requests,
+        )
+        yield _counter(
+            names.GATEWAY_SHED_TOTAL,
+            "Requests refused with 429 because their lane sheds their class.",
+            (names.LANE, names.REQUEST_CLASS),
+            v.shed,
+        )
+        yield _counter(
+            names.GATEWAY_DEGRADE_APPLIED_TOTAL,
+            "Degrade actions applied to requests, by routed lane and action.",
+            (names.LANE, names.ACTION),
+            v.degrade_applied,
+        )
+        yield _counter(
+            names.GATEWAY_UPSTREAM_ERRORS_TOTAL,
+            "Upstream requests that failed before a response (connect, TLS, timeout).",
+            (names.LANE, names.UPSTREAM, names.ERROR_KIND),
+            v.upstream_errors,
+        )
+        ups = list(v.upstreams)
+        inflight = GaugeMetricFamily(
+            names.GATEWAY_INFLIGHT, "Requests in flight per upstream.", labels=(names.LANE, names.UPSTREAM)
+        )
+        healthy = GaugeMetricFamily(
+            names.GATEWAY_UPSTREAM_HEALTHY,
+            "1 while the upstream is in rotation, 0 while ejected.",
+            labels=(names.LANE, names.UPSTREAM),
+        )
+        for u in ups:
+            inflight.add_metric((u.lane, u.upstream), u.inflight)
+            healthy.add_metric((u.lane, u.upstream), 1.0 if u.healthy else 0.0)
+        yield inflight
+        yield healthy
+        yield GaugeMetricFamily(
+            names.GATEWAY_DEGRADE_STATE_VERSION,
+            "Version of the degrade state set through /admin/degrade (0 = never set).",
+            value=v.degrade_version,
+        )
+
+
+def _counter(
+    name: str,
+    doc: str,
+    labels: tuple[str, ...],
+    values: Mapping[tuple[str, str, str], int] | Mapping[tuple[str, str], int],
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key, count in sorted(values.items()):
+        family.add_metric(key, count)
+    return family

@@ -1,0 +1,188 @@
+"""Test upstreams and gateways: in the test's event loop on ephemeral ports, or as subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from lanewatch.collector.config import GatewayConfig
+from lanewatch.collector.gateway import Gateway, build_app
+from lanewatch.collector.timing import RequestTiming
+from tests.servers import free_port, lanewatch_command
+from tests.sse_upstream import SseUpstream
+
+
+async def _serve(app: web.Application, **runner_kw: Any) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app, access_log=None, **runner_kw)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server = site._server
+    assert server is not None
+    sock: socket.socket = server.sockets[0]  # type: ignore[attr-defined]
+    return runner, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@asynccontextmanager
+async def upstream_server(**kw: Any) -> AsyncIterator[tuple[SseUpstream, str]]:
+    """The test upstream, served until the block ends."""
+    up = SseUpstream(**kw)
+    runner, url = await _serve(up.app, handler_cancellation=True)
+    try:
+        yield up, url
+    finally:
+        await runner.cleanup()
+
+
+@dataclass
+class RunningGateway:
+    """A gateway under test: its URL, its state and the records its tap made."""
+
+    url: str
+    gw: Gateway
+    records: list[RequestTiming] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def gateway_server(lanes: dict[str, Any], **cfg: Any) -> AsyncIterator[RunningGateway]:
+    """A gateway over `lanes` (name -> upstream URLs, or a LaneConfig dict) with more GatewayConfig fields."""
+    lane_cfg = {k: v if isinstance(v, dict) else {"upstreams": v} for k, v in lanes.items()}
+    config = GatewayConfig.model_validate({"lanes": lane_cfg, **cfg})
+    records: list[RequestTiming] = []
+    gw = Gateway(config, on_record=records.append)
+    runner, url = await _serve(build_app(gw), handler_cancellation=True)
+    try:
+        yield RunningGateway(url, gw, records)
+    finally:
+        await runner.cleanup()
+
+
+def chat_body(max_tokens: int = 4, stream: bool = True, content: str = "hi", **extra: Any) -> dict[str, Any]:
+    """A chat completions request body."""
+    body = {"model": "test-model", "max_tokens": max_tokens, "stream": stream, **extra}
+    body["messages"] = [{"role": "user", "content": content}]
+    return body
+
+
+async def read_events(resp: Any) -> list[tuple[float, bytes]]:
+    """Each SSE event of a streamed aiohttp response with the monotonic time it became complete."""
+    import time
+
+    events: list[tuple[float, bytes]] = []
+    buf = b""
+    async for data in resp.content.iter_any():
+        now = time.monotonic()
+        buf += data
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            events.append((now, event))
+    return events
+
+
+async def eventually(condition: Callable[[], bool], within_s: float = 3.0) -> bool:
+    """Whether `condition` holds within `within_s` seconds (checked every 10 ms)."""
+    import asyncio
+
+    for _ in range(int(within_s / 0.01)):
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return condition()
+
+
+@asynccontextmanager
+async def one_lane(
+    first_ms: float = 1.0, gap_ms: float = 1.0, **cfg: Any
+) -> AsyncIterator[tuple[SseUpstream, RunningGateway, aiohttp.ClientSession]]:
+    """A test upstream as lane `slow` of a gateway, and a client session."""
+    async with (
+        upstream_server(first_ms=first_ms, gap_ms=gap_ms) as (up, url),
+        gateway_server({"slow": [url]}, **cfg) as g,
+        aiohttp.ClientSession() as s,
+    ):
+        yield up, g, s
+
+
+@dataclass(frozen=True)
+class GatewayProcess:
+    """`lanewatch gateway` running as a subprocess."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+
+@contextmanager
+def start_gateway(tmp_path: Path, upstreams: list[str], *extra: str) -> Iterator[GatewayProcess]:
+    """Run `lanewatch gateway --upstream LANE=URL ...` on a free port until the block exits."""
+    port = free_port()
+    args = [*lanewatch_command(), "gateway", "--host", "127.0.0.1", "--port", str(port)]
+    for flag in upstreams:
+        args += ["--upstream", flag]
+    log_path = tmp_path / f"gateway-{port}.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([*args, *extra], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(proc, f"{url}/healthz", log_path)
+        yield GatewayProcess(url, proc, log_path)
+    finally:
+        _stop(proc)
+
+
+@contextmanager
+def start_test_upstream(tmp_path: Path, first_ms: float, gap_ms: float) -> Iterator[str]:
+    """Run tests/sse_upstream.py as a subprocess on a free port; yields its URL."""
+    port = free_port()
+    args = [sys.executable, "-m", "tests.sse_upstream", "--port", str(port)]
+    args += ["--first-ms", str(first_ms), "--gap-ms", str(gap_ms)]
+    log_path = tmp_path / f"upstream-{port}.log"
+    root = Path(__file__).resolve().parents[2]
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(args, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(proc, f"{url}/health", log_path)
+        yield url
+    finally:
+        _stop(proc)
+
+
+def _wait_up(proc: subprocess.Popen[bytes], health_url: str, log_path: Path) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with {proc.returncode}:\n{log_path.read_text()}")
+        try:
+            with urllib.request.urlopen(health_url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{health_url} not up after 20 s:\n{log_path.read_text()}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
