@@ -16,7 +16,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from lanewatch.collector.config import ConfigIssue, _index_lines, _issues
+from lanewatch.collector.config import ConfigIssue, validation_issues, yaml_line_index
 from lanewatch.collector.timing import ErrorKind
 from lanewatch.exporters import names
 
@@ -356,7 +356,7 @@ def build_spec(data: dict[str, Any], lines: Lines, source: str) -> model.Spec:
     try:
         doc = SpecDocumentModel.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(source, _issues(exc, lines)) from None
+        raise SpecError(source, validation_issues(exc, lines)) from None
     body = doc.spec
     period_s = parse_duration(body.period)
     return model.Spec(
@@ -388,7 +388,7 @@ def _documents(text: str, source: str) -> list[tuple[dict[str, Any], Lines]]:
             line = node.start_mark.line + 1 if node is not None else None
             raise SpecError(source, [ConfigIssue(path="(root)", message="must be a mapping", line=line)])
         lines: Lines = {}
-        _index_lines(node, (), lines)
+        yaml_line_index(node, (), lines)
         out.append((data, lines))
     if not out:
         raise SpecError(source, [ConfigIssue(path="(root)", message="the file holds no document")])

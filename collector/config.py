@@ -376,7 +376,7 @@ def load_config(path: Path | None = None) -> LanewatchConfig:
     try:
         return LanewatchConfig(**data)
     except ValidationError as exc:
-        raise ConfigError(str(path) if path else "(defaults)", _issues(exc, lines)) from None
+        raise ConfigError(str(path) if path else "(defaults)", validation_issues(exc, lines)) from None
 
 
 def load_yaml_model(path: Path, model: type[M]) -> M:
@@ -385,7 +385,7 @@ def load_yaml_model(path: Path, model: type[M]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(str(path), _issues(exc, lines)) from None
+        raise ConfigError(str(path), validation_issues(exc, lines)) from None
 
 
 def _read_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
@@ -405,24 +405,26 @@ def _read_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
     if not isinstance(data, dict):
         raise ConfigError(str(path), [ConfigIssue(path="(root)", message="must be a mapping", line=1)])
     lines: dict[tuple[str, ...], int] = {}
-    _index_lines(node, (), lines)
+    yaml_line_index(node, (), lines)
     return data, lines
 
 
-def _index_lines(node: yaml.Node | None, prefix: tuple[str, ...], out: dict[tuple[str, ...], int]) -> None:
+def yaml_line_index(node: yaml.Node | None, prefix: tuple[str, ...], out: dict[tuple[str, ...], int]) -> None:
+    """Record the line of every key and list item under `node`, keyed by its path."""
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             path = (*prefix, str(key.value))
             out[path] = key.start_mark.line + 1
-            _index_lines(value, path, out)
+            yaml_line_index(value, path, out)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             path = (*prefix, str(i))
             out[path] = item.start_mark.line + 1
-            _index_lines(item, path, out)
+            yaml_line_index(item, path, out)
 
 
-def _issues(exc: ValidationError, lines: dict[tuple[str, ...], int]) -> list[ConfigIssue]:
+def validation_issues(exc: ValidationError, lines: dict[tuple[str, ...], int]) -> list[ConfigIssue]:
+    """Turn pydantic errors into issues carrying the nearest YAML line."""
     issues = []
     for err in exc.errors():
         loc = tuple(str(p) for p in err["loc"])

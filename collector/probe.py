@@ -19,6 +19,8 @@ from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import anyio
+import anyio.lowlevel
 import httpx
 from opentelemetry.trace import Tracer
 
@@ -33,8 +35,10 @@ from lanewatch.collector.transport import ConnectTimes, build_client, capture_co
 log = logging.getLogger(__name__)
 
 PATHS: dict[Api, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+SSE_BAD_EVENTS_ATTR = "sse_bad_events"  # record attr: undecodable SSE events in the stream
 LANE_HEADER = "x-lanewatch-lane"  # forces a lane at a lanewatch gateway (CONTRACTS.md §2)
 _ERROR_BODY_LIMIT = 64 * 1024
+_AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +79,9 @@ def spec_for(request_class: RequestClass, target: Target, seq: int = 0) -> Probe
 class _Run:
     """Mutable state of one probe; perf_counter timestamps."""
 
-    def __init__(self, t0: float) -> None:
-        self.t0 = t0
+    def __init__(self, t0: float, t0_ns: int) -> None:
+        self.t0 = t0  # perf_counter when the request started
+        self.t0_ns = t0_ns  # the same instant, wall clock (for span times)
         self.conn = ConnectTimes()
         self.phase = "pool"  # pool, connect, tls, send, wait, body
         self.connect_at: float | None = None
@@ -152,6 +157,7 @@ class Prober:
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._api_key = read_api_key(target)
         tls = ssl_context(target.cacert, target.insecure) if parts.scheme == "https" else None
+        self._primed = False
         self._client = client or build_client(
             connection=connection,
             tls=tls,
@@ -171,8 +177,11 @@ class Prober:
         """Close pooled connections."""
         await self._client.aclose()
 
-    async def probe(self, spec: ProbeSpec) -> RequestTiming:
-        """Send one streamed request and measure it."""
+    async def probe(self, spec: ProbeSpec, timeouts: Timeouts | None = None) -> RequestTiming:
+        """Send one streamed request and measure it (`timeouts` overrides the prober's)."""
+        if not self._primed:
+            await _prime()
+            self._primed = True
         started_at, start_ns = time.time(), time.time_ns()
         span, headers, trace_id = start_probe_span(
             self._tracer,
@@ -186,15 +195,18 @@ class Prober:
         )
         sent_id = f"lanewatch-probe-{uuid.uuid4().hex}"
         headers.update(self._headers(sent_id))
-        run = _Run(time.perf_counter())
+        run = _Run(time.perf_counter(), start_ns)
         try:
-            await self._exchange(spec, run, headers)
+            await self._exchange(spec, run, headers, timeouts or self.timeouts)
         except Exception as exc:  # every failure becomes an error kind, never a crash
             run.error = failure_kind(exc, run.phase, run.conn.resolving)
             log.debug("probe of %s failed in phase %s: %s", self.target.name, run.phase, run.error)
+        except BaseException:  # cancelled: no record, but no span left open either
+            span.end()
+            raise
         run.end = run.done_at or run.end or time.perf_counter()
         record = self._record(spec, run, started_at, trace_id, sent_id)
-        finish_probe_span(self._tracer, span, record, run.intervals(), start_ns)
+        finish_probe_span(self._tracer, span, record, run.intervals(), run.t0_ns)
         return record
 
     def _headers(self, request_id: str) -> dict[str, str]:
@@ -209,29 +221,33 @@ class Prober:
             headers[LANE_HEADER] = self.target.lane
         return headers
 
-    async def _exchange(self, spec: ProbeSpec, run: _Run, headers: dict[str, str]) -> None:
+    async def _exchange(self, spec: ProbeSpec, run: _Run, headers: dict[str, str], t: Timeouts) -> None:
         loop = asyncio.get_running_loop()
-        t = self.timeouts
         total_at = loop.time() + t.total_s
         request = self._client.build_request(
             "POST",
             self.target.url + PATHS[spec.api],
             content=spec.body(self.target.model),
             headers=headers,
+            timeout=httpx.Timeout(None, connect=t.connect_s),
             extensions={"trace": run.on_trace},
         )
         scope = asyncio.timeout_at(min(total_at, loop.time() + t.ttft_s))
         try:
             async with scope:
                 with capture_connect_times(run.conn):
+                    # The clock starts here: building the request is not the request's time.
+                    run.t0, run.t0_ns = time.perf_counter(), time.time_ns()
                     response = await self._client.send(request, stream=True)
                 try:
-                    await self._read(response, run, scope, total_at)
+                    await self._read(response, run, scope, total_at, t.stall_s)
                 finally:
                     await response.aclose()
         except TimeoutError:
             if not scope.expired():
                 raise
+            if run.done_at is not None:
+                return  # [DONE] came; the server just did not end the body: not a failure
             run.end = time.perf_counter()
             run.error = self._timeout_kind(run, scope, total_at)
 
@@ -245,7 +261,7 @@ class Prober:
         return ErrorKind.TIMEOUT if scope.when() == total_at else ErrorKind.STALL
 
     async def _read(
-        self, response: httpx.Response, run: _Run, scope: asyncio.Timeout, total_at: float
+        self, response: httpx.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
     ) -> None:
         run.status = response.status_code
         run.request_id = response.headers.get("x-request-id")
@@ -261,13 +277,12 @@ class Prober:
             run.error = ErrorKind.BAD_STREAM
             await _drain(response)
             return
-        await self._stream(response, run, scope, total_at)
+        await self._stream(response, run, scope, total_at, stall_s)
 
     async def _stream(
-        self, response: httpx.Response, run: _Run, scope: asyncio.Timeout, total_at: float
+        self, response: httpx.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
     ) -> None:
         loop = asyncio.get_running_loop()
-        stall_s = self.timeouts.stall_s
         parser = SseParser()
         feed, perf, content = parser.feed, time.perf_counter, run.content
         stream_error = False
@@ -281,7 +296,8 @@ class Prober:
                     content.append(now)
                     scope.reschedule(min(total_at, loop.time() + stall_s))
                 elif kind is ChunkKind.DONE:
-                    run.done_at = now
+                    run.done_at = now  # read on only to reuse the connection, and not for long
+                    scope.reschedule(min(total_at, loop.time() + _AFTER_DONE_S))
                 elif kind is ChunkKind.ERROR:
                     stream_error = True
                 if chunk.usage is not None:
@@ -289,6 +305,8 @@ class Prober:
         run.end = perf()
         parser.close()
         run.bad_events = parser.bad_events
+        if parser.bad_events:  # for lanewatch_sse_bad_data_total
+            run.attrs[SSE_BAD_EVENTS_ATTR] = str(parser.bad_events)
         if stream_error:
             run.error = ErrorKind.STREAM_ERROR
         elif parser.bad_events:
@@ -348,6 +366,13 @@ def read_api_key(target: Target) -> str | None:
     return key
 
 
+async def _prime() -> None:
+    """Load what httpcore loads on first use (anyio's event-loop backend), so the first
+    probe does not time an import."""
+    anyio.Lock()
+    await anyio.lowlevel.checkpoint()
+
+
 async def _drain(response: httpx.Response) -> None:
     """Read a little of an unwanted body so the connection can be reused."""
     read = 0
@@ -357,4 +382,4 @@ async def _drain(response: httpx.Response) -> None:
             break
 
 
-__all__ = ["PATHS", "ProbeSpec", "Prober", "read_api_key", "spec_for"]
+__all__ = ["PATHS", "SSE_BAD_EVENTS_ATTR", "ProbeSpec", "Prober", "read_api_key", "spec_for"]

@@ -26,7 +26,7 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 
 def default_tracer() -> Tracer:
     """A recording tracer that exports nowhere: spans still get real, sampled trace ids."""
-    return TracerProvider().get_tracer(TRACER_NAME)
+    return TracerProvider(shutdown_on_exit=False).get_tracer(TRACER_NAME)
 
 
 def start_probe_span(
@@ -70,7 +70,7 @@ def finish_probe_span(
     intervals: Mapping[str, tuple[float, float]],
     start_ns: int,
 ) -> None:
-    """Add the phase children (offsets in seconds from start_ns) and end the span."""
+    """Add the phase children (offsets in seconds from `start_ns`, wall clock) and end the span."""
     if record.prompt_tokens is not None:
         span.set_attribute("gen_ai.usage.input_tokens", record.prompt_tokens)
     if record.output_tokens is not None:

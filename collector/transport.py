@@ -10,6 +10,7 @@ land in the `ConnectTimes` that the calling task installed with `capture_connect
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import socket
@@ -24,6 +25,7 @@ from typing import Literal
 import anyio
 import httpcore
 import httpx
+from httpcore._backends.anyio import AnyIOStream  # httpcore's stream over anyio (pinned <2)
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
@@ -62,10 +64,14 @@ async def system_resolve(host: str, port: int) -> list[str]:
 
 
 class TimedBackend(httpcore.AsyncNetworkBackend):
-    """An httpcore network backend that times DNS and TCP connect separately."""
+    """An httpcore network backend that times DNS and TCP connect separately.
+
+    By default it connects with the event loop's own `sock_connect`, so the connect time
+    is the handshake and not a library's bookkeeping; `inner` delegates instead (tests).
+    """
 
     def __init__(self, inner: httpcore.AsyncNetworkBackend | None = None, resolve: Resolver | None = None):
-        self._inner = inner or httpcore.AnyIOBackend()
+        self._inner = inner
         self._resolve = resolve or system_resolve
 
     async def connect_tcp(
@@ -81,22 +87,36 @@ class TimedBackend(httpcore.AsyncNetworkBackend):
         start = time.perf_counter()
         deadline = None if timeout is None else start + timeout
         addresses = await self._addresses(host, port, timeout, times)
-        resolved = time.perf_counter()
-        times.dns_s = resolved - start if addresses != [host] else 0.0
+        times.dns_s = time.perf_counter() - start if addresses != [host] else 0.0
         last: Exception | None = None
         for address in addresses:
             left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
             try:
-                stream = await self._inner.connect_tcp(
-                    address, port, timeout=left, local_address=local_address, socket_options=socket_options
+                stream, times.connect_s = await self._connect(
+                    address, port, left, local_address, socket_options
                 )
             except httpcore.ConnectError as exc:  # refused or unreachable: try the next address
                 last = exc
                 continue
-            times.connect_s = time.perf_counter() - resolved
             times.address = address
             return stream
         raise last or httpcore.ConnectError(f"no address for {host}")
+
+    async def _connect(
+        self,
+        address: str,
+        port: int,
+        limit_s: float | None,
+        local_address: str | None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None,
+    ) -> tuple[httpcore.AsyncNetworkStream, float]:
+        if self._inner is None:
+            return await open_tcp(address, port, limit_s, local_address, socket_options)
+        start = time.perf_counter()
+        stream = await self._inner.connect_tcp(
+            address, port, timeout=limit_s, local_address=local_address, socket_options=socket_options
+        )
+        return stream, time.perf_counter() - start
 
     async def _addresses(self, host: str, port: int, limit_s: float | None, times: ConnectTimes) -> list[str]:
         try:
@@ -125,12 +145,47 @@ class TimedBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        """Unix sockets have no DNS; delegate."""
-        return await self._inner.connect_unix_socket(path, timeout=timeout, socket_options=socket_options)
+        """Unix sockets have no DNS or TCP handshake to time."""
+        inner = self._inner or httpcore.AnyIOBackend()
+        return await inner.connect_unix_socket(path, timeout=timeout, socket_options=socket_options)
 
     async def sleep(self, seconds: float) -> None:
-        """Delegate to the wrapped backend."""
-        await self._inner.sleep(seconds)
+        """Sleep (httpcore's retry backoff)."""
+        await anyio.sleep(seconds)
+
+
+async def open_tcp(
+    address: str,
+    port: int,
+    limit_s: float | None = None,
+    local_address: str | None = None,
+    socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+) -> tuple[httpcore.AsyncNetworkStream, float]:
+    """Connect to a literal address; return the stream and the handshake's duration."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as anyio and asyncio do
+        for option in socket_options or ():
+            sock.setsockopt(*option)
+        if local_address:
+            sock.bind((local_address, 0))
+        loop = asyncio.get_running_loop()
+        start = time.perf_counter()
+        try:
+            async with asyncio.timeout(limit_s):
+                await loop.sock_connect(sock, (address, port))
+        except TimeoutError:
+            raise httpcore.ConnectTimeout(f"connecting to {address} port {port} timed out") from None
+        except OSError as exc:
+            raise httpcore.ConnectError(f"connecting to {address} port {port}: {exc}") from exc
+        elapsed = time.perf_counter() - start
+        stream = await anyio.abc.SocketStream.from_socket(sock)
+    except BaseException:
+        sock.close()
+        raise
+    return AnyIOStream(stream), elapsed
 
 
 class _Body(httpx.AsyncByteStream):

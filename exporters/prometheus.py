@@ -14,7 +14,7 @@ import bisect
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -25,7 +25,7 @@ from lanewatch.exporters import names
 
 if TYPE_CHECKING:
     from lanewatch.collector.gpu import GpuSample
-    from lanewatch.collector.join import JoinStats
+    from lanewatch.collector.join import JoinStats  # noqa: F401  (named in a string base below)
     from lanewatch.collector.scrape import ServerStats
 
 LabelValues = tuple[str, ...]
@@ -296,17 +296,22 @@ SERVER_GAUGES = (
 )
 
 
-class ServerMetrics(Collector):
-    """What each target's vLLM /metrics says over the scrape window."""
+S = TypeVar("S")
 
-    LABELS = (names.TARGET, names.LANE)
 
-    def __init__(
-        self, registry: CollectorRegistry | None, source: Callable[[], Sequence[ServerStats]]
-    ) -> None:
+class _SourceCollector(Collector, Generic[S]):
+    """A Collector that renders whatever `source()` returns at scrape time."""
+
+    def __init__(self, registry: CollectorRegistry | None, source: Callable[[], S]) -> None:
         self._source = source
         if registry is not None:
             registry.register(self)
+
+
+class ServerMetrics(_SourceCollector[Sequence["ServerStats"]]):
+    """What each target's vLLM /metrics says over the scrape window."""
+
+    LABELS = (names.TARGET, names.LANE)
 
     def collect(self) -> Iterator[Metric]:
         """Render the latest stats of every target."""
@@ -356,13 +361,8 @@ GPU_GAUGES = (
 )
 
 
-class GpuMetrics(Collector):
+class GpuMetrics(_SourceCollector[Sequence["GpuSample"]]):
     """The latest NVML sample of every GPU; nothing at all without NVML."""
-
-    def __init__(self, registry: CollectorRegistry | None, source: Callable[[], Sequence[GpuSample]]) -> None:
-        self._source = source
-        if registry is not None:
-            registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         """Render the latest samples; no families when there are none."""
@@ -374,13 +374,8 @@ class GpuMetrics(Collector):
             yield _gauge(name, doc, names.GPU_LABELS, rows)
 
 
-class JoinMetrics(Collector):
+class JoinMetrics(_SourceCollector["JoinStats"]):
     """Counters of the OTLP span join."""
-
-    def __init__(self, registry: CollectorRegistry | None, source: Callable[[], JoinStats]) -> None:
-        self._source = source
-        if registry is not None:
-            registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         """Render the join counters."""

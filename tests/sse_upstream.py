@@ -97,10 +97,12 @@ class SseUpstream:
             await resp.prepare(request)
             if chat:
                 await resp.write(_event(_chunk(chat, self.model, {"role": "assistant", "content": ""})))
+            deadline = t_start + first
             for i in range(n):
-                await _sleep_until(t_start + first + gap * i)
+                await _sleep_until(deadline)
                 await resp.write(_event(_chunk(chat, self.model, _delta(chat, f"t{i} "))))
                 log.writes.append(time.monotonic())
+                deadline = log.writes[-1] + gap  # never closer than `gap`, even after a late write
             if request.headers.get("x-test-truncate"):
                 return resp
             if request.headers.get("x-test-abort") and request.transport is not None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
+from pydantic import ValidationError
 
-from lanewatch.collector.config import ConfigError, GatewayConfig, LaneConfig, load_config
+from lanewatch.collector.config import ConfigError, ExportConfig, GatewayConfig, LaneConfig, load_config
 
 from .app import app
 
@@ -51,8 +52,9 @@ def gateway(
 ) -> None:
     """Route OpenAI requests to lanes, apply degrade state, stream answers through and tap them."""
     try:
+        full = load_config(config)
         cfg = _gateway_config(
-            config,
+            full.gateway if config else GatewayConfig(),
             host,
             port,
             upstream,
@@ -65,15 +67,25 @@ def gateway(
         )
         if otlp_endpoint:
             cfg = cfg.model_copy(update={"otlp_endpoint": otlp_endpoint})
-        records = records or (load_config(config).export.records_path if config else None)
+    except ValidationError as exc:
+        problems = map(_problem, exc.errors())
+        typer.echo("\n".join(["lanewatch gateway: invalid settings:", *problems]), err=True)
+        raise typer.Exit(2) from None
     except (ConfigError, ValueError) as exc:
         typer.echo(f"lanewatch gateway: {exc}", err=True)
         raise typer.Exit(2) from None
-    _serve(cfg, records)
+    _serve(cfg, full.export, records or full.export.records_path)
+
+
+def _problem(error: Any) -> str:
+    """One validation error as `  gateway.<field>: <message>`."""
+    where = ".".join(str(p) for p in error["loc"])
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"  gateway{'.' + where if where else ''}: {message}"
 
 
 def _gateway_config(
-    config: Path | None,
+    base: GatewayConfig,
     host: str | None,
     port: int | None,
     upstream: list[str],
@@ -85,7 +97,6 @@ def _gateway_config(
     insecure: bool,
 ) -> GatewayConfig:
     """The file's gateway section with the command line's flags laid over it."""
-    base = load_config(config).gateway if config else GatewayConfig()
     data = base.model_dump()
     if upstream:
         data["lanes"] = _lanes_from_flags(upstream, cacert, insecure)
@@ -125,25 +136,26 @@ def _lanes_from_flags(flags: list[str], cacert: Path | None, insecure: bool) -> 
     }
 
 
-def _serve(cfg: GatewayConfig, records: Path | None) -> None:
+def _serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
     import asyncio
     import contextlib
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(cfg, records))
+        asyncio.run(_run(cfg, export, records))
 
 
-async def _run(cfg: GatewayConfig, records: Path | None) -> None:
+async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
     import asyncio
+    import gc
     import signal
 
     from aiohttp import web
 
     from lanewatch.collector.gateway import build_app
 
-    gw = _build_gateway(cfg, records)
+    gw = _build_gateway(cfg, export, records)
     runner = web.AppRunner(build_app(gw), handler_cancellation=True, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, cfg.server.host, cfg.server.port)
@@ -154,6 +166,9 @@ async def _run(cfg: GatewayConfig, records: Path | None) -> None:
         f"(default {gw.routes.default_lane}); admin API {admin}",
         err=True,
     )
+    # Everything built so far lives as long as the process: keep it out of the collector's
+    # scans, so a full collection does not stall the streams that are passing through.
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -164,15 +179,16 @@ async def _run(cfg: GatewayConfig, records: Path | None) -> None:
         await runner.cleanup()
 
 
-def _build_gateway(cfg: GatewayConfig, records: Path | None) -> Gateway:
-    """The gateway wired to /metrics (its own collector) and the record sinks."""
+def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> Gateway:
+    """The gateway wired to /metrics (request metrics from its tap, and its own) and the records file."""
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
     from lanewatch.collector.gateway import Gateway
     from lanewatch.exporters.gateway import GatewayCollector
+    from lanewatch.exporters.prometheus import RequestMetrics
 
     registry = CollectorRegistry()
-    sinks: list[RecordSink] = []
+    sinks: list[RecordSink] = [RequestMetrics(registry, export.max_label_values).observe]
     if records is not None:
         sinks.append(_jsonl_sink(records))
 
@@ -188,11 +204,12 @@ def _build_gateway(cfg: GatewayConfig, records: Path | None) -> Gateway:
 
 
 def _jsonl_sink(path: Path) -> RecordSink:
-    import json
+    from lanewatch.collector.recordfile import record_line
 
+    path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a", encoding="utf-8", buffering=1)
 
     def write(record: RequestTiming) -> None:
-        handle.write(json.dumps(record.to_json()) + "\n")
+        handle.write(record_line(record))
 
     return write

@@ -25,7 +25,7 @@ from .errors import error_kind_of, error_response, sse_error_event, status_for
 from .exchange import Exchange
 from .http1 import HttpError, ResponseHead
 from .leg import LegTimes
-from .pool import Upstream
+from .pool import LanePool, Upstream
 from .tap import StreamTap
 from .upstream import ConnectError, UpstreamConn, UpstreamGone
 
@@ -93,8 +93,17 @@ async def forward(
             return _fail(ex, kind, f"upstream {up.name} of lane {pool.lane!r}: {exc}")
         finally:
             up.outstanding -= 1
-            failed = ex.status is None or ex.status >= 500 or ex.error in _UPSTREAM_FAILURES
-            (pool.failed if failed else pool.succeeded)(up)
+            _judge(pool, up, ex)
+
+
+def _judge(pool: LanePool, up: Upstream, ex: Exchange) -> None:
+    """Passive health: count the upstream's failure or success (a client hanging up is neither)."""
+    if ex.error is ErrorKind.CLIENT_DISCONNECT:
+        return
+    if ex.status is None or ex.status >= 500 or ex.error in _UPSTREAM_FAILURES:
+        pool.failed(up)
+    else:
+        pool.succeeded(up)
 
 
 def _request_bytes(up: Upstream, request: web.Request, headers: Mapping[str, str], body: bytes) -> bytes:
@@ -160,7 +169,8 @@ async def _respond(
     sink: _Downstream | None = None
     try:
         writer = await resp.prepare(request)
-        assert writer is not None and request.transport is not None
+        if writer is None or request.transport is None:
+            raise ConnectionResetError("client went away before the response started")
         sink = _Downstream(request.transport, resp.chunked, tap, conn)
         conn.attach(sink)
         await _pump(gw, conn, sink, writer)

@@ -35,7 +35,7 @@ _HOP = frozenset(
     {
         *("connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer"),
         *("transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"),
-        *("traceparent", "tracestate", LANE_HEADER),
+        *("traceparent", "tracestate", "expect", LANE_HEADER),
     }
 )
 

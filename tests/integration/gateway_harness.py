@@ -26,7 +26,8 @@ from tests.servers import free_port, lanewatch_command
 from tests.sse_upstream import SseUpstream
 
 
-async def _serve(app: web.Application, **runner_kw: Any) -> tuple[web.AppRunner, str]:
+async def serve_app(app: web.Application, **runner_kw: Any) -> tuple[web.AppRunner, str]:
+    """Serve `app` on an ephemeral 127.0.0.1 port: (runner, base URL)."""
     runner = web.AppRunner(app, access_log=None, **runner_kw)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -41,7 +42,7 @@ async def _serve(app: web.Application, **runner_kw: Any) -> tuple[web.AppRunner,
 async def upstream_server(**kw: Any) -> AsyncIterator[tuple[SseUpstream, str]]:
     """The test upstream, served until the block ends."""
     up = SseUpstream(**kw)
-    runner, url = await _serve(up.app, handler_cancellation=True)
+    runner, url = await serve_app(up.app, handler_cancellation=True)
     try:
         yield up, url
     finally:
@@ -64,7 +65,7 @@ async def gateway_server(lanes: dict[str, Any], **cfg: Any) -> AsyncIterator[Run
     config = GatewayConfig.model_validate({"lanes": lane_cfg, **cfg})
     records: list[RequestTiming] = []
     gw = Gateway(config, on_record=records.append)
-    runner, url = await _serve(build_app(gw), handler_cancellation=True)
+    runner, url = await serve_app(build_app(gw), handler_cancellation=True)
     try:
         yield RunningGateway(url, gw, records)
     finally:

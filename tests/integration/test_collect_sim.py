@@ -81,7 +81,7 @@ def probe_config(sim: SimHandle, collector_port: int) -> LanewatchConfig:
         probe={"interval_s": 0.05, "jitter_ratio": 0.0, "concurrency": 8, "classes": classes},
         scrape={"enabled": False},
         gpu={"enabled": False},
-        otlp={"join_wait_s": 3.0},
+        otlp={"join_wait_s": 5.0},
         server={"port": collector_port},
     )
 

@@ -8,10 +8,19 @@ import json
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from lanewatch.collector.timing import ErrorKind
 
-from .gateway_harness import chat_body, eventually, gateway_server, one_lane, read_events, upstream_server
+from .gateway_harness import (
+    chat_body,
+    eventually,
+    gateway_server,
+    one_lane,
+    read_events,
+    serve_app,
+    upstream_server,
+)
 
 pytestmark = pytest.mark.integration
 CHAT = "/v1/chat/completions"
@@ -25,8 +34,10 @@ async def test_chunks_are_not_buffered_and_the_tap_records_the_stream() -> None:
         events = await read_events(r)
     content = [t for t, e in events if b'"content":"t' in e]
     assert len(content) == 6
-    gaps = [b - a for a, b in itertools.pairwise(content)]
-    assert min(gaps) >= 0.040, gaps  # 50 ms apart upstream: each went on as it came
+    # 50 ms apart upstream: each went on as it came. A stall of this process between two
+    # chunks can shorten one gap by its length, so: the median, and no two chunks together.
+    gaps = sorted(b - a for a, b in itertools.pairwise(content))
+    assert gaps[len(gaps) // 2] >= 0.040 and gaps[0] >= 0.020, gaps
     assert not any(b'"usage"' in e for _, e in events)  # the gateway asked for usage; the client did not
     assert events[-1][1] == b"data: [DONE]"
     assert up.last().body["stream_options"] == {"include_usage": True}
@@ -40,7 +51,7 @@ async def test_chunks_are_not_buffered_and_the_tap_records_the_stream() -> None:
     )
     assert rec.output_tokens == 6 and rec.tokens_from_usage and rec.prompt_tokens == 7
     assert rec.ttft_s is not None and 0.045 <= rec.ttft_s < 0.5
-    assert len(rec.itl_s) == 5 and min(rec.itl_s) >= 0.040
+    assert len(rec.itl_s) == 5 and sorted(rec.itl_s)[2] >= 0.040 and min(rec.itl_s) >= 0.020
     assert rec.e2e_s is not None and rec.e2e_s >= rec.ttft_s + 0.2
     assert rec.ttfb_s is not None and rec.ttfb_s < rec.ttft_s
     assert rec.connect_s is not None and rec.send_s is not None
@@ -65,7 +76,7 @@ async def test_client_disconnect_cancels_the_upstream_request() -> None:
         assert len(log.writes) < 10  # stopped well before its 50 chunks (5 s)
         assert await eventually(lambda: bool(g.records))
         assert g.records[-1].error is ErrorKind.CLIENT_DISCONNECT
-        assert all(u.outstanding == 0 for u in g.gw.pools["slow"].upstreams)
+        assert all(u.outstanding == 0 and u.failures == 0 for u in g.gw.pools["slow"].upstreams)
 
 
 async def test_upstream_down_is_an_openai_error_and_ejected() -> None:
@@ -185,3 +196,40 @@ async def test_health_checks_eject_and_restore() -> None:
         assert await eventually(lambda: g.gw.pools["slow"].healthy_count == 1)
         async with s.get(f"{g.url}/healthz") as r:
             assert r.status == 200
+
+
+async def test_server_span_exported_with_the_ids_sent_upstream() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    spans = []
+
+    async def receive(request: web.Request) -> web.Response:
+        export = ExportTraceServiceRequest.FromString(await request.read())
+        spans.extend(s for rs in export.resource_spans for ss in rs.scope_spans for s in ss.spans)
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    app = web.Application()
+    app.router.add_post("/v1/traces", receive)
+    runner, otlp = await serve_app(app)
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    try:
+        async with one_lane(otlp_endpoint=f"{otlp}/v1/traces") as (up, g, s):
+            body = chat_body(3, content="zebra crossing")
+            async with s.post(g.url + CHAT, json=body, headers={"traceparent": parent}) as r:
+                await r.read()
+            assert await eventually(lambda: bool(spans), 5)
+    finally:
+        await runner.cleanup()
+    (span,) = spans
+    sent = up.last().headers["traceparent"].split("-")
+    assert span.trace_id.hex() == sent[1] == "0af7651916cd43dd8448eb211c80319c"
+    assert span.span_id.hex() == sent[2]  # the span the upstream request names as its parent
+    assert span.parent_span_id.hex() == "b7ad6b7169203331"
+    assert span.kind == span.SPAN_KIND_SERVER and span.name == "POST /v1/chat/completions"
+    attrs = {a.key: a.value for a in span.attributes}
+    assert attrs["lanewatch.served_lane"].string_value == "slow"
+    assert attrs["gen_ai.usage.output_tokens"].int_value == 3
+    assert attrs["http.response.status_code"].int_value == 200
+    assert not any("zebra" in v.string_value for v in attrs.values())  # no prompt text on spans
+    rec = g.records[-1]
+    assert span.end_time_unix_nano - span.start_time_unix_nano == pytest.approx(rec.e2e_s * 1e9, rel=0.01)

@@ -57,7 +57,7 @@ def stream(*parts: bytes) -> Reply:
 async def test_chat_probe_measures_every_phase_and_sends_the_right_request(tmp_path: Path) -> None:
     key = tmp_path / "key"
     key.write_text("sk-TOPSECRET\n")
-    async with ScriptedServer(lambda r: Reply(parts=chat_stream(6, first_delay=0.05, gap=0.01))) as srv:
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(6, first_delay=0.2, gap=0.01))) as srv:
         r = await probe_once(srv.url("localhost"), api_key_file=key, lane="fast")
     req = srv.received[0]
     assert (req.method, req.path) == ("POST", "/v1/chat/completions")
@@ -74,8 +74,8 @@ async def test_chat_probe_measures_every_phase_and_sends_the_right_request(tmp_p
     assert r.dns_s and r.dns_s > 0 and r.connect_s and r.connect_s > 0 and r.tls_s == 0.0
     assert r.send_s is not None and r.send_s > 0
     assert r.ttfb_s is not None and r.ttft_s is not None and r.e2e_s is not None
-    assert r.ttfb_s < 0.045 < 0.05 <= r.ttft_s < r.e2e_s  # the role chunk at once is not the first token
-    assert len(r.itl_s) == 5 and all(g >= 0.008 for g in r.itl_s)
+    assert r.ttfb_s < 0.15 < 0.2 <= r.ttft_s < r.e2e_s  # the role chunk at once is not the first token
+    assert len(r.itl_s) == 5 and sum(r.itl_s) > 0.03  # 5 gaps of 10 ms, less what a late read hides
     assert (r.output_tokens, r.prompt_tokens, r.tokens_from_usage) == (6, 7, True)
     text = json.dumps(r.to_json())
     assert "TOPSECRET" not in text and "SECRET-PROMPT" not in text
@@ -89,9 +89,9 @@ async def test_breakdown_sums_to_e2e() -> None:
 
 
 async def test_ttft_is_taken_at_the_read_that_delivers_the_first_content() -> None:
-    # Content arrives 80 ms after the role chunk; the prober's TTFT (minus its own
-    # connection phases) must match when the server wrote it, seen from the same clock.
-    async with ScriptedServer(lambda r: Reply(parts=chat_stream(3, first_delay=0.08, gap=0.01))) as srv:
+    # Content arrives 80 ms after the role chunk, then every 100 ms; the prober's TTFT must
+    # match when the server wrote the first content, seen from the same clock.
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(3, first_delay=0.08, gap=0.1))) as srv:
         r = await probe_once(srv.url())
     req = srv.received[0]
     assert r.ttft_s is not None
@@ -99,7 +99,7 @@ async def test_ttft_is_taken_at_the_read_that_delivers_the_first_content() -> No
     client_first_content = r.ttft_s
     # The client's clock starts before the request went out, so it sees a little more.
     started = req.arrived - (r.connect_s or 0) - (r.send_s or 0)
-    assert -0.001 < client_first_content - (written_first_content - started) < 0.02
+    assert -0.001 < client_first_content - (written_first_content - started) < 0.06
 
 
 async def test_completions_api_counts_text_chunks_when_usage_is_missing() -> None:
@@ -217,32 +217,44 @@ async def test_stream_failures_map_to_their_error_kind(name: str) -> None:
         r = await probe_once(srv.url())
     assert r.error is kind
     assert r.e2e_s is not None
+    assert r.attrs.get("sse_bad_events") == ("1" if name == "malformed frame" else None)
 
 
-TIGHT = Timeouts(connect_s=1.0, ttft_s=0.3, stall_s=0.2, total_s=0.8)
+TIGHT = Timeouts(connect_s=1.0, ttft_s=0.3, stall_s=0.2, total_s=5.0)
 
 
 @pytest.mark.parametrize(
-    ("parts", "kind"),
+    ("parts", "kind", "limits"),
     [
-        ([(0.0, chat_chunk("", role="assistant")), (5.0, chat_chunk("late"))], ErrorKind.TTFT_TIMEOUT),
-        ([(0.0, chat_chunk("a")), (5.0, chat_chunk("b"))], ErrorKind.STALL),
-        ([(0.0, chat_chunk("a"))] + [(0.1, chat_chunk("b"))] * 30, ErrorKind.TIMEOUT),
+        ([(0.0, chat_chunk("", role="assistant")), (5.0, chat_chunk("late"))], ErrorKind.TTFT_TIMEOUT, TIGHT),
+        ([(0.0, chat_chunk("a")), (5.0, chat_chunk("b"))], ErrorKind.STALL, TIGHT),
+        (
+            [(0.0, chat_chunk("a"))] + [(0.1, chat_chunk("b"))] * 30,  # steady, but longer than the total
+            ErrorKind.TIMEOUT,
+            Timeouts(ttft_s=1.0, stall_s=1.0, total_s=0.8),
+        ),
     ],
     ids=["ttft", "stall", "total"],
 )
-async def test_timeouts(parts: list[tuple[float, bytes]], kind: ErrorKind) -> None:
+async def test_timeouts(parts: list[tuple[float, bytes]], kind: ErrorKind, limits: Timeouts) -> None:
     async with ScriptedServer(lambda r: Reply(parts=parts)) as srv:
-        r = await probe_once(srv.url(), timeouts=TIGHT)
+        r = await probe_once(srv.url(), timeouts=limits)
     assert r.error is kind
-    assert r.e2e_s is not None and r.e2e_s < 1.5
+    assert r.e2e_s is not None and r.e2e_s < 2.5
 
 
-async def test_headers_that_never_come_are_a_ttft_timeout() -> None:
-    async with ScriptedServer(lambda r: Reply(parts=[(5.0, b"")], end="hang")) as srv:
-        # The server sends headers then nothing: no content within the TTFT timeout.
+async def test_a_body_left_open_after_done_is_still_a_success() -> None:
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(2), end="hang")) as srv:
+        r = await probe_once(srv.url(), timeouts=Timeouts(stall_s=0.2, total_s=5.0))
+    assert r.ok and r.output_tokens == 2
+    assert r.e2e_s is not None and r.e2e_s < 0.5  # e2e ends at [DONE], not when we gave up
+
+
+async def test_headers_then_silence_is_a_ttft_timeout() -> None:
+    async with ScriptedServer(lambda r: Reply(parts=[], end="hang")) as srv:
         r = await probe_once(srv.url(), timeouts=TIGHT)
     assert r.error is ErrorKind.TTFT_TIMEOUT
+    assert r.ttfb_s is not None  # headers came; text did not
 
 
 def closed_port() -> int:
@@ -332,8 +344,10 @@ async def test_client_span_follows_genai_conventions_with_phase_children(tmp_pat
     assert set(children) == {"dns", "connect", "send", "server_wait", "decode"}
     assert all(c.parent.span_id == parent.context.span_id for c in children.values())  # type: ignore[union-attr]
     assert parent.start_time is not None and parent.end_time is not None
-    e2e_ns = parent.end_time - parent.start_time
-    assert e2e_ns == pytest.approx((r.e2e_s or 0) * 1e9, abs=2000)
+    # The span opens while the request is built, a moment before the clock starts.
+    assert 0 <= parent.end_time - parent.start_time - (r.e2e_s or 0) * 1e9 < 5e6
+    decode = children["decode"]
+    assert decode.end_time == parent.end_time
     dump = json.dumps([dict(s.attributes or {}) for s in spans])
     assert "SECRET" not in dump
 

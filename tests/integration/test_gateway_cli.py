@@ -1,0 +1,95 @@
+"""`lanewatch gateway` as a process: flags, /metrics, the records file, the admin token, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
+
+from lanewatch.collector.cli import app
+from lanewatch.exporters import names
+
+from .gateway_harness import chat_body, start_gateway, start_test_upstream
+
+pytestmark = pytest.mark.integration
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    raise AssertionError(f"no sample {name}{labels}")
+
+
+def test_gateway_process_serves_metrics_records_and_admin(tmp_path: Path) -> None:
+    token = tmp_path / "admin.token"
+    token.write_text("tok-123\n")
+    records = tmp_path / "records.jsonl"
+    flags = ["--admin-token-file", str(token), "--records", str(records)]
+    auth = {"Authorization": "Bearer tok-123"}
+    degrade = {"lanes": {"slow": {"shift_to": "fast", "shift_percent": 100, "shed_classes": ["batch"]}}}
+    batch = {"x-lanewatch-class": "batch"}
+    with (
+        start_test_upstream(tmp_path, first_ms=1, gap_ms=1) as fast,
+        start_test_upstream(tmp_path, first_ms=1, gap_ms=1) as slow,
+        start_gateway(tmp_path, [f"fast={fast}", f"slow={slow}"], *flags) as gw,
+        httpx.Client(base_url=gw.url, timeout=10) as client,
+    ):
+        assert client.put("/admin/degrade", json=degrade).status_code == 401
+        assert client.put("/admin/degrade", json=degrade, headers=auth).json()["version"] == 1
+        r = client.post("/v1/chat/completions", json=chat_body(3))
+        assert r.status_code == 200 and r.headers["x-lanewatch-lane"] == "fast"
+        assert r.headers["x-lanewatch-degraded"] == "shift"
+        assert client.post("/v1/chat/completions", json=chat_body(), headers=batch).status_code == 429
+        text = client.get("/metrics").text
+    up = fast.removeprefix("http://")
+    assert _sample(text, names.GATEWAY_REQUESTS_TOTAL, lane="slow", served_lane="fast", degraded="shift") == 1
+    assert _sample(text, names.GATEWAY_SHED_TOTAL, lane="slow", request_class="batch") == 1
+    assert _sample(text, names.GATEWAY_DEGRADE_APPLIED_TOTAL, lane="slow", action="shift") == 1
+    assert _sample(text, names.GATEWAY_UPSTREAM_HEALTHY, lane="fast", upstream=up) == 1
+    assert _sample(text, names.GATEWAY_INFLIGHT, lane="fast", upstream=up) == 0
+    assert _sample(text, names.GATEWAY_DEGRADE_STATE_VERSION) == 1
+    tap = {"target": up, "lane": "fast", "request_class": "interactive", "model": "test-model"}
+    tap["source"] = "tap"
+    assert _sample(text, names.REQUESTS_TOTAL, **tap) == 1  # the tap's records, as the prober's are exported
+    assert _sample(text, names.TTFT_SECONDS + "_count", **tap) == 1
+    assert _sample(text, names.TOKENS_TOTAL, **tap, token_type="output") == 3
+    (line,) = records.read_text().splitlines()  # the shed request was not proxied, so not tapped
+    rec = json.loads(line)
+    assert (rec["source"], rec["lane"], rec["output_tokens"], rec["attrs"]["routed_lane"]) == (
+        "tap",
+        "fast",
+        3,
+        "slow",
+    )
+    assert "tok-123" not in gw.log_path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--upstream", "fast"], "expected LANE=URL"),
+        (["--upstream", "fast=ftp://x"], "must start with http://"),
+        ([], "no lanes"),
+        (["--upstream", "fast=http://a:1", "--lane-order", "fast,slow"], "gateway: unknown lanes ['slow']"),
+        (["--upstream", "fast=http://a:1", "--default-lane", "slow"], "gateway: unknown lanes ['slow']"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_problem(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["gateway", *args])
+    assert result.exit_code == 2 and message in result.output
+    assert "input_value" not in result.output  # no pydantic dump of the settings
+
+
+def test_bad_config_file_names_field_and_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(
+        "gateway:\n  lanes:\n    fast: {upstreams: [http://127.0.0.1:9]}\n  shift_mode: sideways\n"
+    )
+    result = CliRunner().invoke(app, ["gateway", "-c", str(cfg)])
+    assert result.exit_code == 2 and "gateway.shift_mode (line 4)" in result.output

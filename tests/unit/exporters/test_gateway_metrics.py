@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from lanewatch.collector.gateway.pool import LanePool
+from lanewatch.collector.gateway.stats import GatewayStats
+from lanewatch.exporters.gateway import GatewayCollector
+
+
+def test_gateway_metrics_text() -> None:
+    pool = LanePool.of("fast", ["http://127.0.0.1:8001"])
+    pool.upstreams[0].outstanding = 2
+    stats = GatewayStats(pools=[pool], degrade_version=3)
+    stats.requests[("slow", "fast", "shift")] += 4
+    stats.shed[("slow", "batch")] += 1
+    stats.degrade_applied[("slow", "shift")] += 4
+    stats.upstream_errors[("fast", "127.0.0.1:8001", "connect_refused")] += 2
+    registry = CollectorRegistry()
+    registry.register(GatewayCollector(stats))
+    text = generate_latest(registry).decode()
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert lines == [
+        'lanewatch_gateway_requests_total{degraded="shift",lane="slow",served_lane="fast"} 4.0',
+        'lanewatch_gateway_shed_total{lane="slow",request_class="batch"} 1.0',
+        'lanewatch_gateway_degrade_applied_total{action="shift",lane="slow"} 4.0',
+        "lanewatch_gateway_upstream_errors_total"
+        '{error_kind="connect_refused",lane="fast",upstream="127.0.0.1:8001"} 2.0',
+        'lanewatch_gateway_inflight_requests{lane="fast",upstream="127.0.0.1:8001"} 2.0',
+        'lanewatch_gateway_upstream_healthy{lane="fast",upstream="127.0.0.1:8001"} 1.0',
+        "lanewatch_gateway_degrade_state_version 3.0",
+    ]
+    assert "# TYPE lanewatch_gateway_requests_total counter" in text
