@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
@@ -59,19 +60,16 @@ def _ms(s: Summary | None, q: str) -> str:
 
 def lane_table(lanes: Mapping[str, Mapping[str, Summary]]) -> Table:
     """Phases down, lanes across: p50 / p99 in milliseconds over the last window."""
-    table = Table(title="latency by phase, last 30 s (ms, p50 / p99)", expand=False, title_justify="left")
+    table = Table(title="p50 / p99 ms, last 30 s", title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("phase")
     for lane in lanes:
-        table.add_column(f"{lane} p50", justify="right")
-        table.add_column(f"{lane} p99", justify="right")
+        table.add_column(f"{lane} lane", justify="right")
     for phase in PHASES:
-        row = [phase]
-        for stats in lanes.values():
-            s = stats.get(phase)
-            row += [_ms(s, "p50"), _ms(s, "p99")]
-        table.add_row(*row)
-    counts = ["requests"] + [c for stats in lanes.values() for c in (str(_count(stats)), "")]
-    table.add_row(*counts, style="dim")
+        cells = [
+            f"{_ms(stats.get(phase), 'p50')} / {_ms(stats.get(phase), 'p99')}" for stats in lanes.values()
+        ]
+        table.add_row(phase, *cells)
+    table.add_row("requests", *(str(_count(stats)) for stats in lanes.values()), style="dim")
     return table
 
 
@@ -125,12 +123,12 @@ def event_line(e: Event, started_at: float = 0.0) -> str:
 
 
 def _events_text(snap: Snapshot, last: int = 8) -> Text:
-    text = Text()
-    for e in list(snap.events)[-last:]:
-        text.append(event_line(e, snap.started_at) + "\n", style=EVENT_STYLE.get(e.kind, ""))
     if not snap.events:
-        text.append("(none yet)", style="dim")
-    return text
+        return Text("(none yet)", style="dim")
+    lines = [
+        Text(event_line(e, snap.started_at), style=EVENT_STYLE.get(e.kind, "")) for e in snap.events[-last:]
+    ]
+    return Text("\n").join(lines)
 
 
 def render(snap: Snapshot) -> RenderableType:
