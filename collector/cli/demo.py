@@ -26,8 +26,11 @@ def demo(
     out: Path | None = typer.Option(
         None, "--out", help="Write records.jsonl, summary.json, report.html and the parts' logs here."
     ),
-    live: bool = typer.Option(
-        True, "--live/--no-live", help="A live terminal view, or plain lines as events happen."
+    live: bool | None = typer.Option(
+        None,
+        "--live/--no-live",
+        help="A live terminal view, or plain lines as events happen (default: live on a terminal).",
+        show_default=False,
     ),
     seed: int = typer.Option(0, "--seed", help="Seed for the simulators, the traffic and the gateway."),
     rate: float = typer.Option(
@@ -53,7 +56,10 @@ def demo(
 
     from lanewatch.collector.demo import Options, Plan, run_demo
 
-    console = Console(highlight=False, soft_wrap=not live)
+    console = Console(highlight=False)
+    if live is None:
+        live = console.is_terminal
+    console.soft_wrap = not live  # plain lines stay whole in logs
     if out is not None and out.exists() and not out.is_dir():
         typer.echo(f"--out {out}: not a directory", err=True)
         raise typer.Exit(2)
