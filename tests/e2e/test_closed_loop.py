@@ -35,6 +35,7 @@ CLEAR_TO_RESOLVE_S = 90.0  # ~34 s: the 30 s window must forget the slow request
 RESOLVE_TO_RESTORE_S = 30.0  # ~6 s: group_interval 2 s, recovery_stable_s 5 s
 RUN_LIMIT_S = 300.0
 
+EXPECTED_ALERTS = {("LanewatchTTFTBurnRate", "slow"), ("LanewatchTTFTP99High", "slow")}
 GPU_PANELS = {
     ("lanewatch-server", "GPU utilization"),
     ("lanewatch-server", "GPU memory used"),
@@ -87,6 +88,14 @@ async def _panel_has_data(client: httpx.AsyncClient, base: str, panel: Panel, st
     return False
 
 
+async def _alerts_fired(client: httpx.AsyncClient, base: str, start: float) -> set[tuple[str, str]]:
+    """(alertname, lane) of every alert that fired since `start`."""
+    params = {"query": 'ALERTS{alertstate="firing"}', "start": f"{start:.3f}", "end": f"{time.time():.3f}"}
+    r = await client.get(f"{base}/api/v1/query_range", params={**params, "step": "1"})
+    r.raise_for_status()
+    return {(s["metric"]["alertname"], s["metric"].get("lane", "")) for s in r.json()["data"]["result"]}
+
+
 def _first(events: list[Event], kind: str, **match: str) -> Event:
     found = [e for e in events if e.kind == kind and all(e.details.get(k) == v for k, v in match.items())]
     assert found, f"no {kind} {match} in {[(e.kind, dict(e.details)) for e in events]}"
@@ -99,11 +108,14 @@ def test_fault_pages_shifts_and_recovers_and_every_panel_has_data(tmp_path: Path
     empty: dict[tuple[str, str], bool] = {}
     started = time.time()
 
+    fired: set[tuple[str, str]] = set()
+
     async def check_panels(stack: Stack) -> None:
         async with httpx.AsyncClient(timeout=10.0) as client:
             for panel in dashboard_panels():
                 has = await _panel_has_data(client, stack.layout.prometheus_url, panel, started)
                 empty[panel.key] = not has
+            fired.update(await _alerts_fired(client, stack.layout.prometheus_url, started))
 
     plan = Plan(duration_s=RUN_LIMIT_S - 60, warmup_s=15.0, show_shift_s=5.0, tail_s=6.0)
     opts = Options(plan, out=tmp_path / "out", live=False, seed=7, rate_per_s=2.0)
@@ -139,6 +151,9 @@ def test_fault_pages_shifts_and_recovers_and_every_panel_has_data(tmp_path: Path
     assert during and after and before, (len(during), len(after), len(before))
     assert all(s.served == "fast" and "shift" in s.degraded for s in during)
     assert all(s.served == "slow" and not s.degraded for s in after + before)
+
+    # The fault's alerts and nothing else: no target down, no TPOT, no fast-lane alert.
+    assert fired <= EXPECTED_ALERTS, f"unexpected alerts: {fired - EXPECTED_ALERTS}"
 
     allowed = expected_empty()
     missing = sorted(key for key, is_empty in empty.items() if is_empty and key not in allowed)
