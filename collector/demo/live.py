@@ -21,8 +21,9 @@ from lanewatch.collector.window import Summary
 
 from .events import Event
 from .records import PHASES
+from .timeline import Plan
 
-__all__ = ["Snapshot", "event_line", "render"]
+__all__ = ["Snapshot", "event_line", "render", "stage_text"]
 
 EVENT_STYLE = {
     "fault_injected": "bold red",
@@ -139,3 +140,22 @@ def render(snap: Snapshot) -> RenderableType:
     if snap.notes:
         parts.append(Text("\n".join(snap.notes), style="dim"))
     return Panel(Group(*parts), title=title, title_align="left")
+
+
+def _fault_text(plan: Plan) -> str:
+    return ", ".join(f"{k} {v}" for k, v in plan.fault.items())
+
+
+def stage_text(happened: list[tuple[float, str]], plan: Plan, elapsed: float) -> str:
+    """What the demo is waiting for, from the last event so far."""
+    kinds = [k for _, k in happened]
+    last = kinds[-1] if kinds else None
+    return {
+        None: f"warming up: the fault comes at {plan.warmup_s:.0f} s",
+        "fault_injected": f"fault in the {plan.lane} lane ({_fault_text(plan)}): waiting for the alert",
+        "alert_firing": "alert firing: waiting for the degrade controller",
+        "degrade_applied": f"degraded: {plan.lane}-lane traffic goes to the fast lane; the fault clears soon",
+        "fault_cleared": "fault cleared: waiting for the alert to resolve",
+        "alert_resolved": "alert resolved: waiting for the controller to restore the lane",
+        "degrade_restored": "restored: traffic back on its own lanes",
+    }.get(last, f"{elapsed:.0f} s")

@@ -22,14 +22,15 @@ from rich.console import Console
 from rich.live import Live
 
 from .configs import MODEL, Layout, TemplateError
-from .events import Event, alert_changes, degrade_changes
-from .live import Snapshot, event_line, render
+from .events import Event
+from .live import Snapshot, event_line, render, stage_text
 from .records import Recorder, lane_stats
 from .stack import Stack, StartupError, Tools
 from .summary import build_summary, loop_timings, write_summary
 from .supervisor import ChildExited, Supervisor, free_ports
 from .timeline import Plan, Step, next_step
 from .traffic import Served, Traffic
+from .watch import Watch
 
 __all__ = ["DemoResult", "Options", "run_demo"]
 
@@ -64,80 +65,6 @@ class DemoResult:
     served: list[Served] = field(default_factory=list)  # every traffic response's lanes, in order
 
 
-class _Watch:
-    """The demo's view of the stack, refreshed each tick: events, alerts, burn, degrade."""
-
-    def __init__(self, stack: Stack) -> None:
-        self.stack = stack
-        self.events: list[Event] = []
-        self.firing: set[tuple[str, str, str, str]] = set()
-        self.degraded: dict[str, dict[str, Any]] = {}
-        self.alerts: list[str] = []
-        self.burn: dict[str, float] = {}
-        self.t0 = time.monotonic()
-
-    def add(self, event: Event) -> None:
-        self.events.append(event)
-
-    def happened(self) -> list[tuple[float, str]]:
-        started = time.time() - (time.monotonic() - self.t0)
-        return [(e.t - started, e.kind) for e in self.events]
-
-    async def poll(self) -> list[Event]:
-        """Poll Alertmanager and the gateway for changes, Prometheus for the view; returns new events."""
-        new: list[Event] = []
-        if self.stack.has_alertmanager:
-            alerts = await _quiet(self.stack.alerts())
-            if alerts is not None:
-                self.firing, found = alert_changes(self.firing, alerts, time.time())
-                new += found
-        state = await _quiet(self.stack.degrade_state())
-        if state is not None:
-            self.degraded, found = degrade_changes(self.degraded, state, time.time())
-            new += found
-        if self.stack.has_prometheus:
-            await self._prometheus()
-        self.events += new
-        return new
-
-    async def _prometheus(self) -> None:
-        burn = await _quiet(self.stack.query('slo:current_burn_rate:ratio{slo="ttft"}'))
-        if burn is not None:
-            self.burn = {s["metric"].get("lane", "?"): float(s["value"][1]) for s in burn}
-        firing = await _quiet(self.stack.query('ALERTS{alertstate="firing",alertname=~"Lanewatch.*"}'))
-        if firing is not None:
-            labels = [s["metric"] for s in firing]
-            self.alerts = sorted(
-                f"{m['alertname']} {m.get('lane', '')} {m.get('severity', '')}" for m in labels
-            )
-
-
-async def _quiet(call: Awaitable[T]) -> T | None:
-    """The call's result, or None when the part does not answer (yet)."""
-    try:
-        return await call
-    except (httpx.HTTPError, ValueError, KeyError):
-        return None
-
-
-def _fault_text(plan: Plan) -> str:
-    return ", ".join(f"{k} {v}" for k, v in plan.fault.items())
-
-
-def _stage(happened: list[tuple[float, str]], plan: Plan, elapsed: float) -> str:
-    kinds = [k for _, k in happened]
-    last = kinds[-1] if kinds else None
-    return {
-        None: f"warming up: the fault comes at {plan.warmup_s:.0f} s",
-        "fault_injected": f"fault in the {plan.lane} lane ({_fault_text(plan)}): waiting for the alert",
-        "alert_firing": "alert firing: waiting for the degrade controller",
-        "degrade_applied": f"degraded: {plan.lane}-lane traffic goes to the fast lane; the fault clears soon",
-        "fault_cleared": "fault cleared: waiting for the alert to resolve",
-        "alert_resolved": "alert resolved: waiting for the controller to restore the lane",
-        "degrade_restored": "restored: traffic back on its own lanes",
-    }.get(last, f"{elapsed:.0f} s")
-
-
 class _Run:
     """One run's moving parts and its main loop."""
 
@@ -147,7 +74,7 @@ class _Run:
         self.stack = stack
         self.recorder = recorder
         self.console = console
-        self.watch = _Watch(stack)
+        self.watch = Watch(stack)
         self.traffic = Traffic(stack.layout.gateway_url, MODEL, opts.rate_per_s, seed=opts.seed)
         self.notes: list[str] = []
         self._last_status = 0.0
@@ -212,7 +139,7 @@ class _Run:
         errors = sum(t.errors.values())
         return Snapshot(
             elapsed_s=elapsed,
-            stage=_stage(self.watch.happened(), self.plan, elapsed),
+            stage=stage_text(self.watch.happened(), self.plan, elapsed),
             lanes=lane_stats(self.recorder.recent()),
             burn=self.watch.burn,
             alerts=self.watch.alerts,
@@ -291,7 +218,9 @@ async def run_demo(
             with Supervisor() as supervisor:
                 stack = Stack(layout, supervisor, tools)
                 try:
-                    up, _ = await _until(stop, stack.start(lambda m: console.print(m, style="dim")))
+                    up, _ = await _until(
+                        stop, stack.start(lambda m: console.print(m, style="dim"), opts.probe_interval_s)
+                    )
                     if up:
                         console.print(_endpoints(layout), style="dim", highlight=False)
                         run = _Run(replace(opts, plan=plan), stack, recorder, console)

@@ -132,9 +132,9 @@ class Stack:
         """True when Alertmanager runs (alerts reach the controller)."""
         return self.tools.alertmanager is not None
 
-    async def start(self, say: Callable[[str], None] = lambda _: None) -> None:
+    async def start(self, say: Callable[[str], None] = lambda _: None, probe_interval_s: float = 2.0) -> None:
         """Write configs, start the simulators, then everything else; return once all answer."""
-        write_configs(self.layout, with_alertmanager=self.has_alertmanager)
+        write_configs(self.layout, probe_interval_s=probe_interval_s, with_alertmanager=self.has_alertmanager)
         self.tokens = write_secrets(self.layout)
         cmds = commands(self.layout, self.tools)
         urls = ready_urls(self.layout)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -91,8 +91,3 @@ def write_summary(path: Path, summary: Mapping[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
-
-
-def sources(records: Iterable[RequestTiming]) -> dict[str, int]:
-    """How many records each source made."""
-    return dict(Counter(r.source for r in records))

@@ -8,8 +8,9 @@ from pathlib import Path
 from rich.console import Console
 
 from lanewatch.collector.demo.events import Event
-from lanewatch.collector.demo.live import Snapshot, event_line, render
+from lanewatch.collector.demo.live import Snapshot, event_line, render, stage_text
 from lanewatch.collector.demo.summary import build_summary, loop_timings, write_summary
+from lanewatch.collector.demo.timeline import Plan
 from lanewatch.collector.timing import RequestTiming
 from lanewatch.collector.window import summarize
 from lanewatch.exporters.report_data import parse_events
@@ -105,3 +106,12 @@ def test_the_live_view_shows_phases_per_lane_burn_alerts_degrade_and_events() ->
     calm = Console(width=120, record=True)
     calm.print(render(Snapshot(elapsed_s=1, stage="warming up")))
     assert "none: every lane serves its own traffic" in calm.export_text()
+
+
+def test_the_stage_says_what_the_demo_waits_for() -> None:
+    plan = Plan(warmup_s=20)
+    assert stage_text([], plan, 3) == "warming up: the fault comes at 20 s"
+    assert "waiting for the alert" in stage_text([(20, "fault_injected")], plan, 25)
+    assert "queue_delay_s 3.0" in stage_text([(20, "fault_injected")], plan, 25)
+    assert stage_text([(20, "fault_injected"), (31, "alert_firing")], plan, 31).startswith("alert firing")
+    assert stage_text([(86, "degrade_restored")], plan, 90).startswith("restored")
