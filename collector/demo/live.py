@@ -25,6 +25,7 @@ from .timeline import Plan
 
 __all__ = ["Snapshot", "event_line", "render", "stage_text"]
 
+LINE_HIDDEN = ("starts_at", "version")  # in summary.json; noise on one line
 EVENT_STYLE = {
     "fault_injected": "bold red",
     "alert_firing": "bold red",
@@ -118,7 +119,8 @@ def _clock(t: float) -> str:
 
 def event_line(e: Event, started_at: float = 0.0) -> str:
     """One event as a line of text: time, offset into the run, kind and details."""
-    details = " ".join(f"{k}={v}" for k, v in e.details.items() if v not in (None, ""))
+    shown = {k: v for k, v in e.details.items() if v not in (None, "") and k not in LINE_HIDDEN}
+    details = " ".join(f"{k}={v}" for k, v in shown.items())
     offset = f" +{e.t - started_at:5.1f}s" if started_at else ""
     return f"{_clock(e.t)}{offset}  {e.kind:<17} {details}"
 

@@ -71,7 +71,8 @@ def test_summary_holds_lanes_events_and_the_run_and_the_report_reads_its_events(
 def test_event_lines_say_when_what_and_the_details() -> None:
     line = event_line(STORY[2], started_at=T0)
     assert "+ 31.0s" in line and "alert_firing" in line
-    assert "alertname=LanewatchTTFTBurnRate lane=slow severity=page" in line
+    assert line.endswith("alertname=LanewatchTTFTBurnRate lane=slow severity=page slo=ttft")
+    assert "version" not in event_line(Event(T0, "degrade_restored", {"lane": "slow", "version": 2}))
 
 
 def test_the_live_view_shows_phases_per_lane_burn_alerts_degrade_and_events() -> None:
