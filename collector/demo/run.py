@@ -85,9 +85,7 @@ class _Run:
         traffic_stop = asyncio.Event()
         # A run that ends on its own lets open requests finish (no client disconnects in the
         # records); Ctrl-C cancels them at once.
-        traffic = asyncio.create_task(
-            self.traffic.run(traffic_stop, lambda: 0.0 if stop.is_set() else DRAIN_S)
-        )
+        traffic = asyncio.create_task(self.traffic.run(traffic_stop, DRAIN_S, abort=stop))
         live = Live(console=self.console, refresh_per_second=2, transient=False) if self.opts.live else None
         try:
             with live if live is not None else contextlib.nullcontext():

@@ -14,8 +14,9 @@ import json
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
@@ -110,8 +111,11 @@ class Traffic:
         """Requests open now."""
         return len(self._tasks)
 
-    async def run(self, stop: asyncio.Event, drain_s: Callable[[], float] = lambda: 0.0) -> None:
-        """Send arrivals until `stop` is set; give open requests `drain_s()` seconds, then cancel them."""
+    async def run(
+        self, stop: asyncio.Event, drain_s: float = 0.0, abort: asyncio.Event | None = None
+    ) -> None:
+        """Send arrivals until `stop` is set; give open requests `drain_s` seconds (cut short by
+        `abort`), then cancel them."""
         timeout = aiohttp.ClientTimeout(total=120, sock_connect=5)
         connector = aiohttp.TCPConnector(limit=self.max_inflight)
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
@@ -122,11 +126,20 @@ class Traffic:
                     await asyncio.wait_for(stop.wait(), max(0.0, next_at - time.monotonic()))
                     break
                 self._arrive(session)
-            if self._tasks and (grace := drain_s()) > 0:
-                await asyncio.wait(set(self._tasks), timeout=grace)
+            await self._drain(drain_s, abort)
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _drain(self, grace_s: float, abort: asyncio.Event | None) -> None:
+        if not self._tasks or grace_s <= 0 or (abort is not None and abort.is_set()):
+            return
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(asyncio.wait(set(self._tasks)))}
+        if abort is not None:
+            waits.add(asyncio.ensure_future(abort.wait()))
+        _, pending = await asyncio.wait(waits, timeout=grace_s, return_when=asyncio.FIRST_COMPLETED)
+        for fut in pending:
+            fut.cancel()
 
     def _arrive(self, session: aiohttp.ClientSession) -> None:
         cls = pick_class(self._rng, self.mix)
