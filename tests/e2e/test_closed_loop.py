@@ -5,7 +5,7 @@ the slow lane's traffic to the fast lane (the gateway's x-lanewatch-lane says so
 the fault clears the alert must resolve and the traffic return, each within a bounded time.
 Before the stack stops, every dashboard panel query must return data from that Prometheus.
 Every wait is on a condition with a generous deadline (a loaded 2-core CI machine); the run
-takes about 90 s here.
+takes about 110 s here.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ ALERT_TO_DEGRADE_S = 20.0  # ~1 s: Alertmanager's group_wait 1 s, the controller
 CLEAR_TO_RESOLVE_S = 90.0  # ~34 s: the 30 s window must forget the slow requests
 RESOLVE_TO_RESTORE_S = 30.0  # ~6 s: group_interval 2 s, recovery_stable_s 5 s
 RUN_LIMIT_S = 300.0
+MARGIN_S = 3.0
 
 EXPECTED_ALERTS = {("LanewatchTTFTBurnRate", "slow"), ("LanewatchTTFTP99High", "slow")}
 GPU_PANELS = {
@@ -117,7 +118,7 @@ def test_fault_pages_shifts_and_recovers_and_every_panel_has_data(tmp_path: Path
                 empty[panel.key] = not has
             fired.update(await _alerts_fired(client, stack.layout.prometheus_url, started))
 
-    plan = Plan(duration_s=RUN_LIMIT_S - 60, warmup_s=15.0, show_shift_s=5.0, tail_s=6.0)
+    plan = Plan(duration_s=RUN_LIMIT_S - 60, warmup_s=15.0, show_shift_s=5.0, tail_s=15.0)
     opts = Options(plan, out=tmp_path / "out", live=False, seed=7, rate_per_s=2.0)
     console = Console(file=io.StringIO(), width=200)
     result: DemoResult = asyncio.run(run_demo(opts, console, asyncio.Event(), before_stop=check_panels))
@@ -142,11 +143,12 @@ def test_fault_pages_shifts_and_recovers_and_every_panel_has_data(tmp_path: Path
     print(f"loop: {result.timings}")
     assert not [e for e in events if e.kind == "alert_firing" and e.t < injected.t], "a page before the fault"
 
-    # The gateway shifted: responses routed to the slow lane came from the fast lane while degraded
-    # (margins for requests in flight across a change), and from the slow lane again after.
+    # The gateway shifted: responses routed to the slow lane came from the fast lane while degraded,
+    # and from the slow lane again after. The events are the watcher's sightings (polled), so a
+    # margin keeps a late sighting or a request in flight across a change out of the check.
     slow_routed = [s for s in result.served if s.routed == "slow" and s.status == 200]
-    during = [s for s in slow_routed if applied.t + 1 < s.t < restored.t - 1]
-    after = [s for s in slow_routed if s.t > restored.t + 1]
+    during = [s for s in slow_routed if applied.t + MARGIN_S < s.t < restored.t - MARGIN_S]
+    after = [s for s in slow_routed if s.t > restored.t + MARGIN_S]
     before = [s for s in slow_routed if s.t < injected.t]
     assert during and after and before, (len(during), len(after), len(before))
     assert all(s.served == "fast" and "shift" in s.degraded for s in during)
