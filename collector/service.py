@@ -115,6 +115,8 @@ class CollectorService:
         WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
         scraped = [t for t in shard_targets(cfg) if t.scrape] if cfg.scrape.enabled else []
         self.scrape_targets = [ScrapeTarget(t.name, t.lane, t.scrape_url) for t in scraped]
+        # A target's CA bundle (or -k) applies to its scrape as to its probes.
+        self.scrape_tls = {t.name: (t.cacert, t.insecure) for t in scraped}
         self.server_windows = {t.name: ServerWindow(t.name, t.lane, cfg.scrape.window_s) for t in scraped}
         ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
         self.joiner = Joiner(cfg.otlp.join_wait_s, cfg.otlp.max_pending) if cfg.otlp.enabled else None
@@ -211,11 +213,21 @@ class CollectorService:
             await asyncio.sleep(0.02)
 
     async def _scrape(self, stop: asyncio.Event) -> None:
+        """One scrape loop per TLS setting (httpx verifies per client), all until `stop`."""
+        groups: dict[tuple[Path | None, bool], list[ScrapeTarget]] = {}
+        for t in self.scrape_targets:
+            groups.setdefault(self.scrape_tls[t.target], []).append(t)
+        await asyncio.gather(*(self._scrape_group(tls, targets, stop) for tls, targets in groups.items()))
+
+    async def _scrape_group(
+        self, tls: tuple[Path | None, bool], targets: list[ScrapeTarget], stop: asyncio.Event
+    ) -> None:
         import httpx
 
-        async with httpx.AsyncClient() as client:
-            sc = self.cfg.scrape
-            targets = self.scrape_targets
+        from lanewatch.collector.transport import ssl_context
+
+        sc = self.cfg.scrape
+        async with httpx.AsyncClient(verify=ssl_context(*tls)) as client:
             await run_scrape_loop(client, targets, sc.interval_s, sc.timeout_s, self.add_snapshot, stop)
 
     async def _expire_loop(self, stop: asyncio.Event) -> None:
