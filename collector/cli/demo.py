@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from lanewatch.collector.demo import DemoResult
 
 
-@app.command("demo")
+@app.command("demo", short_help="Run the whole loop on 127.0.0.1 with a scripted fault.")
 def demo(
     duration: float = typer.Option(
         240.0,

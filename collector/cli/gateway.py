@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from lanewatch.collector.timing import RequestTiming
 
 
-@app.command("gateway")
+@app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
 def gateway(
     config: Path | None = typer.Option(
         None, "-c", "--config", help="YAML config file (its `gateway:` section)."

@@ -31,7 +31,7 @@ class ApiChoice(StrEnum):
     completions = "completions"
 
 
-@app.command("probe")
+@app.command("probe", short_help="Probe an endpoint and show where the time went, by phase.")
 def probe_command(
     url: str = typer.Argument(
         ..., help="Base URL of an OpenAI-compatible server, e.g. https://localhost:8000."

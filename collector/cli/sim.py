@@ -20,7 +20,7 @@ class ProfileName(StrEnum):
     slow = "slow"
 
 
-@app.command("sim")
+@app.command("sim", short_help="Serve a vLLM-compatible simulator (no GPU needed).")
 def sim(
     profile: ProfileName = typer.Option(
         ProfileName.fast, "--profile", help="Timing profile: fast (~1B model, 1 GPU) or slow (~70B, 2 GPUs)."
