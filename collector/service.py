@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.gpu import GpuSample, GpuSampler, load_nvml
+from lanewatch.collector.httpbody import read_limited
 from lanewatch.collector.join import Joiner, JoinStats
 from lanewatch.collector.otlp import ServerSpan, handle_export, too_large
 from lanewatch.collector.probe_spans import TRACER_NAME
@@ -308,20 +309,6 @@ class CollectorService:
                 return Response(result.body, status_code=result.status, media_type=result.media_type)
 
         return app
-
-
-async def read_limited(request: Request, limit: int) -> bytes | None:
-    """The request body, or None as soon as it is known to exceed `limit` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        return None
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def shard_targets(cfg: LanewatchConfig) -> list[Target]:
