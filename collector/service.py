@@ -169,7 +169,9 @@ class CollectorService:
             self._emit(r)
 
     def _emit(self, record: RequestTiming) -> None:
-        capped = self.metrics.cap(record)
+        # Prompt and response text (record_content) go to the file and listeners, never to
+        # metrics, and the window does not hold them for its minutes.
+        capped = self.metrics.cap(record.without_content())
         self.window.add(capped, self.clock())
         self.metrics.observe(capped)
         if self._writer is not None:
