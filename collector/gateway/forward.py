@@ -20,6 +20,7 @@ from aiohttp.abc import AbstractStreamWriter
 
 from lanewatch.collector.timing import ErrorKind, error_kind_for_status
 
+from .content_tap import ContentTap
 from .core import Gateway
 from .errors import error_kind_of, error_response, sse_error_event, status_for
 from .exchange import Exchange
@@ -165,7 +166,7 @@ async def _respond(
         resp.enable_chunked_encoding()
     else:
         resp.force_close()
-    tap = ex.tap = StreamTap(ex.api, sse=sse, strip_usage=strip)
+    tap = ex.tap = (ContentTap if gw.record_content else StreamTap)(ex.api, sse=sse, strip_usage=strip)
     sink: _Downstream | None = None
     try:
         writer = await resp.prepare(request)

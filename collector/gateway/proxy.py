@@ -18,14 +18,25 @@ from typing import Any
 from aiohttp import web
 from opentelemetry.util.types import AttributeValue
 
+from lanewatch.collector.content import (
+    INPUT_MESSAGES,
+    OUTPUT_MESSAGES,
+    Message,
+    input_messages,
+    output_messages,
+    prompt_text,
+    request_messages,
+)
 from lanewatch.collector.timing import Api, RequestTiming
 
+from .content_tap import ContentTap
 from .core import Gateway
 from .degrade_state import Decision, cap_max_tokens, decide
 from .errors import error_response
 from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
 from .forward import forward
 from .routing import RouteError, choose_lane, route_input
+from .tap import StreamTap
 
 __all__ = ["handle_completion"]
 
@@ -65,8 +76,12 @@ async def handle_completion(gw: Gateway, request: web.Request, api: Api) -> web.
         ex.end = perf_counter()
         start_ns = int(started_at * 1e9)
         end_ns = start_ns + int((ex.end - t0) * 1e9)
-        gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, _span_attributes(request, ex))
-        gw.emit(_record(ex))
+        record = _record(ex)
+        attrs = _span_attributes(request, ex)
+        if ex.prompt is not None:
+            attrs.update(_content_attributes(ex.prompt, record, ex.tap))
+        gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, attrs)
+        gw.emit(record)
 
 
 async def _admit(
@@ -101,6 +116,8 @@ async def _admit(
     _count(gw, decision.routed_lane, decision.served_lane, actions)
     model = body.get("model")
     ex = Exchange(api, t0, started_at, cls, model if isinstance(model, str) else "", decision, actions)
+    if gw.record_content:
+        ex.prompt = request_messages(body, api)
     return raw, ex, strip
 
 
@@ -159,7 +176,7 @@ def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> dict[
 
 
 def _span_attributes(request: web.Request, ex: Exchange) -> dict[str, AttributeValue]:
-    """HTTP and GenAI semantic-convention attributes of the server span; never any text."""
+    """HTTP and GenAI semantic-convention attributes of the server span; no prompt or response text."""
     attrs: dict[str, AttributeValue] = {
         "http.request.method": request.method,
         "url.path": request.path,
@@ -185,6 +202,16 @@ def _span_attributes(request: web.Request, ex: Exchange) -> dict[str, AttributeV
         attrs["lanewatch.ttft_s"] = tap.first_content_at - ex.t0
     if ex.error is not None:
         attrs["error.type"] = ex.error.value
+    return attrs
+
+
+def _content_attributes(
+    prompt: list[Message], record: RequestTiming, tap: StreamTap | None
+) -> dict[str, AttributeValue]:
+    """The GenAI opt-in content attributes (record_content): the prompt's messages and the answer."""
+    attrs: dict[str, AttributeValue] = {INPUT_MESSAGES: input_messages(prompt)}
+    if record.response_text is not None and isinstance(tap, ContentTap):
+        attrs[OUTPUT_MESSAGES] = output_messages(record.response_text, tap.content.finish_reason)
     return attrs
 
 
@@ -221,4 +248,6 @@ def _record(ex: Exchange) -> RequestTiming:
         output_tokens=output,
         tokens_from_usage=tokens_from_usage,
         attrs=attrs,
+        prompt_text=prompt_text(ex.prompt) if ex.prompt is not None else None,
+        response_text=tap.content.text() if isinstance(tap, ContentTap) else None,
     )
