@@ -10,7 +10,10 @@ own CPU disturbs the proxies as little as it can on a shared 2-core machine.
 - CPU = the proxy process's user+system seconds (/proc) per 1,000 SSE events delivered
 - ITL = per gap, client arrival gaps against the upstream's own write gaps (same clock)
 
-Run: `.venv/bin/python bench/gateway_tap.py [--rounds 3] [--streams 1,64] [--seconds 6]`.
+`--content` adds a fourth path, the gateway with `--record-content` (the tap decodes every
+event for its text), to price the opt-in against the default.
+
+Run: `.venv/bin/python bench/gateway_tap.py [--rounds 3] [--streams 1,64] [--seconds 6] [--content]`.
 """
 
 from __future__ import annotations
@@ -193,6 +196,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--streams", default="1,64")
     parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--content", action="store_true", help="also the gateway with --record-content")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as d, ExitStack() as stack:
@@ -201,6 +205,9 @@ def main() -> None:
         pt_url, pt_pid = stack.enter_context(passthrough(tmp, up))
         gw = stack.enter_context(start_gateway(tmp, [f"slow={up}"]))
         paths = {"direct": (up, None), "aiohttp": (pt_url, pt_pid), "gateway": (gw.url, gw.process.pid)}
+        if args.content:
+            gwc = stack.enter_context(start_gateway(tmp, [f"slow={up}"], "--record-content"))
+            paths["gateway+content"] = (gwc.url, gwc.process.pid)
         print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS))
         for streams in (int(s) for s in args.streams.split(",")):
             for name, (url, _pid) in paths.items():
