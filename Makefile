@@ -49,17 +49,12 @@ typecheck: $(STAMP) .mypy-tree/lanewatch
 test: $(STAMP) tools lint typecheck
 	$(BIN)/pytest -q
 
-# For now `make run` serves the simulator (fast lane, TLS); the demo replaces it later.
-SIM_PORT ?= 8000
-SIM_CERT := out/sim-cert.pem
+# The demo: two simulated vLLM lanes, the gateway, the collector, the degrade controller and real
+# Prometheus and Alertmanager on 127.0.0.1; a fault in the slow lane, the alert, the shift, the
+# recovery. Ctrl-C stops it all. Writes records.jsonl, summary.json and report.html to $(DEMO_OUT).
+DEMO_OUT ?= out/demo
 run: $(STAMP) tools
-	@mkdir -p out
-	@echo "lanewatch sim: a vLLM-compatible server (fast profile) at https://127.0.0.1:$(SIM_PORT)"
-	@echo "  certificate to trust: $(SIM_CERT) (written at start-up)"
-	@echo "  try:  curl -N --cacert $(SIM_CERT) https://127.0.0.1:$(SIM_PORT)/v1/completions -H 'content-type: application/json' -d '{\"model\": \"meta-llama/Llama-3.2-1B-Instruct\", \"prompt\": \"Hello\", \"max_tokens\": 8, \"stream\": true}'"
-	@echo "        curl --cacert $(SIM_CERT) https://127.0.0.1:$(SIM_PORT)/metrics"
-	@echo "  more: $(BIN)/lanewatch sim --help   (profiles, faults, OTLP spans); Ctrl-C stops it"
-	$(BIN)/lanewatch sim --profile fast --tls --cert-out $(SIM_CERT) --port $(SIM_PORT)
+	$(BIN)/lanewatch demo --out $(DEMO_OUT)
 
 # Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap); commit the result.
 generate: $(STAMP)

@@ -8,7 +8,7 @@ from typing import Any
 
 __all__ = ["Goal", "evaluate_goals", "render"]
 
-PATH_ORDER = ("direct", "nginx", "tap", "aiohttp")
+PATH_ORDER = ("direct", "nginx", "tap", "tap-content", "aiohttp")
 
 
 @dataclass(frozen=True)

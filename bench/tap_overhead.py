@@ -127,6 +127,10 @@ def _paths(tmp: Path, names: Sequence[str]) -> Iterator[tuple[list[_Path], int]]
                 gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"]))
                 pid = gw.process.pid
                 paths.append(_Path("tap", gw.url, lambda pid=pid: [pid]))  # type: ignore[misc]
+            elif name == "tap-content":  # the gateway with the opt-in content recording
+                gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"], "--record-content"))
+                pid = gw.process.pid
+                paths.append(_Path("tap-content", gw.url, lambda pid=pid: [pid]))  # type: ignore[misc]
             elif name == "aiohttp":
                 paths.append(stack.enter_context(_aiohttp_passthrough(tmp, up_url)))
             else:
@@ -282,7 +286,7 @@ def main() -> None:
     ap.add_argument("--streams", default="1,64,256,512")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--paths", default=",".join(PATHS), help="direct,nginx,tap[,aiohttp]")
+    ap.add_argument("--paths", default=",".join(PATHS), help="direct,nginx,tap[,tap-content,aiohttp]")
     args = ap.parse_args()
     bench = run_tap_bench(
         [int(s) for s in args.streams.split(",")],

@@ -120,8 +120,8 @@ def decode_json(body: bytes) -> list[ServerSpan]:
     """The `llm_request` spans in an OTLP JSON request (hex trace ids, camelCase keys)."""
     try:
         doc = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise OtlpError(400, f"not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than Python's stack
+        raise OtlpError(400, f"not JSON: {str(exc)[:200]}") from None
     try:
         return list(_json_spans(doc))
     except (AttributeError, TypeError, KeyError) as exc:

@@ -3,7 +3,8 @@
 Phases come from httpcore's `trace` events (TLS, send, response headers) and from
 `TimedBackend` (DNS and TCP connect apart). The first content chunk and every gap after
 it are timed here, right after each raw read returns, before any parsing. Every failure
-maps to one `ErrorKind`; `probe()` never raises for a failed request.
+maps to one `ErrorKind`; `probe()` never raises for a failed request. Prompt and response
+text reach the record and span only with `record_content` (export.record_content).
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ import httpx
 from opentelemetry.trace import Tracer
 
 from lanewatch.collector.config import RequestClass, Target, Timeouts
+from lanewatch.collector.content import StreamedText, truncate
 from lanewatch.collector.probe_errors import failure_kind
 from lanewatch.collector.probe_spans import default_tracer, finish_probe_span, start_probe_span
 from lanewatch.collector.prompts import prompt_text
-from lanewatch.collector.sse import ChunkKind, SseParser, Usage
+from lanewatch.collector.sse import ChunkKind, SseParser, StreamChunk, Usage
 from lanewatch.collector.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 from lanewatch.collector.transport import ConnectTimes, build_client, capture_connect_times, ssl_context
 
@@ -43,7 +45,7 @@ _AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
 
 @dataclass(frozen=True, slots=True)
 class ProbeSpec:
-    """What one probe sends; the prompt is never recorded."""
+    """What one probe sends; the prompt is recorded only with record_content."""
 
     request_class: str
     api: Api
@@ -79,7 +81,7 @@ def spec_for(request_class: RequestClass, target: Target, seq: int = 0) -> Probe
 class _Run:
     """Mutable state of one probe; perf_counter timestamps."""
 
-    def __init__(self, t0: float, t0_ns: int) -> None:
+    def __init__(self, t0: float, t0_ns: int, text: StreamedText | None = None) -> None:
         self.t0 = t0  # perf_counter when the request started
         self.t0_ns = t0_ns  # the same instant, wall clock (for span times)
         self.conn = ConnectTimes()
@@ -99,6 +101,7 @@ class _Run:
         self.error: ErrorKind | None = None
         self.bad_events = 0
         self.attrs: dict[str, str] = {}
+        self.text = text  # the response text, kept only with record_content
 
     async def on_trace(self, name: str, info: dict[str, Any]) -> None:
         now = time.perf_counter()
@@ -148,8 +151,10 @@ class Prober:
         tracer: Tracer | None = None,
         max_connections: int = 4,
         client: httpx.AsyncClient | None = None,
+        record_content: bool = False,
     ) -> None:
         self.target = target
+        self.record_content = record_content  # prompt and response text on records and spans
         self.timeouts = timeouts or Timeouts()
         self._tracer = tracer or default_tracer()
         parts = urlsplit(target.url)
@@ -195,7 +200,7 @@ class Prober:
         )
         sent_id = f"lanewatch-probe-{uuid.uuid4().hex}"
         headers.update(self._headers(sent_id))
-        run = _Run(time.perf_counter(), start_ns)
+        run = _Run(time.perf_counter(), start_ns, StreamedText() if self.record_content else None)
         try:
             await self._exchange(spec, run, headers, timeouts or self.timeouts)
         except Exception as exc:  # every failure becomes an error kind, never a crash
@@ -206,7 +211,8 @@ class Prober:
             raise
         run.end = run.done_at or run.end or time.perf_counter()
         record = self._record(spec, run, started_at, trace_id, sent_id)
-        finish_probe_span(self._tracer, span, record, run.intervals(), run.t0_ns)
+        finish_reason = run.text.finish_reason if run.text is not None else None
+        finish_probe_span(self._tracer, span, record, run.intervals(), run.t0_ns, finish_reason)
         return record
 
     def _headers(self, request_id: str) -> dict[str, str]:
@@ -283,8 +289,8 @@ class Prober:
         self, response: httpx.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
     ) -> None:
         loop = asyncio.get_running_loop()
-        parser = SseParser()
-        feed, perf, content = parser.feed, time.perf_counter, run.content
+        parser = SseParser(keep_text=run.text is not None)
+        feed, perf, content, text = parser.feed, time.perf_counter, run.content, run.text
         stream_error = False
         async for data in response.aiter_raw():
             now = perf()  # as close to the read as we can get: before any parsing
@@ -302,6 +308,8 @@ class Prober:
                     stream_error = True
                 if chunk.usage is not None:
                     run.usage = chunk.usage
+                if text is not None:
+                    _keep_text(text, chunk)
         run.end = perf()
         parser.close()
         run.bad_events = parser.bad_events
@@ -350,6 +358,9 @@ class Prober:
             output_tokens=tokens,
             tokens_from_usage=from_usage,
             attrs=run.attrs,
+            prompt_text=truncate(spec.prompt) if self.record_content else None,
+            # no response at all (it failed before one came) is no text rather than empty text
+            response_text=run.text.text() if run.text is not None and run.status is not None else None,
         )
 
 
@@ -364,6 +375,14 @@ def read_api_key(target: Target) -> str | None:
     if not key:
         raise ValueError(f"targets[{target.name}].api_key_file: the file is empty")
     return key
+
+
+def _keep_text(text: StreamedText, chunk: StreamChunk) -> None:
+    """Add a chunk's text and finish reason to the response kept for the record."""
+    if chunk.text:
+        text.add(chunk.text)
+    if chunk.finish_reason is not None:
+        text.finish_reason = chunk.finish_reason
 
 
 async def _prime() -> None:

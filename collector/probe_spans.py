@@ -2,7 +2,8 @@
 
 The parent span starts before the request so its W3C `traceparent` goes upstream and
 vLLM's `llm_request` span joins the same trace. The phase children are added after the
-fact from the measured times. Prompt and response text never reach a span.
+fact from the measured times. Prompt and response text reach a span only when the record
+carries them (export.record_content), as GenAI opt-in attributes (collector/content.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from lanewatch.collector.content import INPUT_MESSAGES, OUTPUT_MESSAGES, input_messages, output_messages
 from lanewatch.collector.timing import Api, RequestTiming
 
 # OpenTelemetry GenAI semantic conventions (../shared/reference/client-timing.md).
@@ -69,8 +71,13 @@ def finish_probe_span(
     record: RequestTiming,
     intervals: Mapping[str, tuple[float, float]],
     start_ns: int,
+    finish_reason: str | None = None,
 ) -> None:
     """Add the phase children (offsets in seconds from `start_ns`, wall clock) and end the span."""
+    if record.prompt_text is not None:
+        span.set_attribute(INPUT_MESSAGES, input_messages([("user", record.prompt_text)]))
+    if record.response_text is not None:
+        span.set_attribute(OUTPUT_MESSAGES, output_messages(record.response_text, finish_reason))
     if record.prompt_tokens is not None:
         span.set_attribute("gen_ai.usage.input_tokens", record.prompt_tokens)
     if record.output_tokens is not None:

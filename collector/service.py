@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.gpu import GpuSample, GpuSampler, load_nvml
+from lanewatch.collector.httpbody import read_limited
 from lanewatch.collector.join import Joiner, JoinStats
 from lanewatch.collector.otlp import ServerSpan, handle_export, too_large
 from lanewatch.collector.probe_spans import TRACER_NAME
@@ -115,6 +116,8 @@ class CollectorService:
         WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
         scraped = [t for t in shard_targets(cfg) if t.scrape] if cfg.scrape.enabled else []
         self.scrape_targets = [ScrapeTarget(t.name, t.lane, t.scrape_url) for t in scraped]
+        # A target's CA bundle (or -k) applies to its scrape as to its probes.
+        self.scrape_tls = {t.name: (t.cacert, t.insecure) for t in scraped}
         self.server_windows = {t.name: ServerWindow(t.name, t.lane, cfg.scrape.window_s) for t in scraped}
         ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
         self.joiner = Joiner(cfg.otlp.join_wait_s, cfg.otlp.max_pending) if cfg.otlp.enabled else None
@@ -166,7 +169,9 @@ class CollectorService:
             self._emit(r)
 
     def _emit(self, record: RequestTiming) -> None:
-        capped = self.metrics.cap(record)
+        # Prompt and response text (record_content) go to the file and listeners, never to
+        # metrics, and the window does not hold them for its minutes.
+        capped = self.metrics.cap(record.without_content())
         self.window.add(capped, self.clock())
         self.metrics.observe(capped)
         if self._writer is not None:
@@ -211,11 +216,21 @@ class CollectorService:
             await asyncio.sleep(0.02)
 
     async def _scrape(self, stop: asyncio.Event) -> None:
+        """One scrape loop per TLS setting (httpx verifies per client), all until `stop`."""
+        groups: dict[tuple[Path | None, bool], list[ScrapeTarget]] = {}
+        for t in self.scrape_targets:
+            groups.setdefault(self.scrape_tls[t.target], []).append(t)
+        await asyncio.gather(*(self._scrape_group(tls, targets, stop) for tls, targets in groups.items()))
+
+    async def _scrape_group(
+        self, tls: tuple[Path | None, bool], targets: list[ScrapeTarget], stop: asyncio.Event
+    ) -> None:
         import httpx
 
-        async with httpx.AsyncClient() as client:
-            sc = self.cfg.scrape
-            targets = self.scrape_targets
+        from lanewatch.collector.transport import ssl_context
+
+        sc = self.cfg.scrape
+        async with httpx.AsyncClient(verify=ssl_context(*tls)) as client:
             await run_scrape_loop(client, targets, sc.interval_s, sc.timeout_s, self.add_snapshot, stop)
 
     async def _expire_loop(self, stop: asyncio.Event) -> None:
@@ -296,20 +311,6 @@ class CollectorService:
                 return Response(result.body, status_code=result.status, media_type=result.media_type)
 
         return app
-
-
-async def read_limited(request: Request, limit: int) -> bytes | None:
-    """The request body, or None as soon as it is known to exceed `limit` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        return None
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def shard_targets(cfg: LanewatchConfig) -> list[Target]:

@@ -6,6 +6,7 @@ CR; `:` comments; `data:` lines joined by newlines; an empty line dispatches). E
 event's data is then read as an OpenAI chunk: `[DONE]`, an error object, or a
 completion chunk that does or does not carry generated text. Undecodable data is
 counted in `bad_events` and never raised. No I/O, no clock: the caller timestamps reads.
+The text itself is kept only by a parser asked to (`keep_text`, for `export.record_content`).
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class StreamChunk:
-    """One parsed event; never holds prompt or response text."""
+    """One parsed event; holds response text only from a parser that keeps it."""
 
     kind: ChunkKind
     usage: Usage | None = None
     finish_reason: str | None = None
     error: str | None = None  # the error's type or code, for ERROR (no message text)
+    text: str | None = None  # the first choice's content (`keep_text` only)
 
 
 class SseParser:
@@ -59,6 +61,7 @@ class SseParser:
         "_data",
         "_discard",
         "_event",
+        "_keep_text",
         "_line_bad",
         "_pending_cr",
         "bad_events",
@@ -66,7 +69,8 @@ class SseParser:
         "events",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, keep_text: bool = False) -> None:
+        self._keep_text = keep_text  # put the generated text on each chunk (record_content)
         self._buf = b""
         self._pending_cr = False  # last byte seen was CR: a following LF belongs to it
         self._discard = False  # inside an oversized line: drop bytes up to its end
@@ -153,19 +157,19 @@ class SseParser:
                 out.append(StreamChunk(ChunkKind.BAD))
             return
         self.events += 1
-        chunk = StreamChunk(ChunkKind.BAD) if bad else classify("\n".join(data), event)
+        chunk = StreamChunk(ChunkKind.BAD) if bad else classify("\n".join(data), event, self._keep_text)
         if chunk.kind is ChunkKind.BAD:
             self.bad_events += 1
         out.append(chunk)
 
 
-def classify(data: str, event: str = "") -> StreamChunk:
-    """Read one event's data as an OpenAI stream chunk."""
+def classify(data: str, event: str = "", keep_text: bool = False) -> StreamChunk:
+    """Read one event's data as an OpenAI stream chunk (with the first choice's text if `keep_text`)."""
     if data.strip() == "[DONE]":
         return StreamChunk(ChunkKind.DONE)
     try:
         obj = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a server nesting deeper than our stack
         return StreamChunk(ChunkKind.BAD)
     if not isinstance(obj, dict):
         return StreamChunk(ChunkKind.BAD)
@@ -177,7 +181,7 @@ def classify(data: str, event: str = "") -> StreamChunk:
         return StreamChunk(ChunkKind.BAD)
     if choices is not None and not isinstance(choices, list):
         return StreamChunk(ChunkKind.BAD)
-    content, finish = False, None
+    content, finish, text = False, None, None
     for choice in choices or ():
         if not isinstance(choice, dict):
             return StreamChunk(ChunkKind.BAD)
@@ -185,8 +189,10 @@ def classify(data: str, event: str = "") -> StreamChunk:
         reason = choice.get("finish_reason")
         if finish is None and isinstance(reason, str):
             finish = reason
+        if keep_text and text is None and choice.get("index", 0) == 0:
+            text = _content(choice)
     kind = ChunkKind.CONTENT if content else ChunkKind.META
-    return StreamChunk(kind, usage=usage, finish_reason=finish)
+    return StreamChunk(kind, usage=usage, finish_reason=finish, text=text)
 
 
 def _has_text(choice: dict[str, Any]) -> bool:
@@ -195,6 +201,13 @@ def _has_text(choice: dict[str, Any]) -> bool:
         return any(isinstance(v, str) and v for v in (delta.get(k) for k in _DELTA_TEXT_KEYS))
     text = choice.get("text")  # completions
     return isinstance(text, str) and bool(text)
+
+
+def _content(choice: dict[str, Any]) -> str | None:
+    """The answer text a choice adds: `delta.content` (chat) or `text` (completions); not reasoning."""
+    delta = choice.get("delta")
+    value = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+    return value if isinstance(value, str) else None
 
 
 def _usage(value: object) -> Usage | None:

@@ -203,7 +203,12 @@ class ProbeSuite:
         targets = {j.target.name: j.target for j in self.jobs}
         self._probers = {
             name: Prober(
-                t, connection=p.connection, timeouts=p.timeouts, tracer=tracer, max_connections=p.concurrency
+                t,
+                connection=p.connection,
+                timeouts=p.timeouts,
+                tracer=tracer,
+                max_connections=p.concurrency,
+                record_content=cfg.export.record_content,
             )
             for name, t in targets.items()
         }

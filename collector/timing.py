@@ -33,6 +33,9 @@ BREAKDOWN_PARTS: tuple[str, ...] = (
 )
 # When no server span joined, queue + prefill + residual collapse into this part.
 SERVER_WAIT = "server_wait"
+# Prompt and response text: set only with `export.record_content` on (bounded, collector/content.py),
+# never read by metrics, and left out of a record's JSON while unset.
+CONTENT_FIELDS: tuple[str, ...] = ("prompt_text", "response_text")
 
 
 class ErrorKind(enum.StrEnum):
@@ -102,6 +105,9 @@ class RequestTiming:
     decode_s: float | None = None
     # free-form, bounded extras (e.g. served lane for the tap); never prompt text
     attrs: Mapping[str, str] = field(default_factory=dict)
+    # opt-in (export.record_content): the prompt and the streamed response, each truncated
+    prompt_text: str | None = field(default=None, repr=False)
+    response_text: str | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -126,11 +132,19 @@ class RequestTiming:
         """Return a copy carrying the server-side phases."""
         return dataclasses.replace(self, queue_s=queue_s, prefill_s=prefill_s, decode_s=decode_s)
 
+    def without_content(self) -> RequestTiming:
+        """The record without prompt and response text (itself when it holds none)."""
+        if self.prompt_text is None and self.response_text is None:
+            return self
+        return dataclasses.replace(self, prompt_text=None, response_text=None)
+
     def to_json(self) -> dict[str, Any]:
-        """The record as a JSON-ready dict (the records.jsonl line format)."""
+        """The record as a JSON-ready dict (the records.jsonl line format); unset content is left out."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if value is None and f.name in CONTENT_FIELDS:
+                continue
             if f.name == "itl_s":
                 value = list(value)
             elif f.name == "attrs":

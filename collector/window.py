@@ -150,14 +150,21 @@ class Window:
 
     def add(self, record: RequestTiming, now: float) -> None:
         """Add a record seen at `now` (any monotonic seconds, the same clock as `now` later)."""
+        self._trim(now)  # also here: unscraped, the window would otherwise fill to max_records
         self._records.append((now, record))
 
     def records(self, now: float) -> list[RequestTiming]:
         """The records still inside the window at `now`."""
+        self._trim(now)
+        return [r for _, r in self._records]
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def _trim(self, now: float) -> None:
         horizon = now - self.window_s
         while self._records and self._records[0][0] < horizon:
             self._records.popleft()
-        return [r for _, r in self._records]
 
     def groups(self, now: float) -> list[GroupStats]:
         """Per (target, lane, request class) statistics."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import itertools
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -29,6 +31,7 @@ from .truth import TruthStore
 
 VLLM_VERSION = "0.33.0"
 MAX_REQUEST_ID = 256
+MAX_ADMIN_BODY = 64 * 1024
 
 
 @dataclass
@@ -42,6 +45,7 @@ class SimConfig:
     admin_token: str | None = None
     otlp_endpoint: str | None = None
     faults: FaultSpec = field(default_factory=FaultSpec)
+    api_key: str | None = None  # like `vllm serve --api-key`: required on /v1/*
 
 
 class Simulator:
@@ -131,6 +135,31 @@ class RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
+class ApiKeyMiddleware:
+    """`vllm serve --api-key`: `/v1/*` needs `Authorization: Bearer <key>`, else 401 Unauthorized.
+
+    As vLLM does, both sides are hashed before the constant-time compare, so not even the
+    key's length leaks. /health, /metrics, /version, /load and /debug stay open; /admin has
+    its own token.
+    """
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self.app = app
+        self._digest = hashlib.sha256(api_key.encode()).digest()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1") and not self._allowed(scope):
+            await JSONResponse({"error": "Unauthorized"}, status_code=401)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _allowed(self, scope: Scope) -> bool:
+        value = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        scheme, _, given = value.partition(b" ")
+        digest = hashlib.sha256(given).digest()
+        return scheme.lower() == b"bearer" and hmac.compare_digest(digest, self._digest)
+
+
 def error_response(err: protocol.ApiError) -> JSONResponse:
     """OpenAI error JSON with its status (429 adds Retry-After)."""
     headers = {"retry-after": "1"} if err.status == 429 else None
@@ -154,7 +183,8 @@ def create_app(sim: Simulator) -> ASGIApp:
     _generation_routes(app, sim)
     _info_routes(app, sim)
     _admin_routes(app, sim)
-    return RequestIdMiddleware(app)
+    guarded: ASGIApp = ApiKeyMiddleware(app, sim.cfg.api_key) if sim.cfg.api_key else app
+    return RequestIdMiddleware(guarded)
 
 
 def _generation_routes(app: FastAPI, sim: Simulator) -> None:
@@ -270,6 +300,8 @@ def _admin_routes(app: FastAPI, sim: Simulator) -> None:
             return resp
         try:
             spec = parse_faults(await _json(request))
+        except _TooLarge:
+            return error_response(protocol.ApiError(413, f"The body is larger than {MAX_ADMIN_BODY} bytes."))
         except FaultError as exc:
             return error_response(protocol.ApiError(400, f"Invalid faults: {exc}"))
         sim.apply_faults(spec)
@@ -284,8 +316,17 @@ def _admin_routes(app: FastAPI, sim: Simulator) -> None:
         return JSONResponse(current())
 
 
+class _TooLarge(Exception):
+    pass
+
+
 async def _json(request: Request) -> Any:
+    body = b""
+    async for chunk in request.stream():  # read no further than the limit
+        body += chunk
+        if len(body) > MAX_ADMIN_BODY:
+            raise _TooLarge
     try:
-        return await request.json()
-    except ValueError as exc:
-        raise FaultError(f"invalid JSON: {exc}") from None
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than Python's stack
+        raise FaultError(f"invalid JSON: {str(exc)[:200]}") from None

@@ -117,8 +117,8 @@ def parse_request(api: Api, raw: bytes, served_model: str, max_model_len: int, s
     """Validate a request body; raise ApiError with vLLM's status and a message naming the field."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"Invalid JSON body: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than Python's stack
+        raise ApiError(400, f"Invalid JSON body: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "The request body must be a JSON object.")
     cls = ChatRequest if api == "chat" else CompletionRequest

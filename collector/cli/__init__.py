@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     config_cmd,
     dashboards_cmd,
     degrade,
+    demo,
     gateway,
     probe,
     report,

@@ -12,10 +12,11 @@ import typer
 from .app import app
 
 alerts_app = typer.Typer(
+    rich_markup_mode=None,
     help="Generate and check Prometheus recording and alerting rules from an SLO spec.",
     no_args_is_help=True,
 )
-app.add_typer(alerts_app, name="alerts")
+app.add_typer(alerts_app, name="alerts", short_help="Generate and check Prometheus rules from an SLO spec.")
 
 
 @alerts_app.command("build")

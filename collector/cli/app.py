@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 import typer
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="lanewatch",
     help=(
         "Latency observability and SLOs for LLM serving with vLLM: measure every request "

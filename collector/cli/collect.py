@@ -19,7 +19,7 @@ class LogLevel(StrEnum):
     error = "error"
 
 
-@app.command("collect")
+@app.command("collect", short_help="Run probes, scrapes and the OTLP receiver; serve /metrics.")
 def collect(
     config: Path = typer.Option(
         ..., "-c", "--config", help="The YAML config file (see `lanewatch config check`)."

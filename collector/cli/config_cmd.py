@@ -10,8 +10,10 @@ from lanewatch.collector.config import ConfigError, load_config
 
 from .app import app
 
-config_app = typer.Typer(help="Check and show lanewatch configuration.", no_args_is_help=True)
-app.add_typer(config_app, name="config")
+config_app = typer.Typer(
+    rich_markup_mode=None, help="Check and show lanewatch configuration.", no_args_is_help=True
+)
+app.add_typer(config_app, name="config", short_help="Check and show lanewatch configuration.")
 
 
 @config_app.command("check")

@@ -8,8 +8,10 @@ import typer
 
 from .app import app
 
-dashboards_app = typer.Typer(help="Generate the Grafana dashboards (grafanalib).", no_args_is_help=True)
-app.add_typer(dashboards_app, name="dashboards")
+dashboards_app = typer.Typer(
+    rich_markup_mode=None, help="Generate the Grafana dashboards (grafanalib).", no_args_is_help=True
+)
+app.add_typer(dashboards_app, name="dashboards", short_help="Generate the Grafana dashboards.")
 
 
 @dashboards_app.command("build")

@@ -11,6 +11,7 @@ import typer
 from .app import app
 
 degrade_app = typer.Typer(
+    rich_markup_mode=None,
     help=(
         "The degrade controller: Alertmanager posts alerts to it; it shifts lanes to faster ones, "
         "caps max_tokens and sheds batch traffic through router adapters, holds with hysteresis, "
@@ -18,7 +19,7 @@ degrade_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(degrade_app, name="degrade")
+app.add_typer(degrade_app, name="degrade", short_help="The degrade controller behind Alertmanager.")
 
 
 class AdapterKind(enum.StrEnum):

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from lanewatch.collector.timing import RequestTiming
 
 
-@app.command("gateway")
+@app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
 def gateway(
     config: Path | None = typer.Option(
         None, "-c", "--config", help="YAML config file (its `gateway:` section)."
@@ -52,6 +52,12 @@ def gateway(
     records: Path | None = typer.Option(
         None, "--records", help="Append every tap record to this JSONL file."
     ),
+    record_content: bool = typer.Option(
+        False,
+        "--record-content",
+        help="Also record prompt and response text (16 KiB each at most) in tap records and spans "
+        "(export.record_content); off by default.",
+    ),
 ) -> None:
     """Route OpenAI requests to lanes, apply degrade state, stream answers through and tap them."""
     try:
@@ -77,7 +83,8 @@ def gateway(
     except (ConfigError, ValueError) as exc:
         typer.echo(f"lanewatch gateway: {exc}", err=True)
         raise typer.Exit(2) from None
-    _serve(cfg, full.export, records or full.export.records_path)
+    export = full.export.model_copy(update={"record_content": True}) if record_content else full.export
+    _serve(cfg, export, records or full.export.records_path)
 
 
 def _problem(error: Any) -> str:
@@ -205,7 +212,10 @@ def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | Non
             sink(record)
 
     gw = Gateway(
-        cfg, on_record=on_record, metrics_text=lambda: (generate_latest(registry), CONTENT_TYPE_LATEST)
+        cfg,
+        on_record=on_record,
+        metrics_text=lambda: (generate_latest(registry), CONTENT_TYPE_LATEST),
+        record_content=export.record_content,
     )
     registry.register(GatewayCollector(gw.stats))
     return gw

@@ -31,7 +31,7 @@ class ApiChoice(StrEnum):
     completions = "completions"
 
 
-@app.command("probe")
+@app.command("probe", short_help="Probe an endpoint and show where the time went, by phase.")
 def probe_command(
     url: str = typer.Argument(
         ..., help="Base URL of an OpenAI-compatible server, e.g. https://localhost:8000."
@@ -78,6 +78,11 @@ def probe_command(
     otlp_endpoint: str | None = typer.Option(
         None, "--otlp-endpoint", help="Export client spans to this OTLP/HTTP traces URL."
     ),
+    record_content: bool = typer.Option(
+        False,
+        "--record-content",
+        help="Put the prompt and response text (16 KiB each at most) in --json records and spans.",
+    ),
 ) -> None:
     """Send N streamed requests to URL and show where the time went, phase by phase.
 
@@ -109,9 +114,10 @@ def probe_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     try:
+        connection = "cold" if cold else "warm"
         records = asyncio.run(
             _run(
-                target, rclass, count, "cold" if cold else "warm", timeouts, interval, json_out, otlp_endpoint
+                target, rclass, count, connection, timeouts, interval, json_out, otlp_endpoint, record_content
             )
         )
     except ValueError as exc:  # e.g. an unreadable API key file
@@ -152,6 +158,7 @@ async def _run(
     interval: float,
     json_out: bool,
     otlp_endpoint: str | None,
+    record_content: bool = False,
 ) -> list[RequestTiming]:
     from lanewatch.collector.probe import Prober, spec_for
     from lanewatch.exporters import otlp
@@ -165,6 +172,7 @@ async def _run(
             timeouts=timeouts,
             tracer=provider.get_tracer("lanewatch.probe"),
             max_connections=1,
+            record_content=record_content,
         ) as prober:
             for i in range(count):
                 if i and interval:

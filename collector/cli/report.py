@@ -91,7 +91,7 @@ def _write_atomically(path: Path, content: str) -> None:
         raise
 
 
-@app.command("report")
+@app.command("report", short_help="Write a self-contained HTML report of a records file.")
 def report(
     records: Path = typer.Argument(
         ..., help="A records.jsonl file (the demo's or a collector's).", show_default=False

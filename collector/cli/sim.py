@@ -20,7 +20,7 @@ class ProfileName(StrEnum):
     slow = "slow"
 
 
-@app.command("sim")
+@app.command("sim", short_help="Serve a vLLM-compatible simulator (no GPU needed).")
 def sim(
     profile: ProfileName = typer.Option(
         ProfileName.fast, "--profile", help="Timing profile: fast (~1B model, 1 GPU) or slow (~70B, 2 GPUs)."
@@ -50,6 +50,13 @@ def sim(
         "--admin-token-file",
         help="File holding the bearer token for /admin/faults (without it: no admin API).",
     ),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        envvar="VLLM_API_KEY",
+        show_envvar=True,
+        help="As vllm serve: /v1/* requires `Authorization: Bearer <key>` (prefer the env var to argv).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for output text and fault draws."),
     faults: str | None = typer.Option(
         None, "--faults", help="Faults from the start: a JSON object or @FILE (see POST /admin/faults)."
@@ -75,7 +82,9 @@ def sim(
     except FaultError as exc:
         raise typer.BadParameter(str(exc), param_hint="--faults") from None
     prof = PROFILES[profile.value]
-    cfg = SimConfig(prof, model or prof.model.name, seed, max_num_seqs, token, otlp_endpoint, spec)
+    if api_key is not None and not api_key.strip():
+        raise typer.BadParameter("is empty", param_hint="--api-key")
+    cfg = SimConfig(prof, model or prof.model.name, seed, max_num_seqs, token, otlp_endpoint, spec, api_key)
     keyfile = key
     if tls:
         pair = tls_mod.self_signed()

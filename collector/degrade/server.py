@@ -16,6 +16,8 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from lanewatch.collector.httpbody import read_limited
+
 from .metrics import DegradeMetrics
 from .service import DegradeService
 from .webhook import WebhookError, parse_notification
@@ -23,10 +25,6 @@ from .webhook import WebhookError, parse_notification
 __all__ = ["create_app"]
 
 log = logging.getLogger("lanewatch.degrade.server")
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def create_app(
@@ -47,9 +45,8 @@ def create_app(
             given = request.headers.get("authorization", "").encode("utf-8", "replace")
             if not hmac.compare_digest(given, expected):
                 return refuse(401, "unauthorized", "missing or wrong bearer token")
-        try:
-            body = await _read_body(request, max_body_bytes)
-        except _TooLarge:
+        body = await read_limited(request, max_body_bytes)
+        if body is None:
             return refuse(413, "too_large", f"body larger than {max_body_bytes} bytes")
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":
@@ -78,18 +75,3 @@ def create_app(
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refusing (before reading it) a declared or (while reading) an actual excess."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -51,13 +51,13 @@ async def put_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Respon
     denied = _denied(gw, request)
     if denied is not None:
         return denied
-    raw = request.body
+    raw = request.body  # whole: the front read all of it (up to max_body_bytes) before dispatching
     if len(raw) > MAX_ADMIN_BODY:
         return error_response(413, f"the body is larger than {MAX_ADMIN_BODY} bytes")
     try:
         lanes = parse_degrade(json.loads(raw), gw.lane_order)
-    except ValueError as exc:  # json.JSONDecodeError and DegradeError
-        reason = str(exc) if isinstance(exc, DegradeError) else f"body is not valid JSON: {exc}"
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, DegradeError; too deep a nesting
+        reason = str(exc) if isinstance(exc, DegradeError) else f"body is not valid JSON: {str(exc)[:200]}"
         return error_response(400, reason)
     before = gw.degrade.version
     state = gw.set_degrade(lanes)

@@ -35,6 +35,7 @@ class Gateway:
         cfg: GatewayConfig,
         on_record: RecordSink | None = None,
         metrics_text: Callable[[], tuple[bytes, str]] | None = None,
+        record_content: bool = False,
     ) -> None:
         if not cfg.lanes:
             raise ValueError("the gateway needs at least one lane (gateway.lanes or --upstream LANE=URL)")
@@ -53,6 +54,7 @@ class Gateway:
         self.stats = GatewayStats(pools=list(self.pools.values()))
         self.tracing = GatewayTracing(cfg.otlp_endpoint)
         self.on_record = on_record
+        self.record_content = record_content  # prompt and response text on tap records and spans
         self.metrics_text = metrics_text
         self.upstream = UpstreamClient(cfg.connect_timeout_s)  # the data path's connections
         self.control: aiohttp.ClientSession | None = None  # health checks and /v1/models

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lanewatch.collector.content import Message
 from lanewatch.collector.timing import Api, ErrorKind
 
 from .degrade_state import Decision
@@ -36,6 +37,7 @@ class Exchange:
     request_id: str | None = None
     trace_id: str | None = None
     end: float | None = None
+    prompt: list[Message] | None = None  # the request's messages, kept only with record_content
 
     def lane_headers(self) -> dict[str, str]:
         """`x-lanewatch-lane` and, when a degrade applied, `x-lanewatch-degraded`."""

@@ -19,6 +19,7 @@ from time import perf_counter
 
 from lanewatch.collector.timing import ErrorKind, error_kind_for_status
 
+from .content_tap import ContentTap
 from .core import Gateway
 from .errors import error_kind_of, error_response, sse_error_event, status_for
 from .exchange import Exchange
@@ -206,7 +207,7 @@ async def _respond(
     headers = [(k, v) for k, v in head.headers if k.lower() not in _HOP_BACK]
     headers += ex.lane_headers().items()
     length = head.length if head.framing == "length" and not (sse and strip) else None
-    tap = ex.tap = StreamTap(ex.api, sse=sse, strip_usage=strip)
+    tap = ex.tap = (ContentTap if gw.record_content else StreamTap)(ex.api, sse=sse, strip_usage=strip)
     front.start(head.status, head.reason, headers, length)
     sink = _Downstream(front, tap, conn)
     try:
@@ -223,7 +224,7 @@ async def _respond(
         ex.error = ErrorKind.CLIENT_DISCONNECT
     except (UpstreamGone, HttpError, TimeoutError) as exc:
         conn.abort()
-        ex.error = ErrorKind.STALL if isinstance(exc, TimeoutError) else error_kind_of(exc)
+        ex.error = _timeout_kind(tap) if isinstance(exc, TimeoutError) else error_kind_of(exc)
         _end_broken(front, sink if sse else None, ex.error, str(exc) or "upstream stalled")
         return None
     if ex.error is None:
@@ -292,6 +293,11 @@ def _end_broken(front: FrontConn, sink: _Downstream | None, kind: ErrorKind, rea
     if sink is not None and not sink.gone:
         frame = sse_error_event(status_for(kind), f"upstream: {reason[:200]}")
     front.finish(frame)
+
+
+def _timeout_kind(tap: StreamTap) -> ErrorKind:
+    """Upstream went quiet past read_timeout_s: a stall between chunks, or no first content at all."""
+    return ErrorKind.STALL if tap.first_content_at is not None else ErrorKind.TTFT_TIMEOUT
 
 
 def _verdict(tap: StreamTap, sse: bool) -> ErrorKind | None:

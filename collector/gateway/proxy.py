@@ -17,8 +17,18 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
+from lanewatch.collector.content import (
+    INPUT_MESSAGES,
+    OUTPUT_MESSAGES,
+    Message,
+    input_messages,
+    output_messages,
+    prompt_text,
+    request_messages,
+)
 from lanewatch.collector.timing import Api, RequestTiming
 
+from .content_tap import ContentTap
 from .core import Gateway
 from .degrade_state import Decision, cap_max_tokens, decide
 from .errors import error_response
@@ -26,6 +36,7 @@ from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
 from .forward import Flight, begin, forward
 from .front import FrontConn, Request, Response
 from .routing import RouteError, choose_lane, route_input
+from .tap import StreamTap
 from .tracing import TraceIds
 
 __all__ = ["handle_completion"]
@@ -84,11 +95,15 @@ async def _proxy(
         return await forward(gw, request, conn, ex, flight, body, headers, strip)
     finally:
         ex.end = perf_counter()
-        start_ns = int(ex.started_at * 1e9)
-        end_ns = start_ns + int((ex.end - ex.t0) * 1e9)
-        if gw.tracing.exporting:
-            gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, _span_attributes(request, ex))
-        gw.emit(_record(ex))
+        record = _record(ex)
+        if gw.tracing.exporting:  # the attributes cost a few µs a request: only for a span that goes out
+            start_ns = int(ex.started_at * 1e9)
+            end_ns = start_ns + int((ex.end - ex.t0) * 1e9)
+            attrs = _span_attributes(request, ex)
+            if ex.prompt is not None:
+                attrs.update(_content_attributes(ex.prompt, record, ex.tap))
+            gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, attrs)
+        gw.emit(record)
 
 
 def _admit(
@@ -98,7 +113,7 @@ def _admit(
     raw = request.body
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
         raise _Reject(error_response(400, "the request body is not valid JSON")) from None
     if not isinstance(body, dict):
         raise _Reject(error_response(400, "the request body must be a JSON object"))
@@ -126,6 +141,8 @@ def _admit(
     _count(gw, decision.routed_lane, decision.served_lane, actions)
     model = body.get("model")
     ex = Exchange(api, t0, started_at, cls, model if isinstance(model, str) else "", decision, actions)
+    if gw.record_content:
+        ex.prompt = request_messages(body, api)
     return raw, ex, strip
 
 
@@ -183,7 +200,7 @@ def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> dict[
 
 
 def _span_attributes(request: Request, ex: Exchange) -> dict[str, AttributeValue]:
-    """HTTP and GenAI semantic-convention attributes of the server span; never any text."""
+    """HTTP and GenAI semantic-convention attributes of the server span; no prompt or response text."""
     attrs: dict[str, AttributeValue] = {
         "http.request.method": request.method,
         "url.path": request.path,
@@ -209,6 +226,16 @@ def _span_attributes(request: Request, ex: Exchange) -> dict[str, AttributeValue
         attrs["lanewatch.ttft_s"] = tap.first_content_at - ex.t0
     if ex.error is not None:
         attrs["error.type"] = ex.error.value
+    return attrs
+
+
+def _content_attributes(
+    prompt: list[Message], record: RequestTiming, tap: StreamTap | None
+) -> dict[str, AttributeValue]:
+    """The GenAI opt-in content attributes (record_content): the prompt's messages and the answer."""
+    attrs: dict[str, AttributeValue] = {INPUT_MESSAGES: input_messages(prompt)}
+    if record.response_text is not None and isinstance(tap, ContentTap):
+        attrs[OUTPUT_MESSAGES] = output_messages(record.response_text, tap.content.finish_reason)
     return attrs
 
 
@@ -245,4 +272,6 @@ def _record(ex: Exchange) -> RequestTiming:
         output_tokens=output,
         tokens_from_usage=tokens_from_usage,
         attrs=attrs,
+        prompt_text=prompt_text(ex.prompt) if ex.prompt is not None else None,
+        response_text=tap.content.text() if isinstance(tap, ContentTap) else None,
     )

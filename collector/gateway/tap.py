@@ -8,6 +8,9 @@ either. Only the usage object is read, with a regex over its few bytes.
 Counting, following vLLM: a content event is an SSE event whose `content` (chat) or
 `text` (completions) is non-empty; TTFT is the first one, ITL the gaps between them.
 Events that arrive in one read are written in one write, so their gaps are 0.
+An event whose data is neither a JSON object nor `[DONE]` (a frame cut short) marks the
+stream bad; checking costs two byte counts per read, and a look at each event only when
+some event does not end in `}` or `[DONE]`.
 Tokens come from `usage`. When the client did not ask for usage the gateway asks
 upstream for it (`stream_options.include_usage`) and the tap cuts that one event out of
 the stream again (`strip_usage`), so the client gets what it asked for. Only then does
@@ -132,6 +135,8 @@ class StreamTap:
             self.stream_error = True
         if b"[DONE]" in events and _has_done(events):
             self.done = True
+        if not self.bad_stream and _ends(events) != events.count(b"\n\n"):
+            self.bad_stream = _has_bad_event(events)
         return n
 
     def _read_usage(self, data: bytes) -> None:
@@ -166,6 +171,27 @@ class StreamTap:
         if b'"error"' in window:
             self.stream_error = True
         self._tail = window[-_JSON_TAIL:]
+
+
+def _ends(events: bytes) -> int:
+    """Blank lines that end a JSON object or [DONE]: in a well-formed stream, every event's end."""
+    return events.count(b"}\n\n") + events.count(b"[DONE]\n\n")
+
+
+def _has_bad_event(events: bytes) -> bool:
+    """The slow path, when some event ends otherwise: is any event's data neither an object nor [DONE]?
+
+    Comments and blank lines end that way too, and are fine. An object cut short (a broken
+    frame, vLLM's JSON written partly) is not: it ends in something other than `}`.
+    """
+    for event in events.replace(b"\r\n", b"\n").split(b"\n\n"):
+        lines = [line[5:] for line in event.split(b"\n") if line.startswith(b"data:")]
+        if not lines:
+            continue
+        data = b"\n".join(line[1:] if line.startswith(b" ") else line for line in lines).strip()
+        if data != b"[DONE]" and not (data.startswith(b"{") and data.endswith(b"}")):
+            return True
+    return False
 
 
 def _boundary(buf: bytes) -> int:

@@ -6,8 +6,8 @@ only when the request has ended, with its real start time, so span bookkeeping n
 sits between the client and its first token. The tracer provider is the gateway's own
 (never the global one); spans are exported only with an OTLP endpoint. Spans follow the
 client's sampled flag (sampled when the gateway starts the trace), so vLLM records its
-`llm_request` span for the collector to join by trace id. No prompt or response text is
-ever put on a span.
+`llm_request` span for the collector to join by trace id. Prompt and response text are
+put on a span only with `export.record_content` on (proxy.py, collector/content.py).
 """
 
 from __future__ import annotations

@@ -117,3 +117,28 @@ async def test_probe_records_carry_the_servers_phases(tmp_path: Path) -> None:
             assert abs(getattr(r, f"{phase}_s") - t[f"{phase}_s"]) <= 0.002, (phase, r, t)
     stats = svc.joiner.stats if svc.joiner is not None else None
     assert stats is not None and stats.spans_joined == len(joined)
+
+
+async def test_an_https_target_is_scraped_with_its_own_ca_bundle(tmp_path: Path) -> None:
+    # The simulator's self-signed certificate is trusted only through the target's cacert.
+    port = free_port()
+    with start_simulator(tmp_path, tls=True) as sim:
+        target = {"name": "sim", "url": sim.url, "lane": "fast", "model": sim.model, "cacert": sim.cert_path}
+        cfg = LanewatchConfig(
+            targets=[target],
+            probe={"enabled": False},
+            scrape={"interval_s": 0.2},
+            gpu={"enabled": False},
+            server={"port": port},
+        )
+        svc = CollectorService(cfg, registry=CollectorRegistry())
+        stop = asyncio.Event()
+        task = asyncio.create_task(serve(svc, "127.0.0.1", port, stop, lambda _: None))
+        try:
+            deadline = time.monotonic() + 30
+            while not svc.server_windows["sim"].stats(time.monotonic()).up:
+                assert time.monotonic() < deadline, "no successful scrape of the HTTPS target"
+                await asyncio.sleep(0.1)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 15)

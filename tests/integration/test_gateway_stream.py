@@ -109,7 +109,9 @@ async def test_connect_failure_retries_another_upstream_of_the_lane() -> None:
                 assert r.status == 200
                 await r.read()
     assert len(up.requests) == 4
-    assert all(rec.ok and rec.target == url.removeprefix("http://") for rec in g.records)
+    assert all(rec.ok and rec.target == url.removeprefix("http://") for rec in g.records), [
+        (r.error, r.target) for r in g.records
+    ]
 
 
 @pytest.mark.parametrize("status", [500, 503])

@@ -87,7 +87,7 @@ async def test_a_slow_client_pauses_the_upstream_and_loses_nothing(monkeypatch: 
         original(self)
 
     monkeypatch.setattr(UpstreamConn, "pause", counting)
-    payload = b"data: " + b"x" * 4000 + b"\n\n"
+    payload = b'data: {"x":"' + b"x" * 4000 + b'"}\n\n'  # a JSON object: not a bad stream
 
     async def flood(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -359,3 +359,41 @@ async def test_failed_probe_span_carries_error_type() -> None:
     parent = next(s for s in exporter.get_finished_spans() if s.parent is None)
     assert (parent.attributes or {})["error.type"] == "http_429"
     assert parent.status.status_code is StatusCode.ERROR
+
+
+async def test_record_content_puts_prompt_and_response_on_the_record_and_span() -> None:
+    tracer, exporter = _tracer()
+    async with (
+        ScriptedServer(lambda r: Reply(parts=chat_stream(4))) as srv,
+        Prober(target(srv.url()), timeouts=FAST, tracer=tracer, record_content=True) as p,
+    ):
+        r = await p.probe(SHORT)
+    assert r.ok and r.prompt_text == "SECRET-PROMPT-TEXT" and r.response_text == "t0 t1 t2 t3 "
+    attrs = dict(next(s for s in exporter.get_finished_spans() if s.parent is None).attributes or {})
+    assert json.loads(str(attrs["gen_ai.input.messages"])) == [
+        {"role": "user", "parts": [{"type": "text", "content": "SECRET-PROMPT-TEXT"}]}
+    ]
+    assert json.loads(str(attrs["gen_ai.output.messages"])) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "t0 t1 t2 t3 "}],
+            "finish_reason": "length",
+        }
+    ]
+
+
+async def test_record_content_without_a_response_keeps_the_prompt_only() -> None:
+    async with Prober(target(f"http://127.0.0.1:{closed_port()}"), timeouts=FAST, record_content=True) as p:
+        r = await p.probe(SHORT)
+    assert r.error is ErrorKind.CONNECT_REFUSED
+    assert (r.prompt_text, r.response_text) == ("SECRET-PROMPT-TEXT", None)
+
+
+async def test_without_record_content_no_text_is_kept() -> None:
+    tracer, exporter = _tracer()
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(4))) as srv:
+        r = await probe_once(srv.url(), tracer=tracer)
+    assert (r.prompt_text, r.response_text) == (None, None)
+    assert not {"prompt_text", "response_text"} & set(r.to_json())
+    attrs = dict(next(s for s in exporter.get_finished_spans() if s.parent is None).attributes or {})
+    assert not {"gen_ai.input.messages", "gen_ai.output.messages"} & set(attrs)

@@ -57,6 +57,18 @@ async def test_json_lines_one_per_request_and_exit_1_on_any_failure(tmp_path: Pa
     assert srv.received[0].headers["authorization"] == "Bearer sk-NEVER-PRINTED"
 
 
+async def test_json_shows_prompt_and_response_text_only_with_record_content() -> None:
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(3))) as srv:
+        _, plain, _ = await lanewatch("probe", srv.url(), "-m", "m", "--json")
+        code, out, err = await lanewatch("probe", srv.url(), "-m", "m", "--json", "--record-content")
+    assert code == 0, err
+    first, sent = (r.json()["messages"][0]["content"] for r in srv.received)
+    assert not {"prompt_text", "response_text"} & set(json.loads(plain))  # nothing new by default
+    assert first not in plain and "t0 t1" not in plain
+    line = json.loads(out)
+    assert (line["prompt_text"], line["response_text"]) == (sent, "t0 t1 t2 ")
+
+
 async def test_table_shows_every_phase_and_exit_0() -> None:
     async with ScriptedServer(lambda r: Reply(parts=chat_stream(3, gap=0.002))) as srv:
         code, out, err = await lanewatch("probe", srv.url(), "-m", "m", "-n", "4", "--class", "story")

@@ -30,6 +30,25 @@ def test_round_trip_keeps_every_field() -> None:
     assert read.bad_lines == ()
 
 
+def test_content_fields_round_trip_and_a_line_without_them_reads_as_none() -> None:
+    with_text = RequestTiming(
+        source="probe", target="t", lane="fast", request_class="short", model="m",
+        prompt_text='Say "hi"\n\u00e9\U0001f600', response_text="hi \u2026[truncated]",
+    )  # fmt: skip
+    assert '"prompt_text"' not in record_line(GOOD)
+    read = parse_record_lines([record_line(with_text), record_line(GOOD)])
+    assert read.records == (with_text, GOOD)
+    assert read.records[1].prompt_text is None and read.records[1].response_text is None
+
+
+@pytest.mark.parametrize("field", ["prompt_text", "response_text"])
+@pytest.mark.parametrize("value", ["5", '["a"]', "{}"])
+def test_content_that_is_not_text_names_its_field(field: str, value: str) -> None:
+    line = record_line(GOOD).replace('"attrs":', f'"{field}":{value},"attrs":')
+    with pytest.raises(RecordFileError, match=rf"^line 3: field '{field}'"):
+        parse_record_line(line, 3)
+
+
 def test_blank_lines_are_ignored_and_numbering_counts_them() -> None:
     with pytest.raises(RecordFileError) as exc:
         parse_record_lines([record_line(GOOD), "\n", "   \n", "{nope\n"])

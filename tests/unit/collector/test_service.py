@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -126,3 +127,16 @@ def test_lane_order_from_gateway_or_targets() -> None:
     cfg = config(gateway={"lanes": {"x": {"upstreams": ["http://h"]}, "y": {"upstreams": ["http://h"]}},
                           "lane_order": ["y", "x"]})  # fmt: skip
     assert lane_order(cfg) == ["y", "x"]
+
+
+def test_content_reaches_the_file_and_listeners_but_not_the_window_or_metrics(tmp_path: Path) -> None:
+    clock = Clock()
+    svc, seen = service(config(tmp_path, otlp={"enabled": False}), clock)
+    svc.submit(dataclasses.replace(record(), prompt_text="PROMPT-CANARY", response_text="RESPONSE-CANARY"))
+    assert seen[0].prompt_text == "PROMPT-CANARY" and seen[0].response_text == "RESPONSE-CANARY"
+    assert [r.prompt_text for r in svc.window.records(clock())] == [None]
+    assert [r.response_text for r in svc.window.records(clock())] == [None]
+    assert "CANARY" not in text(svc)
+    svc.close()
+    line = json.loads((tmp_path / "records.jsonl").read_text())
+    assert (line["prompt_text"], line["response_text"]) == ("PROMPT-CANARY", "RESPONSE-CANARY")

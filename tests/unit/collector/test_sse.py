@@ -53,6 +53,24 @@ def test_reasoning_delta_counts_as_generated_text() -> None:
     assert classify(json.dumps(obj)).kind is ChunkKind.CONTENT
 
 
+def test_text_is_kept_only_when_asked() -> None:
+    stream = frame(chat("", role="assistant")) + frame(chat("Hel")) + frame(chat("lo", finish="stop"))
+    plain, _ = parse(stream)
+    assert [c.text for c in plain] == [None, None, None]
+    kept = SseParser(keep_text=True).feed(stream + b"data: [DONE]\n\n")
+    assert [c.text for c in kept] == ["", "Hel", "lo", None]
+    assert kept[2].finish_reason == "stop"
+
+
+def test_kept_text_is_the_first_choices_answer_only() -> None:
+    two = {"choices": [{"index": 1, "delta": {"content": "B"}}, {"index": 0, "delta": {"content": "A"}}]}
+    assert classify(json.dumps(two), keep_text=True).text == "A"
+    thinking = {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]}
+    assert classify(json.dumps(thinking), keep_text=True) == StreamChunk(ChunkKind.CONTENT)  # not the answer
+    completion = {"choices": [{"index": 0, "text": "Once", "finish_reason": None}]}
+    assert classify(json.dumps(completion), keep_text=True).text == "Once"
+
+
 def test_usage_chunk_carries_counts_and_finish_reason_is_kept() -> None:
     usage = classify(json.dumps({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 16}}))
     assert usage == StreamChunk(ChunkKind.META, usage=Usage(7, 16))

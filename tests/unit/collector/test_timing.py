@@ -76,3 +76,25 @@ def test_json_round_trip() -> None:
 )  # fmt: skip
 def test_error_kind_for_status(status: int, kind: ErrorKind | None) -> None:
     assert error_kind_for_status(status) is kind
+
+
+def test_content_fields_round_trip_and_stay_out_of_json_while_unset() -> None:
+    plain = _record()
+    assert not {"prompt_text", "response_text"} & set(plain.to_json())
+    r = _record(prompt_text="Say «hi»\nplease", response_text="")
+    line = json.dumps(r.to_json())
+    assert json.loads(line)["prompt_text"] == "Say «hi»\nplease"
+    assert json.loads(line)["response_text"] == ""  # empty text is text: kept
+    back = RequestTiming.from_json(json.loads(line))
+    assert back == r and back.response_text == ""
+    assert RequestTiming.from_json(plain.to_json()).prompt_text is None
+
+
+def test_without_content_and_repr_keep_text_out() -> None:
+    r = _record(prompt_text="PROMPT-CANARY", response_text="RESPONSE-CANARY")
+    assert "CANARY" not in repr(r)
+    stripped = r.without_content()
+    assert (stripped.prompt_text, stripped.response_text) == (None, None)
+    assert stripped == _record()
+    plain = _record()
+    assert plain.without_content() is plain

@@ -95,3 +95,10 @@ def test_window_flatness_and_fit_by_lane() -> None:
     assert w.flatness_by_lane(now=1)["fast"] < 0.1
     fit = w.fit_by_lane(now=1)["fast"]
     assert fit.fixed_share > 0.9
+
+
+def test_records_leave_as_time_passes_even_when_nobody_reads() -> None:
+    w = Window(window_s=10)
+    for t in range(1000):  # 1000 s of one record a second, never scraped
+        w.add(_r(ttft=0.1), now=float(t))
+    assert len(w) == 11  # only the last window's records are held

@@ -126,3 +126,20 @@ def test_json_body_usage_split_across_reads() -> None:
     assert tap.feed(body[:cut]) == (body[:cut], 0)
     tap.feed(body[cut:])
     assert (tap.prompt_tokens, tap.completion_tokens) == (3, 2)
+
+
+def test_a_frame_cut_short_marks_the_stream_bad_and_still_passes_through() -> None:
+    broken = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"\n\n'  # the sim's malformed frame
+    stream = _ev(_chat("a")) + broken + _ev(_chat("b")) + b"data: [DONE]\n\n"
+    tap, out, _ = _run(stream, [len(_ev(_chat("a"))) + 7], strip=False)
+    assert tap.bad_stream and tap.done and out == stream
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=len(STREAM) - 1), max_size=12))
+def test_comments_blank_lines_and_crlf_are_not_bad(cuts: list[int]) -> None:
+    done = b"data: [DONE]\n\n"
+    crlf = _ev(_chat("c")).replace(b"\n", b"\r\n")
+    stream = b": keep-alive\n\n" + STREAM.removesuffix(done) + crlf + b"\n\n" + done
+    tap, out, _ = _run(stream, [c for c in cuts if c < len(stream)], strip=False)
+    assert not tap.bad_stream and tap.done and out == stream

@@ -1,0 +1,96 @@
+"""`lanewatch demo`: the whole loop on one machine: fault, alert, degrade, recovery, restore."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from .app import app
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from lanewatch.collector.demo import DemoResult
+
+
+@app.command("demo", short_help="Run the whole loop on 127.0.0.1 with a scripted fault.")
+def demo(
+    duration: float = typer.Option(
+        240.0,
+        "--duration",
+        min=30.0,
+        help="Seconds the demo runs at most, once up; it ends sooner, 15 s after the traffic is back.",
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="Write records.jsonl, summary.json, report.html and the parts' logs here."
+    ),
+    live: bool | None = typer.Option(
+        None,
+        "--live/--no-live",
+        help="A live terminal view, or plain lines as events happen (default: live on a terminal).",
+        show_default=False,
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed for the simulators, the traffic and the gateway."),
+    rate: float = typer.Option(
+        4.0, "--rate", min=0.1, max=50.0, help="Requests per second through the gateway (Poisson)."
+    ),
+    warmup: float = typer.Option(
+        20.0, "--warmup", min=5.0, help="Seconds of healthy traffic before the fault."
+    ),
+) -> None:
+    """Run lanewatch end to end on 127.0.0.1 and watch an SLO breach get handled.
+
+    Starts two simulated vLLM lanes (fast and slow, HTTPS, OTLP spans), the gateway, the
+    collector, the degrade controller, and real Prometheus and Alertmanager (Debian's
+    prometheus, prometheus-alertmanager). Mixed traffic flows through the gateway; after the
+    warm-up the slow lane slows down: the TTFT burn alert fires, the controller shifts the
+    slow lane's traffic to the fast lane, the fault clears, the alert resolves and the
+    traffic returns. Ctrl-C stops everything and still writes what the run saw.
+    """
+    import asyncio
+    import signal
+
+    from rich.console import Console
+
+    from lanewatch.collector.demo import Options, Plan, run_demo
+
+    console = Console(highlight=False)
+    if live is None:
+        live = console.is_terminal
+    console.soft_wrap = not live  # plain lines stay whole in logs
+    if out is not None and out.exists() and not out.is_dir():
+        typer.echo(f"--out {out}: not a directory", err=True)
+        raise typer.Exit(2)
+    opts = Options(Plan(duration_s=duration, warmup_s=warmup), out=out, live=live, seed=seed, rate_per_s=rate)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        result = await run_demo(opts, console, stop)
+        _report(console, result)
+        return 1 if result.error else 130 if result.interrupted else 0
+
+    raise typer.Exit(asyncio.run(main()))
+
+
+def _report(console: Console, result: DemoResult) -> None:
+    """The run's outcome: errors, the loop's measured delays, the files written."""
+    if result.error:
+        console.print(f"lanewatch demo: {result.error}", style="bold red", highlight=False)
+    if result.interrupted:
+        console.print("interrupted: every part stopped; writing what the run saw", style="yellow")
+    names = {
+        "fault_to_alert_s": "fault → alert",
+        "alert_to_degrade_s": "alert → degrade",
+        "clear_to_resolve_s": "fault cleared → alert resolved",
+        "resolve_to_restore_s": "resolved → restored",
+    }
+    timings = [f"{label} {v:.1f} s" for k, label in names.items() if (v := result.timings.get(k)) is not None]
+    if timings:
+        console.print("the loop: " + "; ".join(timings), highlight=False)
+    for path in result.outputs:
+        console.print(f"wrote {path}", highlight=False)

@@ -1,0 +1,299 @@
+"""The demo's configuration: every part on 127.0.0.1, rendered from deploy/ with short intervals.
+
+Pure functions from (template, layout) to config dicts; `write_configs` is the thin I/O edge.
+Prometheus and Alertmanager start from deploy/prometheus/prometheus.yml and
+deploy/alertmanager/alertmanager.yml, so the demo runs what a user would deploy, with
+loopback ports, 1 s scrape and rule evaluation, and the demo's time-compressed rules
+(alerts/generated/lanewatch-demo-rules.yml, from alerts/slos-demo.yaml).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from lanewatch.alerts.build import GENERATED_DIR
+
+__all__ = [
+    "DEMO_RULES",
+    "DEPLOY_DIR",
+    "Layout",
+    "TemplateError",
+    "alertmanager_config",
+    "lanewatch_config",
+    "policy_config",
+    "prometheus_config",
+    "write_configs",
+    "write_secrets",
+]
+
+# deploy/ of a source checkout (the demo runs from one: `make run` installs it editable).
+DEPLOY_DIR: Final = Path(__file__).resolve().parents[2] / "deploy"
+DEMO_RULES: Final = GENERATED_DIR / "lanewatch-demo-rules.yml"
+MODEL: Final = "lanewatch-demo"  # both lanes serve it, so a shift needs no model rewrite
+LANES: Final = ("fast", "slow")  # fastest first
+DEGRADE_RECEIVER: Final = "lanewatch-degrade"
+
+
+class TemplateError(ValueError):
+    """A deploy/ template the demo cannot fill in; the message names the file and what is missing."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where every part listens and keeps its files, for one demo run."""
+
+    workdir: Path
+    fast_port: int
+    slow_port: int
+    collector_port: int
+    gateway_port: int
+    degrade_port: int
+    prometheus_port: int
+    alertmanager_port: int
+    seed: int = 0
+
+    def sim_port(self, lane: str) -> int:
+        """The simulator port of a lane."""
+        return self.fast_port if lane == "fast" else self.slow_port
+
+    def sim_url(self, lane: str) -> str:
+        """The HTTPS base URL of a lane's simulator."""
+        return f"https://127.0.0.1:{self.sim_port(lane)}"
+
+    def cert(self, lane: str) -> Path:
+        """The certificate a lane's simulator writes at start-up (clients trust it)."""
+        return self.workdir / f"{lane}-cert.pem"
+
+    def url(self, port: int) -> str:
+        """http://127.0.0.1:port."""
+        return f"http://127.0.0.1:{port}"
+
+    @property
+    def gateway_url(self) -> str:
+        """The gateway's base URL (traffic goes here)."""
+        return self.url(self.gateway_port)
+
+    @property
+    def collector_url(self) -> str:
+        """The collector's base URL (/metrics, /v1/traces)."""
+        return self.url(self.collector_port)
+
+    @property
+    def prometheus_url(self) -> str:
+        """Prometheus' base URL."""
+        return self.url(self.prometheus_port)
+
+    @property
+    def alertmanager_url(self) -> str:
+        """Alertmanager's base URL."""
+        return self.url(self.alertmanager_port)
+
+    @property
+    def degrade_url(self) -> str:
+        """The degrade controller's base URL."""
+        return self.url(self.degrade_port)
+
+    def token_file(self, name: str) -> Path:
+        """A secret's file (`sim-admin`, `gateway-admin`, `degrade`)."""
+        return self.workdir / "secrets" / f"{name}-token"
+
+    @property
+    def lanewatch_yaml(self) -> Path:
+        """The collector's and gateway's config file."""
+        return self.workdir / "lanewatch.yaml"
+
+    @property
+    def policy_yaml(self) -> Path:
+        """The degrade controller's policy file."""
+        return self.workdir / "degrade-policy.yaml"
+
+    @property
+    def prometheus_yaml(self) -> Path:
+        """Prometheus' config file."""
+        return self.workdir / "prometheus" / "prometheus.yml"
+
+    @property
+    def alertmanager_yaml(self) -> Path:
+        """Alertmanager's config file."""
+        return self.workdir / "alertmanager" / "alertmanager.yml"
+
+    def records(self, part: str) -> Path:
+        """The records file a part (`collector`, `gateway`) appends to."""
+        return self.workdir / f"{part}-records.jsonl"
+
+    def log(self, part: str) -> Path:
+        """A child process's log file."""
+        return self.workdir / "logs" / f"{part}.log"
+
+
+def _scrape_targets(layout: Layout) -> dict[str, dict[str, Any]]:
+    """Job name -> what replaces its static target (and how it is scraped)."""
+    jobs: dict[str, dict[str, Any]] = {
+        "lanewatch-collector": {"target": f"127.0.0.1:{layout.collector_port}"},
+        "lanewatch-gateway": {"target": f"127.0.0.1:{layout.gateway_port}"},
+        "lanewatch-degrade": {"target": f"127.0.0.1:{layout.degrade_port}"},
+    }
+    for lane in LANES:
+        jobs[f"vllm-{lane}"] = {
+            "target": f"127.0.0.1:{layout.sim_port(lane)}",
+            "scheme": "https",
+            "tls_config": {"ca_file": str(layout.cert(lane))},
+        }
+    return jobs
+
+
+def prometheus_config(
+    template: dict[str, Any], layout: Layout, rules: Path = DEMO_RULES, alertmanager: bool = True
+) -> dict[str, Any]:
+    """deploy/prometheus/prometheus.yml for the demo: loopback targets, 1 s intervals, the demo rules."""
+    cfg = copy.deepcopy(template)
+    cfg.setdefault("global", {}).update(
+        {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+    )
+    cfg["rule_files"] = [str(rules)]
+    am = [f"127.0.0.1:{layout.alertmanager_port}"]
+    cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": am}]}]}
+    if not alertmanager:  # rules still evaluate; alerts show in Prometheus only
+        del cfg["alerting"]
+    jobs = _scrape_targets(layout)
+    seen = set()
+    for job in cfg.get("scrape_configs") or []:
+        name = job.get("job_name")
+        if name not in jobs:
+            raise TemplateError(
+                f"prometheus.yml: scrape job {name!r} has no demo counterpart ({sorted(jobs)})"
+            )
+        seen.add(name)
+        spec = jobs[name]
+        statics = job.get("static_configs") or [{}]
+        job["static_configs"] = [{**statics[0], "targets": [spec["target"]]}]
+        job.update({k: v for k, v in spec.items() if k != "target"})
+    missing = sorted(set(jobs) - seen)
+    if missing:
+        raise TemplateError(f"prometheus.yml: no scrape job for {missing}")
+    return cfg
+
+
+def alertmanager_config(template: dict[str, Any], layout: Layout) -> dict[str, Any]:
+    """deploy/alertmanager/alertmanager.yml for the demo: the controller on loopback, short group timers."""
+    cfg = copy.deepcopy(template)
+    receivers = {r.get("name"): r for r in cfg.get("receivers") or []}
+    degrade = receivers.get(DEGRADE_RECEIVER)
+    if not degrade or not degrade.get("webhook_configs"):
+        raise TemplateError(f"alertmanager.yml: no {DEGRADE_RECEIVER!r} receiver with a webhook_config")
+    hook = degrade["webhook_configs"][0]
+    hook["url"] = f"{layout.degrade_url}/alertmanager"
+    hook.setdefault("http_config", {})["authorization"] = {
+        "type": "Bearer",
+        "credentials_file": str(layout.token_file("degrade")),
+    }
+    route = cfg.setdefault("route", {})
+    route.update({"group_wait": "1s", "group_interval": "2s"})
+    for sub in route.get("routes") or []:
+        if sub.get("receiver") == DEGRADE_RECEIVER:
+            sub.update({"group_wait": "1s", "group_interval": "2s"})
+    return cfg
+
+
+def lanewatch_config(layout: Layout, probe_interval_s: float = 2.0) -> dict[str, Any]:
+    """The collector's and gateway's config: probe both lanes directly; route short answers fast."""
+    targets = [
+        {
+            "name": f"vllm-{lane}",
+            "url": layout.sim_url(lane),
+            "lane": lane,
+            "model": MODEL,
+            "cacert": str(layout.cert(lane)),
+        }
+        for lane in LANES
+    ]
+    lanes = {lane: {"upstreams": [layout.sim_url(lane)], "cacert": str(layout.cert(lane))} for lane in LANES}
+    return {
+        "targets": targets,
+        "probe": {"interval_s": probe_interval_s, "concurrency": 16, "timeouts": {"ttft_s": 20.0}},
+        "scrape": {"interval_s": 1.0, "window_s": 60.0},
+        "export": {"window_s": 60.0},
+        "server": {"host": "127.0.0.1", "port": layout.collector_port},
+        "gateway": {
+            "server": {"host": "127.0.0.1", "port": layout.gateway_port},
+            "lanes": lanes,
+            "lane_order": list(LANES),
+            "default_lane": "slow",
+            # Short answers are cheap on the small model; everything else goes to the big one.
+            "rules": {"max_tokens": [{"lane": "fast", "max": 32}]},
+            "shift_seed": layout.seed,
+            "health_interval_s": 1.0,
+        },
+    }
+
+
+def policy_config() -> dict[str, Any]:
+    """The controller's policy: one step shifts the whole slow lane; short holds, for a live demo."""
+    return {
+        "version": 1,
+        "lane_order": list(LANES),
+        "shift_percents": [100],
+        "min_hold_s": 15,
+        "escalation_cooldown_s": 10,
+        "recovery_stable_s": 5,
+    }
+
+
+def _read_template(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TemplateError(
+            f"{path}: cannot read ({exc.strerror}); the demo runs from a source checkout of lanewatch"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise TemplateError(f"{path}: not YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise TemplateError(f"{path}: expected a mapping at the top")
+    return data
+
+
+SECRETS: Final = ("sim-admin", "gateway-admin", "degrade")
+
+
+def write_secrets(layout: Layout) -> dict[str, str]:
+    """Fresh bearer tokens for the simulators' and gateway's admin APIs and the controller (mode 0600)."""
+    tokens = {}
+    for name in SECRETS:
+        path = layout.token_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tokens[name] = secrets.token_hex(16)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(tokens[name] + "\n")
+    return tokens
+
+
+def write_configs(
+    layout: Layout,
+    deploy_dir: Path = DEPLOY_DIR,
+    probe_interval_s: float = 2.0,
+    with_alertmanager: bool = True,
+) -> None:
+    """Write every config file of the run into its workdir (secrets: `write_secrets`)."""
+    prom_template = _read_template(deploy_dir / "prometheus" / "prometheus.yml")
+    prom = prometheus_config(prom_template, layout, alertmanager=with_alertmanager)
+    am = alertmanager_config(_read_template(deploy_dir / "alertmanager" / "alertmanager.yml"), layout)
+    files = {
+        layout.prometheus_yaml: prom,
+        layout.alertmanager_yaml: am,
+        layout.lanewatch_yaml: lanewatch_config(layout, probe_interval_s),
+        layout.policy_yaml: policy_config(),
+    }
+    for path, data in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    for folder in ("logs", "prometheus/data", "alertmanager/data", "degrade-state"):
+        (layout.workdir / folder).mkdir(parents=True, exist_ok=True)

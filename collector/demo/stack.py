@@ -1,0 +1,217 @@
+"""The demo's processes on 127.0.0.1: two simulator lanes, the collector, the gateway, the degrade
+controller, Prometheus and Alertmanager; started in order, waited on, and reached over HTTP.
+
+`commands` is pure (what each process runs); `Stack` starts them under a Supervisor and is
+the demo's one HTTP client for them: the simulators' fault API, the gateway's degrade
+state, Alertmanager's alerts and Prometheus queries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .configs import LANES, MODEL, Layout, write_configs, write_secrets
+from .supervisor import ChildExited, Supervisor, lanewatch_command
+
+__all__ = ["Stack", "StartupError", "Tools", "commands"]
+
+READY_TIMEOUT_S = 90.0  # python start-up on a loaded 2-core machine takes seconds per process
+PROMETHEUS_BINARY = "prometheus"
+ALERTMANAGER_BINARY = "prometheus-alertmanager"
+
+
+class StartupError(RuntimeError):
+    """A part of the demo did not come up; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The real Prometheus and Alertmanager binaries, where installed."""
+
+    prometheus: str | None
+    alertmanager: str | None
+
+    @classmethod
+    def find(cls) -> Tools:
+        """Look both up on PATH (Debian: prometheus, prometheus-alertmanager)."""
+        return cls(shutil.which(PROMETHEUS_BINARY), shutil.which(ALERTMANAGER_BINARY))
+
+    def missing(self) -> list[str]:
+        """Names of the binaries not found."""
+        return [
+            name
+            for name, path in ((PROMETHEUS_BINARY, self.prometheus), (ALERTMANAGER_BINARY, self.alertmanager))
+            if path is None
+        ]
+
+
+def commands(layout: Layout, tools: Tools) -> dict[str, list[str]]:
+    """Each process's command line, in start order (simulators first: the rest probe or route to them)."""
+    lw = lanewatch_command()
+    cmds: dict[str, list[str]] = {}
+    for lane in LANES:
+        cmds[f"sim-{lane}"] = [
+            *lw, "sim", "--profile", lane, "--host", "127.0.0.1", "--port", str(layout.sim_port(lane)),
+            "--tls", "--cert-out", str(layout.cert(lane)), "--model", MODEL,
+            "--otlp-endpoint", f"{layout.collector_url}/v1/traces",
+            "--admin-token-file", str(layout.token_file("sim-admin")), "--seed", str(layout.seed),
+        ]  # fmt: skip
+    cmds["collector"] = [
+        *lw, "collect", "-c", str(layout.lanewatch_yaml), "--records", str(layout.records("collector")),
+        "--log-level", "warning",
+    ]  # fmt: skip
+    cmds["gateway"] = [
+        *lw, "gateway", "-c", str(layout.lanewatch_yaml),
+        "--admin-token-file", str(layout.token_file("gateway-admin")),
+        "--records", str(layout.records("gateway")),
+    ]  # fmt: skip
+    cmds["degrade"] = [
+        *lw, "degrade", "serve", "--host", "127.0.0.1", "--port", str(layout.degrade_port),
+        "--token-file", str(layout.token_file("degrade")), "--gateway", layout.gateway_url,
+        "--gateway-token-file", str(layout.token_file("gateway-admin")),
+        "--state-dir", str(layout.workdir / "degrade-state"), "-c", str(layout.policy_yaml),
+        "--tick-s", "0.5", "--reconcile-interval-s", "5", "--log-level", "warning",
+    ]  # fmt: skip
+    if tools.alertmanager:
+        cmds["alertmanager"] = [
+            tools.alertmanager, f"--config.file={layout.alertmanager_yaml}",
+            f"--storage.path={layout.workdir / 'alertmanager' / 'data'}",
+            f"--web.listen-address=127.0.0.1:{layout.alertmanager_port}",
+            "--cluster.listen-address=",  # no gossip port: one instance on loopback
+            "--log.level=warn",
+        ]  # fmt: skip
+    if tools.prometheus:
+        cmds["prometheus"] = [
+            tools.prometheus, f"--config.file={layout.prometheus_yaml}",
+            f"--storage.tsdb.path={layout.workdir / 'prometheus' / 'data'}",
+            f"--web.listen-address=127.0.0.1:{layout.prometheus_port}",
+            "--storage.tsdb.retention.time=2h", "--log.level=warn",
+        ]  # fmt: skip
+    return cmds
+
+
+def ready_urls(layout: Layout) -> dict[str, str]:
+    """The URL that answers 200 once each process serves."""
+    urls = {f"sim-{lane}": f"{layout.sim_url(lane)}/health" for lane in LANES}
+    urls.update(
+        collector=f"{layout.collector_url}/healthz",
+        gateway=f"{layout.gateway_url}/healthz",
+        degrade=f"{layout.degrade_url}/healthz",
+        alertmanager=f"{layout.alertmanager_url}/-/ready",
+        prometheus=f"{layout.prometheus_url}/-/ready",
+    )
+    return urls
+
+
+class Stack:
+    """The running demo stack; `start` brings it up, the Supervisor ends it."""
+
+    def __init__(self, layout: Layout, supervisor: Supervisor, tools: Tools) -> None:
+        self.layout = layout
+        self.supervisor = supervisor
+        self.tools = tools
+        self.tokens: dict[str, str] = {}
+        self._http = httpx.AsyncClient(timeout=5.0)
+        self._sims: dict[str, httpx.AsyncClient] = {}
+
+    @property
+    def has_prometheus(self) -> bool:
+        """True when Prometheus runs (burn rates, rule evaluation)."""
+        return self.tools.prometheus is not None
+
+    @property
+    def has_alertmanager(self) -> bool:
+        """True when Alertmanager runs (alerts reach the controller)."""
+        return self.tools.alertmanager is not None
+
+    async def start(self, say: Callable[[str], None] = lambda _: None, probe_interval_s: float = 2.0) -> None:
+        """Write configs, start the simulators, then everything else; return once all answer."""
+        write_configs(self.layout, probe_interval_s=probe_interval_s, with_alertmanager=self.has_alertmanager)
+        self.tokens = write_secrets(self.layout)
+        cmds = commands(self.layout, self.tools)
+        urls = ready_urls(self.layout)
+        sims = [name for name in cmds if name.startswith("sim-")]
+        rest = [name for name in cmds if name not in sims]
+        for group in (sims, rest):
+            for name in group:
+                self.supervisor.start(name, cmds[name], self.layout.log(name))
+            say(f"starting {', '.join(group)}")
+            await asyncio.gather(*(self._wait_ready(name, urls[name]) for name in group))
+        for lane in LANES:
+            ctx = ssl.create_default_context(cafile=str(self.layout.cert(lane)))
+            self._sims[lane] = httpx.AsyncClient(base_url=self.layout.sim_url(lane), verify=ctx, timeout=5.0)
+
+    async def _wait_ready(self, name: str, url: str) -> None:
+        lane = name.removeprefix("sim-") if name.startswith("sim-") else None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                self.supervisor.check()
+            except ChildExited as exc:
+                raise StartupError(str(exc)) from None
+            if await self._answers(url, lane):
+                return
+            await asyncio.sleep(0.2)
+        raise StartupError(f"{name} did not answer {url} within {READY_TIMEOUT_S:.0f} s")
+
+    async def _answers(self, url: str, lane: str | None) -> bool:
+        verify: ssl.SSLContext | bool = True
+        if lane is not None:
+            cert = self.layout.cert(lane)
+            if not cert.is_file():
+                return False
+            verify = ssl.create_default_context(cafile=str(cert))
+        try:
+            async with httpx.AsyncClient(verify=verify, timeout=2.0) as client:
+                return (await client.get(url)).status_code == 200
+        except (httpx.HTTPError, OSError, ssl.SSLError):
+            return False
+
+    async def set_fault(self, lane: str, spec: dict[str, Any]) -> None:
+        """Replace a lane's simulated faults (POST /admin/faults)."""
+        r = await self._sims[lane].post("/admin/faults", json=spec, headers=self._bearer("sim-admin"))
+        r.raise_for_status()
+
+    async def clear_fault(self, lane: str) -> None:
+        """Remove a lane's faults (DELETE /admin/faults)."""
+        r = await self._sims[lane].delete("/admin/faults", headers=self._bearer("sim-admin"))
+        r.raise_for_status()
+
+    async def degrade_state(self) -> dict[str, Any]:
+        """The gateway's degrade state (GET /admin/degrade)."""
+        r = await self._http.get(
+            f"{self.layout.gateway_url}/admin/degrade", headers=self._bearer("gateway-admin")
+        )
+        r.raise_for_status()
+        data: dict[str, Any] = r.json()
+        return data
+
+    async def alerts(self) -> list[dict[str, Any]]:
+        """Alertmanager's alerts, active and suppressed (GET /api/v2/alerts)."""
+        r = await self._http.get(f"{self.layout.alertmanager_url}/api/v2/alerts")
+        r.raise_for_status()
+        data: list[dict[str, Any]] = r.json()
+        return data
+
+    async def query(self, promql: str) -> list[dict[str, Any]]:
+        """An instant PromQL query's result vector."""
+        r = await self._http.get(f"{self.layout.prometheus_url}/api/v1/query", params={"query": promql})
+        r.raise_for_status()
+        result: list[dict[str, Any]] = r.json()["data"]["result"]
+        return result
+
+    def _bearer(self, name: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.tokens[name]}"}
+
+    async def close(self) -> None:
+        """Close the HTTP clients (the Supervisor ends the processes)."""
+        for client in [self._http, *self._sims.values()]:
+            await client.aclose()

@@ -1,0 +1,150 @@
+"""Child processes of the demo: each in its own process group, all ended together.
+
+Every child starts in a new session (its own process group), so a terminal's Ctrl-C reaches
+only the demo, which then ends the children in order: SIGTERM to each group, a grace period,
+SIGKILL to what is left. On Linux each child also gets SIGKILL should the demo itself die
+without cleaning up (PR_SET_PDEATHSIG), so no process outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["Child", "ChildExited", "Supervisor", "free_ports", "lanewatch_command"]
+
+PR_SET_PDEATHSIG = 1
+LOG_TAIL_BYTES = 2000
+
+
+class ChildExited(RuntimeError):
+    """A child process ended while the demo still needed it; the message carries its log's tail."""
+
+
+@dataclass
+class Child:
+    """One started process."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log_tail(self) -> str:
+        """The last lines the process wrote."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(max(0, self.log_path.stat().st_size - LOG_TAIL_BYTES))
+                return f.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+
+def lanewatch_command() -> list[str]:
+    """How to run the `lanewatch` CLI of this interpreter's environment."""
+    script = Path(sys.executable).parent / "lanewatch"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from lanewatch.collector.cli import main; main()"]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec function asking Linux to SIGKILL the child when the demo dies; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    libc = ctypes.CDLL(name, use_errno=True)
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    return preexec
+
+
+class Supervisor:
+    """Starts the demo's processes and ends every one of them on `stop_all` (or leaving the block)."""
+
+    def __init__(self, grace_s: float = 5.0) -> None:
+        self.children: list[Child] = []
+        self.grace_s = grace_s
+        self._preexec = _die_with_parent()
+
+    def start(
+        self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+    ) -> Child:
+        """Start `argv` in its own process group with stdout and stderr to `log_path`."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=self._preexec,  # only prctl: safe between fork and exec
+                env={**os.environ, **(env or {})},
+            )
+        child = Child(name, proc, log_path)
+        self.children.append(child)
+        return child
+
+    def check(self) -> None:
+        """Raise ChildExited when any child has ended."""
+        for child in self.children:
+            code = child.proc.poll()
+            if code is not None:
+                raise ChildExited(f"{child.name} exited with status {code}:\n{child.log_tail()}")
+
+    def stop_all(self) -> None:
+        """SIGTERM every child's group (last started first), wait the grace period, then SIGKILL."""
+        live = [c for c in reversed(self.children) if c.proc.poll() is None]
+        for child in live:
+            _signal_group(child.proc, signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_s
+        for child in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.proc.wait(max(0.0, deadline - time.monotonic()))
+        for child in self.children:
+            _signal_group(child.proc, signal.SIGKILL)  # also reaps stragglers a child left behind
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.proc.wait(5.0)
+
+    def __enter__(self) -> Supervisor:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop_all()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Signal the child's process group (its pid: it leads a new session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)

@@ -1,0 +1,196 @@
+"""Mixed user traffic through the gateway: Poisson arrivals of the three request classes.
+
+`next_arrival` and `pick_class` are pure (a seeded random source passed in); `Traffic` sends
+each arrival as a streamed chat completion with an aiohttp client (httpx collapses with
+many open streams: /work/shared/reference/performance.md), bounded by a cap on requests in
+flight, and counts which lane served each class (the gateway's `x-lanewatch-lane`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass
+from lanewatch.collector.prompts import prompt_text
+
+__all__ = ["MIX", "Served", "Traffic", "TrafficClass", "next_arrival", "pick_class", "routed_lane"]
+
+LANE_HEADER = "x-lanewatch-lane"
+DEGRADED_HEADER = "x-lanewatch-degraded"
+CLASS_HEADER = "x-lanewatch-class"
+FAST_MAX_TOKENS = 32
+MAX_HISTORY = 100_000  # the gateway's rule in configs.lanewatch_config: up to this goes fast
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    """A request class and its share of the arrivals."""
+
+    spec: RequestClass
+    weight: float
+
+    @property
+    def name(self) -> str:
+        """The class name (sent as x-lanewatch-class)."""
+        return self.spec.name
+
+
+# The probe's classes, so tap and probe records line up: many short questions, fewer long jobs.
+MIX: tuple[TrafficClass, ...] = tuple(
+    TrafficClass(c, w) for c, w in zip(DEFAULT_CLASSES, (0.5, 0.25, 0.25), strict=True)
+)
+
+
+def next_arrival(rng: random.Random, rate_per_s: float) -> float:
+    """Seconds to the next arrival of a Poisson process with this rate."""
+    return rng.expovariate(rate_per_s)
+
+
+def pick_class(rng: random.Random, mix: Sequence[TrafficClass]) -> TrafficClass:
+    """A class drawn by weight."""
+    return rng.choices(list(mix), weights=[c.weight for c in mix])[0]
+
+
+def routed_lane(cls: TrafficClass) -> str:
+    """The lane the gateway's rules route a class to, before any degrade."""
+    return "fast" if cls.spec.max_tokens <= FAST_MAX_TOKENS else "slow"
+
+
+@dataclass(frozen=True)
+class Served:
+    """One answered request: when, its class, the lane it was routed to and the lane that served it."""
+
+    t: float  # Unix seconds, when the response headers arrived
+    request_class: str
+    routed: str
+    served: str
+    degraded: str
+    status: int
+
+
+class Traffic:
+    """Sends Poisson traffic to the gateway until stopped; at most `max_inflight` requests at once."""
+
+    def __init__(
+        self,
+        gateway_url: str,
+        model: str,
+        rate_per_s: float,
+        seed: int = 0,
+        mix: Sequence[TrafficClass] = MIX,
+        max_inflight: int = 64,
+        recent_s: float = 10.0,
+    ) -> None:
+        self.url = f"{gateway_url}/v1/chat/completions"
+        self.model = model
+        self.rate_per_s = rate_per_s
+        self.mix = tuple(mix)
+        self.max_inflight = max_inflight
+        self.recent_s = recent_s
+        self._rng = random.Random(seed)
+        self._seq = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.sent = 0
+        self.skipped = 0  # arrivals dropped because max_inflight requests were open
+        self.errors: Counter[str] = Counter()
+        self.recent: deque[Served] = deque()
+        self.history: deque[Served] = deque(maxlen=MAX_HISTORY)
+
+    @property
+    def inflight(self) -> int:
+        """Requests open now."""
+        return len(self._tasks)
+
+    async def run(
+        self, stop: asyncio.Event, drain_s: float = 0.0, abort: asyncio.Event | None = None
+    ) -> None:
+        """Send arrivals until `stop` is set; give open requests `drain_s` seconds (cut short by
+        `abort`), then cancel them."""
+        timeout = aiohttp.ClientTimeout(total=120, sock_connect=5)
+        connector = aiohttp.TCPConnector(limit=self.max_inflight)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+            next_at = time.monotonic()
+            while not stop.is_set():
+                next_at += next_arrival(self._rng, self.rate_per_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), max(0.0, next_at - time.monotonic()))
+                    break
+                self._arrive(session)
+            await self._drain(drain_s, abort)
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _drain(self, grace_s: float, abort: asyncio.Event | None) -> None:
+        if not self._tasks or grace_s <= 0 or (abort is not None and abort.is_set()):
+            return
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(asyncio.wait(set(self._tasks)))}
+        if abort is not None:
+            waits.add(asyncio.ensure_future(abort.wait()))
+        _, pending = await asyncio.wait(waits, timeout=grace_s, return_when=asyncio.FIRST_COMPLETED)
+        for fut in pending:
+            fut.cancel()
+
+    def _arrive(self, session: aiohttp.ClientSession) -> None:
+        cls = pick_class(self._rng, self.mix)
+        if self.inflight >= self.max_inflight:
+            self.skipped += 1
+            return
+        self._seq += 1
+        task = asyncio.create_task(self._send(session, cls, self._seq))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, session: aiohttp.ClientSession, cls: TrafficClass, seq: int) -> None:
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt_text(cls.spec, seq)}],
+            "max_tokens": cls.spec.max_tokens,
+            "ignore_eos": True,
+            "stream": True,
+        }
+        self.sent += 1
+        try:
+            async with session.post(self.url, data=json.dumps(body), headers=_headers(cls)) as resp:
+                # Counted at the headers, which name the serving lane: the view follows a shift at once.
+                lane, degraded = resp.headers.get(LANE_HEADER, "?"), resp.headers.get(DEGRADED_HEADER, "")
+                self._served(cls, resp.status, lane, degraded)
+                async for _ in resp.content.iter_any():
+                    pass
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self.errors[type(exc).__name__] += 1
+
+    def _served(self, cls: TrafficClass, status: int, lane: str, degraded: str) -> None:
+        if status != 200:
+            self.errors[f"http_{status}"] += 1
+        served = Served(time.time(), cls.name, routed_lane(cls), lane, degraded, status)
+        self.recent.append(served)
+        self.history.append(served)
+        self._trim()
+
+    def _trim(self) -> None:
+        horizon = time.time() - self.recent_s
+        while self.recent and self.recent[0].t < horizon:
+            self.recent.popleft()
+
+    def shifted_share(self, routed: str, to: str) -> tuple[float, int] | None:
+        """Share of recent requests routed to `routed` that `to` served, and how many; None if none."""
+        self._trim()
+        rows = [s for s in self.recent if s.routed == routed and s.status == 200]
+        if not rows:
+            return None
+        return sum(s.served == to for s in rows) / len(rows), len(rows)
+
+
+def _headers(cls: TrafficClass) -> dict[str, str]:
+    return {"content-type": "application/json", CLASS_HEADER: cls.name}

@@ -1,0 +1,104 @@
+"""The demo's traffic against a real streaming server on 127.0.0.1: what it sends, what it reads
+from the response headers, and how it stops (open requests finish, unless aborted)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from lanewatch.collector.config import RequestClass
+from lanewatch.collector.demo.traffic import Traffic, TrafficClass
+
+pytestmark = pytest.mark.integration
+CHUNK_GAP_S = 0.05
+
+
+@dataclass
+class Upstream:
+    """A gateway stand-in: one SSE chunk per max_tokens, CHUNK_GAP_S apart; counts whole answers."""
+
+    url: str = ""
+    bodies: list[dict[str, object]] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)
+    finished: int = 0
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[Upstream]:
+    state = Upstream()
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        state.bodies.append(body)
+        state.classes.append(request.headers.get("x-lanewatch-class", ""))
+        resp = web.StreamResponse(headers={"x-lanewatch-lane": "fast", "x-lanewatch-degraded": "shift"})
+        resp.content_type = "text/event-stream"
+        await resp.prepare(request)
+        for _ in range(body["max_tokens"]):
+            await asyncio.sleep(CHUNK_GAP_S)
+            await resp.write(b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n')
+        await resp.write(b"data: [DONE]\n\n")
+        state.finished += 1
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    state.url = f"http://127.0.0.1:{port}"
+    try:
+        yield state
+    finally:
+        await runner.cleanup()
+
+
+async def until(check: Callable[[], bool], within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while True:
+        if check():
+            return
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+def mix(tokens: int) -> tuple[TrafficClass, ...]:
+    return (TrafficClass(RequestClass(name="story", prompt_words=5, max_tokens=tokens), 1.0),)
+
+
+async def test_requests_stream_through_and_open_ones_finish_when_traffic_stops(upstream: Upstream) -> None:
+    traffic = Traffic(upstream.url, "lanewatch-demo", rate_per_s=20.0, seed=1, mix=mix(40))
+    stop = asyncio.Event()
+    task = asyncio.create_task(traffic.run(stop, drain_s=30.0))
+    await until(lambda: traffic.sent >= 5)
+    stop.set()
+    await asyncio.wait_for(task, 60)
+    assert upstream.finished == traffic.sent >= 5  # every open stream ran to its end
+    assert not traffic.errors
+    body = upstream.bodies[0]
+    assert body["model"] == "lanewatch-demo" and body["stream"] is True and body["ignore_eos"] is True
+    assert body["max_tokens"] == 40 and "Write a long story" in json.dumps(body["messages"])
+    assert set(upstream.classes) == {"story"}
+    assert [(s.routed, s.served, s.degraded) for s in traffic.history][:1] == [("slow", "fast", "shift")]
+    assert len(traffic.history) == traffic.sent
+
+
+async def test_abort_cuts_the_drain_short(upstream: Upstream) -> None:
+    traffic = Traffic(upstream.url, "m", rate_per_s=20.0, seed=2, mix=mix(600))  # 30 s streams
+    stop, abort = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(traffic.run(stop, drain_s=60.0, abort=abort))
+    await until(lambda: len(traffic.history) >= 3)  # some streams open, headers read
+    abort.set()
+    stop.set()
+    started = time.monotonic()
+    await asyncio.wait_for(task, 60)
+    assert time.monotonic() - started < 10.0  # not the 30 s the streams need
+    assert upstream.finished == 0 and traffic.inflight == 0

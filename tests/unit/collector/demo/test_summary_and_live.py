@@ -1,0 +1,118 @@
+"""summary.json's loop timings and content; the live view and the --no-live event lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from lanewatch.collector.demo.events import Event
+from lanewatch.collector.demo.live import Snapshot, event_line, render, stage_text
+from lanewatch.collector.demo.summary import build_summary, loop_timings, write_summary
+from lanewatch.collector.demo.timeline import Plan
+from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.window import summarize
+from lanewatch.exporters.report_data import parse_events
+
+T0 = 1_800_000_000.0
+PAGE = {"alertname": "LanewatchTTFTBurnRate", "lane": "slow", "severity": "page", "slo": "ttft"}
+STORY = [
+    Event(T0 + 20, "fault_injected", {"lane": "slow", "queue_delay_s": 3.0}),
+    Event(
+        T0 + 26, "alert_firing", {"alertname": "LanewatchTPOTBurnRate", "lane": "slow", "severity": "ticket"}
+    ),
+    Event(T0 + 31, "alert_firing", PAGE),
+    Event(T0 + 32, "degrade_applied", {"lane": "slow", "shift_to": "fast", "shift_percent": 100}),
+    Event(T0 + 47, "fault_cleared", {"lane": "slow"}),
+    Event(T0 + 80.5, "alert_resolved", PAGE),
+    Event(T0 + 86.5, "degrade_restored", {"lane": "slow"}),
+]
+
+
+def test_loop_timings_follow_the_ttft_page_of_the_lane() -> None:
+    assert loop_timings(STORY) == {
+        "fault_to_alert_s": 11.0,
+        "alert_to_degrade_s": 1.0,
+        "clear_to_resolve_s": 33.5,
+        "resolve_to_restore_s": 6.0,
+    }
+    assert loop_timings(STORY[:4]) == {
+        "fault_to_alert_s": 11.0,
+        "alert_to_degrade_s": 1.0,
+        "clear_to_resolve_s": None,
+        "resolve_to_restore_s": None,
+    }
+    assert set(loop_timings([]).values()) == {None}
+
+
+def test_summary_holds_lanes_events_and_the_run_and_the_report_reads_its_events(tmp_path: Path) -> None:
+    records = [
+        RequestTiming("probe", "vllm-slow", "slow", "story", "m", ttft_s=3.2, e2e_s=9.0, output_tokens=256),
+        RequestTiming("tap", "127.0.0.1:1", "fast", "story", "m", ttft_s=0.02, e2e_s=0.7, output_tokens=256),
+    ]
+    summary = build_summary(records, STORY, {"seed": 7, "interrupted": False})
+    assert summary["seed"] == 7 and summary["story_complete"] is True
+    assert summary["loop"]["clear_to_resolve_s"] == 33.5
+    assert summary["lanes"]["slow"]["by_source"] == {"probe": 1}
+    assert summary["lanes"]["fast"]["metrics"]["ttft"]["p99"] == 0.02
+    assert [e["kind"] for e in summary["events"]][:3] == ["fault_injected", "alert_firing", "alert_firing"]
+    assert summary["events"][0] == {
+        "t": T0 + 20,
+        "kind": "fault_injected",
+        "lane": "slow",
+        "queue_delay_s": 3.0,
+    }
+    path = tmp_path / "summary.json"
+    write_summary(path, summary)
+    assert [e.kind for e in parse_events(json.loads(path.read_text()))] == [e.kind for e in STORY]
+
+
+def test_event_lines_say_when_what_and_the_details() -> None:
+    line = event_line(STORY[2], started_at=T0)
+    assert "+ 31.0s" in line and "alert_firing" in line
+    assert line.endswith("alertname=LanewatchTTFTBurnRate lane=slow severity=page slo=ttft")
+    assert "version" not in event_line(Event(T0, "degrade_restored", {"lane": "slow", "version": 2}))
+
+
+def test_the_live_view_shows_phases_per_lane_burn_alerts_degrade_and_events() -> None:
+    lanes = {
+        "fast": {"ttft": summarize([0.010, 0.030]), "e2e": summarize([0.1, 0.5])},
+        "slow": {"ttft": summarize([3.1, 3.3]), "queue": summarize([3.0, 3.0])},
+    }
+    snap = Snapshot(
+        elapsed_s=42,
+        stage="degraded",
+        lanes=lanes,
+        burn={"slow": 75.25, "fast": 0.0},
+        alerts=["LanewatchTTFTBurnRate slow page"],
+        degrade={"slow": {"shift_to": "fast", "shift_percent": 100}},
+        shifted=(0.97, 33),
+        traffic="4 req/s",
+        events=STORY[:4],
+        started_at=T0,
+    )
+    console = Console(width=120, record=True)
+    console.print(render(snap))
+    text = console.export_text()
+    for phase in ("dns", "connect", "tls", "queue", "prefill", "ttft", "itl", "tpot", "decode", "e2e"):
+        assert f" {phase} " in text
+    assert "fast lane" in text and "slow lane" in text
+    assert "3,200 / 3,298" in text  # slow TTFT p50 / p99 in ms
+    assert "10.2 / 29.8" not in text and "20.0 / 29.8" in text
+    assert "slow 75.2x" in text or "slow 75.3x" in text
+    assert "LanewatchTTFTBurnRate slow page" in text
+    assert "slow: shift 100% to fast" in text and "97% served by the fast lane" in text
+    assert "degrade_applied" in text and "+ 32.0s" in text
+    calm = Console(width=120, record=True)
+    calm.print(render(Snapshot(elapsed_s=1, stage="warming up")))
+    assert "none: every lane serves its own traffic" in calm.export_text()
+
+
+def test_the_stage_says_what_the_demo_waits_for() -> None:
+    plan = Plan(warmup_s=20)
+    assert stage_text([], plan, 3) == "warming up: the fault comes at 20 s"
+    assert "waiting for the alert" in stage_text([(20, "fault_injected")], plan, 25)
+    assert "queue_delay_s 3.0" in stage_text([(20, "fault_injected")], plan, 25)
+    assert stage_text([(20, "fault_injected"), (31, "alert_firing")], plan, 31).startswith("alert firing")
+    assert stage_text([(86, "degrade_restored")], plan, 90).startswith("restored")

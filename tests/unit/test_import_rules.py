@@ -1,0 +1,130 @@
+"""What may import what (the house rules of DESIGN.md), checked on the source.
+
+Data flows one way, source → record → analysis → exporter. `exporters.names` is the
+conventions module every part may read; exporter implementations are wired in only by the
+service, the CLI and the demo. The simulator's contract is vLLM's, so it imports nothing of
+lanewatch; the degrade controller reaches routers over HTTP only.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {
+    "collector": "lanewatch.collector",
+    "exporters": "lanewatch.exporters",
+    "simulator": "lanewatch.simulator",
+    "alerts": "lanewatch.alerts",
+    "dashboards": "lanewatch.dashboards",
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = [PACKAGES[rel.parts[0]], *rel.parts[1:]]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(path: Path) -> Iterator[str]:
+    """Absolute names of the lanewatch modules a file imports at run time."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("lanewatch."))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join([*base, node.module] if node.module else base)
+            else:
+                name = node.module or ""
+            if name.startswith("lanewatch."):
+                # `from lanewatch.exporters import names` imports lanewatch.exporters.names
+                yield from (f"{name}.{a.name}" for a in node.names)
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _files(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+def _violations(folder: str, allowed: tuple[str, ...], exempt: tuple[str, ...] = ()) -> list[str]:
+    out = []
+    for path in _files(folder):
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith(exempt):
+            continue
+        for name in _runtime_imports(path):
+            if not name.startswith(allowed):
+                out.append(f"{rel} imports {name}")
+    return out
+
+
+def test_the_checker_sees_imports() -> None:
+    imports = set(_runtime_imports(ROOT / "collector" / "service.py"))
+    assert any(n.startswith("lanewatch.exporters.prometheus") for n in imports)
+
+
+def test_simulator_imports_nothing_of_lanewatch() -> None:
+    assert _violations("simulator", ("lanewatch.simulator",)) == []
+
+
+@pytest.mark.parametrize("folder", ["alerts", "dashboards"])
+def test_rules_and_dashboards_take_names_from_the_conventions_module(folder: str) -> None:
+    allowed = (
+        "lanewatch.alerts",
+        "lanewatch.dashboards",
+        "lanewatch.exporters.names",
+        "lanewatch.collector.timing",  # phase names
+        "lanewatch.collector.config",  # YAML loading with line numbers
+    )
+    assert _violations(folder, allowed) == []
+
+
+def test_collector_reads_only_names_from_exporters() -> None:
+    allowed = ("lanewatch.collector", "lanewatch.exporters.names", "lanewatch.simulator")
+    wiring = ("collector/cli/", "collector/demo/", "collector/service.py")
+    assert _violations("collector", allowed, exempt=wiring) == []
+
+
+def test_only_the_cli_starts_the_simulator() -> None:
+    users = {
+        str(p.relative_to(ROOT))
+        for p in _files("collector")
+        if any(n.startswith("lanewatch.simulator") for n in _runtime_imports(p))
+    }
+    assert users <= {"collector/cli/sim.py"}
+
+
+def test_degrade_never_imports_the_gateway() -> None:
+    bad = [
+        f"{p.relative_to(ROOT)} imports {n}"
+        for p in _files("collector/degrade")
+        for n in _runtime_imports(p)
+        if n.startswith("lanewatch.collector.gateway")
+    ]
+    assert bad == []
+
+
+def test_exporters_read_records_and_analysis_only() -> None:
+    allowed = ("lanewatch.exporters", "lanewatch.collector.timing", "lanewatch.collector.window")
+    assert _violations("exporters", allowed) == []
