@@ -115,7 +115,14 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks that every part runs")
     ap.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent, help="where results.* go")
+    ap.add_argument(
+        "--render", action="store_true", help="only rewrite results.md from the results.json in --out"
+    )
     args = ap.parse_args()
+    if args.render:
+        results = json.loads((args.out / "results.json").read_text())
+        (args.out / "results.md").write_text(render(results))
+        return
     parts = tuple(p.strip() for p in args.only.split(",") if p.strip())
     unknown = [p for p in parts if p not in PARTS]
     if unknown:

@@ -103,15 +103,24 @@ def _verdict(g: Mapping[str, Any]) -> str:
     return {True: "**met**", False: "**not met**", None: "not measured"}[g["met"]]
 
 
-def _why(why: Mapping[str, tuple[str, str]], g: Mapping[str, Any]) -> str:
+class _Fields(dict[str, Any]):
+    """results.json's keys for the notes' `{key}` fields; `?` for one this run lacks."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _why(why: Mapping[str, tuple[str, str]], g: Mapping[str, Any], fields: _Fields) -> str:
     """The note for this goal's outcome: (text when met, text when not)."""
     texts = why.get(g["id"])
     if texts is None or g["met"] is None:
         return ""
-    return texts[0] if g["met"] else texts[1]
+    return (texts[0] if g["met"] else texts[1]).format_map(fields)
 
 
-def _goals_table(results: Mapping[str, Any], why: Mapping[str, tuple[str, str]]) -> list[str]:
+def _goals_table(
+    results: Mapping[str, Any], why: Mapping[str, tuple[str, str]], fields: _Fields
+) -> list[str]:
     lines = [
         "| goal | source | measured | limit | verdict | why |",
         "|---|---|---|---|---|---|",
@@ -121,7 +130,7 @@ def _goals_table(results: Mapping[str, Any], why: Mapping[str, tuple[str, str]])
         digits = 3 if unit == "s" else 2
         lines.append(
             f"| {g['goal']} | {g['source']} | `{g['key']}` = {_f(g['measured'], digits)} {unit} | "
-            f"{_f(g['limit'], digits)} {unit} | {_verdict(g)} | {_why(why, g)} |"
+            f"{_f(g['limit'], digits)} {unit} | {_verdict(g)} | {_why(why, g, fields)} |"
         )
     return lines
 
@@ -254,6 +263,7 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
 
         notes = NOTES
     why: Mapping[str, tuple[str, str]] = notes.get("why", {})
+    fields = _Fields({**results, **results.get("sizes", {})})
     m = results["machine"]
     tools = ", ".join(f"{k} {v}" for k, v in results.get("tools", {}).items())
     out = [
@@ -270,7 +280,7 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
         "",
         "## Goals",
         "",
-        *_goals_table(results, why),
+        *_goals_table(results, why, fields),
         "",
     ]
     details = results.get("details", {})
@@ -278,7 +288,7 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
         out += [
             "## Gateway tap overhead",
             "",
-            notes.get("tap_method", ""),
+            notes.get("tap_method", "").format_map(fields),
             "",
             *_tap_table(details["tap"]),
             "",
@@ -299,5 +309,5 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
     if "degrade" in details:
         out += ["## Alert to degrade", "", *_degrade_section(details["degrade"]), ""]
     if notes.get("limits"):
-        out += ["## What limits the figures", "", notes["limits"], ""]
+        out += ["## What limits the figures", "", notes["limits"].format_map(fields), ""]
     return "\n".join(out)

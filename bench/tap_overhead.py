@@ -267,6 +267,9 @@ def flat_keys(levels: dict[int, dict[str, dict[str, Any]]]) -> dict[str, float]:
             for key in ("added_ttft_p99_ms", "added_ttft_p50_ms"):
                 q = key.split("_")[2]
                 out[f"tap_vs_nginx_added_ttft_{q}_ratio_{n}"] = _ratio(tap[key], ng[key])
+            out[f"tap_cpu_pct_of_core_{n}"] = round(
+                tap["proxy_cpu_s_per_1k_chunks"] * tap["chunks_per_s"] / 10, 1
+            )  # s per 1k chunks × chunks/s / 1000 × 100 %
             out[f"tap_vs_nginx_cpu_ratio_{n}"] = _ratio(
                 tap["proxy_cpu_s_per_1k_chunks"], ng["proxy_cpu_s_per_1k_chunks"]
             )
