@@ -189,7 +189,7 @@ def run_degrade_loop(trials: int, tmp: Path, group_interval: str = GROUP_INTERVA
     for key in rows[0]:
         s = summarize(r[key] for r in rows)
         assert s is not None
-        out[key] = {"p50": round(s.p50, 3), "max": round(s.max, 3), "min": round(s.min, 3)}
+        out[key] = {"p50": round(s.p50, 5), "max": round(s.max, 5), "min": round(s.min, 5)}
     return out
 
 
@@ -199,7 +199,7 @@ def flat_keys(r: dict[str, Any]) -> dict[str, float]:
         "alert_to_degrade_s_p50": r["alert_to_degrade_s"]["p50"],
         "alert_to_degrade_s_max": r["alert_to_degrade_s"]["max"],
         "alertmanager_to_webhook_s_p50": r["alertmanager_s"]["p50"],
-        "controller_to_gateway_ms_p50": round(r["controller_to_gateway_s"]["p50"] * 1e3, 1),
+        "controller_to_gateway_ms_p50": round(r["controller_to_gateway_s"]["p50"] * 1e3, 2),
         "resolve_to_restore_s_p50": r["resolve_to_restore_s"]["p50"],
     }
 

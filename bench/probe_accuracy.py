@@ -181,6 +181,9 @@ def flat_keys(r: dict[str, Any]) -> dict[str, float]:
         for key in ("connect", "tls", "ttfb", "e2e_err"):
             out[f"probe_{key}_p50_ms_vs_curl"] = vs[f"probe_{key}_ms"]["p50"]
             out[f"curl_{key}_p50_ms"] = vs[f"curl_{key}_ms"]["p50"]
+        out["probe_minus_curl_e2e_p50_ms"] = round(
+            out["probe_e2e_err_p50_ms_vs_curl"] - out["curl_e2e_err_p50_ms"], 3
+        )
     return out
 
 
