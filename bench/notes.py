@@ -44,8 +44,8 @@ NOTES: dict[str, Any] = {
             "puts it past 2 ×.",
         ),
         "tap_p50_256": (
-            "At 256 streams the tap uses about {tap_cpu_pct_of_core_256} % of one core and keeps up.",
-            "At 256 streams the tap needs about {tap_cpu_pct_of_core_256} % of one core while the client "
+            "At 256 streams the tap uses about {tap_cpu_pct_of_core_256:.0f} % of one core and keeps up.",
+            "At 256 streams the tap needs about {tap_cpu_pct_of_core_256:.0f} % of one core while the client "
             "and the upstream share the other two thirds of the machine: requests queue behind chunks.",
         ),
         "probe_p99": (
@@ -75,12 +75,14 @@ NOTES: dict[str, Any] = {
         "user + system seconds of the proxy's processes (/proc/<pid>/stat; nginx's master and worker) "
         "over the content chunks the client received; the upstream's and the client's too, for "
         "context.\n\n"
-        "Why not the simulator upstream: `lanewatch sim` spends ~37–41 µs of CPU per streamed chunk on "
-        "these cores (64 streams, direct), twice this upstream; at 256 streams it alone would take most "
-        "of the two cores and at 512 more than both, so it, not the proxy, would set every path's "
-        "figures, and its continuous-batching model slows its tokens as the batch grows, moving TTFT "
-        "for reasons of its own. The light upstream has fixed timing and leaves the cores to the "
-        "proxies; the same upstream serves all paths. The simulator is the target of the prober part."
+        "Why not the simulator as the upstream: its engine batches at most 128 sequences (the fast "
+        "profile; 64 the slow one), so at 256 and 512 streams requests would queue inside it and TTFT "
+        "would be its queue, and its per-token time grows with the batch, moving TTFT with load for "
+        "reasons of its own. It also spends ~37 µs of CPU per streamed chunk here (64 streams, direct; "
+        "this upstream {upstream_cpu_s_per_1k_chunks_64:.3f} s per 1,000 at 64 streams and "
+        "{upstream_cpu_s_per_1k_chunks_512:.3f} at 512), which at 512 streams would take most of the "
+        "two cores by itself. The light upstream has fixed timing, one process behind every path; "
+        "the simulator is the target of the prober part."
     ),
     "probe_method": (
         "TTFT error = the prober's TTFT − (dns + connect + tls) − the simulator's true ttft_s (arrival "
@@ -106,16 +108,16 @@ NOTES: dict[str, Any] = {
         "gateway before them, measured here the same way) to the figures above. Going further means "
         "less Python per request, or the data path in a compiled language.\n"
         "- **256 and 512 streams.** The tap is one Python thread: at 256 streams it needs "
-        "{tap_cpu_pct_of_core_256} % of a core while the client and the upstream take most of the "
-        "other; its median holds (+{tap_added_ttft_p50_ms_256} ms) but its p99 "
-        "(+{tap_added_ttft_p99_ms_256} ms) is requests queued behind bursts of chunks. 512 streams "
+        "{tap_cpu_pct_of_core_256:.0f} % of a core while the client and the upstream take most of the "
+        "other; its median holds (+{tap_added_ttft_p50_ms_256:.2f} ms) but its p99 "
+        "(+{tap_added_ttft_p99_ms_256:.2f} ms) is requests queued behind bursts of chunks. 512 streams "
         "saturate the machine for every path (compare chunks/s with direct's); the tap, needing the "
         "most CPU, falls behind first.\n"
         "- **Probe accuracy** includes the simulator's own request parsing before its clock starts "
         "(it stamps arrival after reading the body) and the loopback trip: any client here sees it. "
         "Beside curl on the same cold HTTPS requests the prober's TCP connect reads "
-        "{probe_connect_p50_ms_vs_curl} ms against curl's {curl_connect_p50_ms} ms and its end of "
-        "stream comes {probe_minus_curl_e2e_p50_ms} ms later: asyncio and httpcore's Python between "
+        "{probe_connect_p50_ms_vs_curl:.2f} ms against curl's {curl_connect_p50_ms:.2f} ms and its end "
+        "of stream comes {probe_minus_curl_e2e_p50_ms:.2f} ms later: asyncio and httpcore's Python between "
         "the socket and the prober's clock, which curl does in C.\n"
         "- **Alert to degrade** is Alertmanager's `group_wait` (1 s in deploy/) plus a few ms: the "
         "controller decides, stores and drives the gateway in that time."

@@ -103,11 +103,18 @@ def _verdict(g: Mapping[str, Any]) -> str:
     return {True: "**met**", False: "**not met**", None: "not measured"}[g["met"]]
 
 
-class _Fields(dict[str, Any]):
-    """results.json's keys for the notes' `{key}` fields; `?` for one this run lacks."""
+class _Missing:
+    """A figure this run lacks: `?` whatever the format spec."""
 
-    def __missing__(self, key: str) -> str:
+    def __format__(self, _spec: str) -> str:
         return "?"
+
+
+class _Fields(dict[str, Any]):
+    """results.json's keys for the notes' `{key}` fields (`{key:.2f}` works); `?` for one this run lacks."""
+
+    def __missing__(self, key: str) -> _Missing:
+        return _Missing()
 
 
 def _why(why: Mapping[str, tuple[str, str]], g: Mapping[str, Any], fields: _Fields) -> str:

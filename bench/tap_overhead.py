@@ -262,6 +262,10 @@ def flat_keys(levels: dict[int, dict[str, dict[str, Any]]]) -> dict[str, float]:
             for src, dst in names.items():
                 if src in f and not (path == "direct" and src == "proxy_cpu_s_per_1k_chunks"):
                     out[f"{path}_{dst}_{n}"] = round(float(f[src]), 4)
+        if "direct" in figures:  # the upstream alone, with no proxy beside it
+            out[f"upstream_cpu_s_per_1k_chunks_{n}"] = round(
+                figures["direct"]["upstream_cpu_s_per_1k_chunks"], 4
+            )
         tap, ng = figures.get("tap"), figures.get("nginx")
         if tap and ng:
             for key in ("added_ttft_p99_ms", "added_ttft_p50_ms"):
