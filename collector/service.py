@@ -21,16 +21,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.gpu import GpuSample, GpuSampler, load_nvml
-from lanewatch.collector.httpbody import read_limited
 from lanewatch.collector.join import Joiner, JoinStats
-from lanewatch.collector.otlp import ServerSpan, handle_export, too_large
+from lanewatch.collector.otlp import ServerSpan
+from lanewatch.collector.otlp_http import TRACES_PATH, traces_endpoint
 from lanewatch.collector.probe_spans import TRACER_NAME
 from lanewatch.collector.recordfile import record_line
 from lanewatch.collector.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
@@ -297,18 +297,8 @@ class CollectorService:
             return self.health()
 
         if self.cfg.otlp.enabled:
-
-            @app.post("/v1/traces")
-            async def traces(request: Request) -> Response:
-                limit = self.cfg.otlp.max_body_bytes
-                ctype = request.headers.get("content-type")
-                body = await read_limited(request, limit)
-                if body is None:
-                    result = too_large(ctype, limit)
-                else:
-                    result = handle_export(body, ctype, request.headers.get("content-encoding"), limit)
-                    self.receive_spans(result.spans)
-                return Response(result.body, status_code=result.status, media_type=result.media_type)
+            endpoint = traces_endpoint(self.cfg.otlp.max_body_bytes, self.receive_spans)
+            app.add_api_route(TRACES_PATH, endpoint, methods=["POST"])
 
         return app
 
