@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,8 +19,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from lanewatch.collector.config import RequestClass, Target, Timeouts
-    from lanewatch.collector.otlp import ServerSpan
-    from lanewatch.collector.probe_join import OrderedJoin
     from lanewatch.collector.timing import RequestTiming
 
 # Rows of the summary table: (label, how to read it off a record).
@@ -229,9 +225,9 @@ async def _run(
     join, receiver = None, None
     if listen is not None:
         from lanewatch.collector.otlp_http import SpanReceiver, endpoint_url
-        from lanewatch.collector.probe_join import OrderedJoin
+        from lanewatch.collector.probe_join import LoopJoin, OrderedJoin
 
-        join = _LoopJoin(OrderedJoin(join_wait_s), emit)
+        join = LoopJoin(OrderedJoin(join_wait_s), emit)
         receiver = SpanReceiver(*listen, join.spans_from_thread)
         try:
             port = await asyncio.to_thread(receiver.start)
@@ -272,61 +268,6 @@ async def _run(
                 receiver.stop()  # not to_thread: it must run even while the task is being cancelled
             otlp.shutdown(provider, timeout_s=2.0)
     return records
-
-
-class _LoopJoin:
-    """The probe's OrderedJoin on the probe's event loop: spans come in from the receiver's thread."""
-
-    def __init__(self, join: OrderedJoin, emit: Callable[[RequestTiming], None]) -> None:
-        self.join = join
-        self._emit = emit
-        self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None
-        self._empty = asyncio.Event()
-        self._empty.set()
-
-    def add_record(self, record: RequestTiming) -> None:
-        """A probe's record: out once joined or its wait ran out."""
-        self._out(self.join.add_record(record, self._loop.time()))
-
-    def spans_from_thread(self, spans: list[ServerSpan]) -> None:
-        """Called on the receiver's thread: hand the decoded spans to the loop."""
-        if spans:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: the run is over
-                self._loop.call_soon_threadsafe(self._add_spans, spans)
-
-    async def drain(self) -> None:
-        """Wait until every record is out, joined or not."""
-        await self._empty.wait()
-
-    def close(self) -> None:
-        """Let out what is still held, unjoined, and stop the timer."""
-        self._out(self.join.flush())
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def _add_spans(self, spans: list[ServerSpan]) -> None:
-        self._out(self.join.add_spans(spans, self._loop.time()))
-
-    def _expire(self) -> None:
-        # The loop may run a timer up to its clock resolution early: expire as of the deadline.
-        when = self._timer.when() if self._timer is not None else self._loop.time()
-        self._timer = None
-        self._out(self.join.expire(max(when, self._loop.time())))
-
-    def _out(self, records: list[RequestTiming]) -> None:
-        for record in records:
-            self._emit(record)
-        if self.join.held:
-            self._empty.clear()
-        else:
-            self._empty.set()
-        deadline = self.join.next_deadline()
-        if self._timer is not None and self._timer.when() != deadline:
-            self._timer.cancel()
-            self._timer = None
-        if deadline is not None and self._timer is None:
-            self._timer = self._loop.call_at(deadline, self._expire)
 
 
 def summary_table(
