@@ -121,6 +121,15 @@ class OtlpReceiverConfig(Section):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
 
 
+class IngestConfig(Section):
+    """`POST /v1/records`: record batches from sources in other processes (the gateway's tap)."""
+
+    enabled: bool = True
+    token_file: Path | None = None  # bearer token senders must present; without it the endpoint is open
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_records: int = Field(default=10_000, ge=1)  # per batch
+
+
 class GpuConfig(Section):
     """NVML sampling; without a driver it logs once and exports nothing."""
 
@@ -315,6 +324,7 @@ class LanewatchConfig(BaseSettings):
     scrape: ScrapeConfig = ScrapeConfig()
     otlp: OtlpReceiverConfig = OtlpReceiverConfig()
     gpu: GpuConfig = GpuConfig()
+    ingest: IngestConfig = IngestConfig()
     export: ExportConfig = ExportConfig()
     server: ServerConfig = ServerConfig()
     gateway: GatewayConfig = GatewayConfig()
