@@ -50,11 +50,12 @@ class ShipStats:
     send_failures: int = 0  # sends that got no answer or a status worth retrying
     dropped: Counter[str] = field(default_factory=Counter)  # reason -> records
     queue: deque[RequestTiming] = field(default_factory=deque)
+    sending: int = 0  # records of the batch on its way
 
     @property
     def queued(self) -> int:
-        """Records waiting to be sent."""
-        return len(self.queue)
+        """Records not yet shipped: waiting, and on their way."""
+        return len(self.queue) + self.sending
 
 
 class RecordShipper:
@@ -150,7 +151,11 @@ class RecordShipper:
         if not batch:
             return True
         self._last_send = self._clock()
-        status = await self._post(encode_batch(bodies))
+        self.stats.sending = len(batch)
+        try:
+            status = await self._post(encode_batch(bodies))
+        finally:
+            self.stats.sending = 0
         outcome = verdict(status)
         if outcome == "sent":
             self.stats.shipped += len(batch)
