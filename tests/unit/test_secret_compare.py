@@ -19,7 +19,12 @@ PACKAGES = ("collector", "exporters", "simulator", "alerts", "dashboards")
 # Identifiers that hold a secret (`token`, not `tokens`: those are LLM tokens).
 SECRET = re.compile(r"token(?!s)|secret|api_?key|passw|signature|credential|authoriz", re.IGNORECASE)
 TIMING_UNSAFE = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
-AUTH_SITES = ("collector/gateway/admin.py", "collector/degrade/server.py", "simulator/app.py")
+AUTH_SITES = (
+    "collector/gateway/admin.py",
+    "collector/degrade/server.py",
+    "simulator/app.py",
+    "collector/records_http.py",
+)
 
 
 def _identifiers(node: ast.AST) -> list[str]:
