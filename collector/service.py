@@ -36,7 +36,7 @@ from lanewatch.collector.probe_spans import TRACER_NAME
 from lanewatch.collector.recordfile import record_line
 from lanewatch.collector.records_http import RECORDS_PATH, records_endpoint
 from lanewatch.collector.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
-from lanewatch.collector.secretfile import read_secret
+from lanewatch.collector.secretfile import read_secret_or_none
 from lanewatch.collector.timing import RequestTiming
 from lanewatch.collector.window import Window
 from lanewatch.exporters import otlp as otlp_export
@@ -139,7 +139,7 @@ class CollectorService:
             self._tracer = self._provider.get_tracer(TRACER_NAME)
         self._source_factory = source_factory
         self._listeners: list[Sink] = []
-        self._ingest_token = read_secret(cfg.ingest.token_file)
+        self._ingest_token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
 
     # ------------------------------------------------------------ the record path
 

@@ -9,7 +9,7 @@ import typer
 from pydantic import ValidationError
 
 from lanewatch.collector.config import ConfigError, ExportConfig, GatewayConfig, LaneConfig, load_config
-from lanewatch.collector.secretfile import read_secret
+from lanewatch.collector.secretfile import read_secret_or_none
 
 from .app import app
 
@@ -86,7 +86,9 @@ def gateway(
             cfg = cfg.model_copy(update={"otlp_endpoint": otlp_endpoint})
         if collector:
             cfg = GatewayConfig.model_validate({**cfg.model_dump(), "collector_url": collector})
-        read_secret(cfg.collector_token_file)  # unreadable or empty: say so now, not at the first send
+        read_secret_or_none(
+            cfg.collector_token_file, "collector_token_file"
+        )  # unreadable or empty: say so now, not at the first send
     except ValidationError as exc:
         problems = map(_problem, exc.errors())
         typer.echo("\n".join(["lanewatch gateway: invalid settings:", *problems]), err=True)
@@ -243,9 +245,8 @@ def _shipper(cfg: GatewayConfig) -> RecordShipper | None:
     if cfg.collector_url is None:
         return None
     from lanewatch.collector.gateway.shipper import HttpPost, RecordShipper
-    from lanewatch.collector.secretfile import read_secret
 
-    token = read_secret(cfg.collector_token_file)
+    token = read_secret_or_none(cfg.collector_token_file, "collector_token_file")
     post = HttpPost(cfg.collector_url, token, cfg.shipping.timeout_s)
     return RecordShipper(cfg.shipping, post)
 

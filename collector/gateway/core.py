@@ -7,11 +7,11 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable
-from pathlib import Path
 
 import aiohttp
 
 from lanewatch.collector.config import GatewayConfig, LaneConfig
+from lanewatch.collector.secretfile import read_secret_or_none
 from lanewatch.collector.timing import RequestTiming
 
 from .degrade_state import DegradeState, LaneDegrade, Shifter
@@ -49,8 +49,11 @@ class Gateway:
             for name, lane in cfg.lanes.items()
         }
         self.ssl = {name: _ssl_for(lane) for name, lane in cfg.lanes.items()}
-        self.api_keys = {name: _read_secret(lane.api_key_file) for name, lane in cfg.lanes.items()}
-        self.admin_token = _read_secret(cfg.admin_token_file)
+        self.api_keys = {
+            name: read_secret_or_none(lane.api_key_file, f"lanes.{name}.api_key_file")
+            for name, lane in cfg.lanes.items()
+        }
+        self.admin_token = read_secret_or_none(cfg.admin_token_file, "admin_token_file")
         self.degrade = DegradeState()
         self.shifter = Shifter(cfg.shift_mode, cfg.shift_seed)
         self.stats = GatewayStats(pools=list(self.pools.values()))
@@ -134,12 +137,3 @@ def _ssl_for(lane: LaneConfig) -> ssl.SSLContext:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
-
-
-def _read_secret(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    value = path.read_text(encoding="utf-8").strip()
-    if not value:
-        raise ValueError(f"{path}: the secret file is empty")
-    return value
