@@ -71,7 +71,7 @@ def gateway(
     try:
         full = load_config(config)
         cfg = _gateway_config(
-            full.gateway if config else GatewayConfig(),
+            full.gateway,
             host,
             port,
             upstream,
@@ -86,9 +86,8 @@ def gateway(
             cfg = cfg.model_copy(update={"otlp_endpoint": otlp_endpoint})
         if collector:
             cfg = GatewayConfig.model_validate({**cfg.model_dump(), "collector_url": collector})
-        read_secret_or_none(
-            cfg.collector_token_file, "collector_token_file"
-        )  # unreadable or empty: say so now, not at the first send
+        # an unreadable or empty token file: say so now, not at the first send
+        read_secret_or_none(cfg.collector_token_file, "collector_token_file")
     except ValidationError as exc:
         problems = map(_problem, exc.errors())
         typer.echo("\n".join(["lanewatch gateway: invalid settings:", *problems]), err=True)
