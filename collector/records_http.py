@@ -8,13 +8,13 @@ first bad record's index and field, and nothing of it reaches `receive`.
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import Request, Response
 
+from lanewatch.collector.bearer import bearer_ok
 from lanewatch.collector.httpbody import read_limited
 from lanewatch.collector.record_batch import BatchError, parse_batch
 from lanewatch.collector.timing import RequestTiming
@@ -37,10 +37,7 @@ def _error(status: int, message: str, **detail: Any) -> Response:
 
 def authorized(header: str | None, token: str | None) -> bool:
     """True when no token is configured or `header` is `Bearer <token>` (constant-time compare)."""
-    if token is None:
-        return True
-    scheme, _, value = (header or "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+    return token is None or bearer_ok(header, token)
 
 
 def records_endpoint(

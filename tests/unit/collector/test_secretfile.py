@@ -28,7 +28,7 @@ def test_bad_secret_files_name_the_setting_and_path_never_the_secret(
         f.write_bytes(content)
     elif content is not None:
         f.write_text(content)
-    with pytest.raises(ValueError, match="^ingest.token_file ") as err:
+    with pytest.raises(ValueError, match=r"^ingest\.token_file ") as err:
         read_secret(f, "ingest.token_file")
     assert str(f) in str(err.value) and reason in str(err.value)
     assert "abc" not in str(err.value)
