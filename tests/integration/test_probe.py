@@ -17,6 +17,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe import Prober, ProbeSpec
 from lanewatch.collector.timing import ErrorKind, RequestTiming, breakdown
+from tests.servers import closed_port
 
 from .scripted_server import (
     Received,
@@ -255,12 +256,6 @@ async def test_headers_then_silence_is_a_ttft_timeout() -> None:
         r = await probe_once(srv.url(), timeouts=TIGHT)
     assert r.error is ErrorKind.TTFT_TIMEOUT
     assert r.ttfb_s is not None  # headers came; text did not
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_nothing_listening_is_connect_refused() -> None:

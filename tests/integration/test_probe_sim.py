@@ -19,9 +19,7 @@ from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe import Prober, ProbeSpec
 from lanewatch.collector.timing import ErrorKind, RequestTiming, breakdown
 from tests.conftest import require_binary
-from tests.servers import SimHandle, start_simulator
-
-from .test_probe import closed_port
+from tests.servers import SimHandle, closed_port, start_simulator
 
 pytestmark = pytest.mark.integration
 

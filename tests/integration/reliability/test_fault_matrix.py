@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from lanewatch.collector.timing import RequestTiming
-from tests.servers import SimHandle, free_port, start_simulator
+from tests.servers import SimHandle, closed_port, free_port, start_simulator
 
 from .flood import flood_upstream
 from .processes import Service, errors_by_kind, rss_kib, samples, service, write_yaml
@@ -59,13 +59,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
 def tls_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     with start_simulator(tmp_path_factory.mktemp("tls-sim"), profile="fast", tls=True) as handle:
         yield handle
-
-
-def closed_port() -> int:
-    """A port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def set_faults(sim: SimHandle, body: dict[str, Any] | None) -> None:
