@@ -75,7 +75,11 @@ async def test_chat_probe_measures_every_phase_and_sends_the_right_request(tmp_p
     assert r.dns_s and r.dns_s > 0 and r.connect_s and r.connect_s > 0 and r.tls_s == 0.0
     assert r.send_s is not None and r.send_s > 0
     assert r.ttfb_s is not None and r.ttft_s is not None and r.e2e_s is not None
-    assert r.ttfb_s < 0.15 < 0.2 <= r.ttft_s < r.e2e_s  # the role chunk at once is not the first token
+    # The role chunk comes with the headers, the first token 0.2 s later: TTFT is at the token,
+    # not the role chunk, and TTFB is at the headers, not the token. Both are measured against
+    # the server's own write times, not a fixed bound that a stalled DNS lookup or connect breaks.
+    assert 0.2 <= req.written[1] - req.written[0] <= r.ttft_s < r.e2e_s
+    assert r.ttft_s - r.ttfb_s > (req.written[1] - req.written[0]) / 2
     assert len(r.itl_s) == 5 and sum(r.itl_s) > 0.03  # 5 gaps of 10 ms, less what a late read hides
     assert (r.output_tokens, r.prompt_tokens, r.tokens_from_usage) == (6, 7, True)
     text = json.dumps(r.to_json())
