@@ -57,6 +57,21 @@ def closed_port() -> int:
     return int(s.getsockname()[1])
 
 
+def wait_listening(url: str, after_s: float, within_s: float = 10.0) -> None:
+    """Sleep `after_s` (a refusal's length), then wait until `url`'s port accepts connections again."""
+    parts = httpx.URL(url)
+    time.sleep(after_s)
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            socket.create_connection((parts.host, parts.port or 80), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{url} still refuses {within_s} s after its {after_s} s") from None
+            time.sleep(0.02)
+
+
 @dataclass(frozen=True)
 class SimHandle:
     """A running simulator."""

@@ -19,7 +19,7 @@ from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe import Prober, ProbeSpec
 from lanewatch.collector.timing import ErrorKind, RequestTiming, breakdown
 from tests.conftest import require_binary
-from tests.servers import SimHandle, closed_port, start_simulator
+from tests.servers import SimHandle, closed_port, start_simulator, wait_listening
 
 pytestmark = pytest.mark.integration
 
@@ -166,7 +166,7 @@ async def test_every_simulator_fault_is_its_error_kind_and_probing_goes_on(sim: 
             faulty = await p.probe(spec(0, 8))
         finally:
             if name == "refused connections":
-                await asyncio.sleep(1.2)  # new connections (ours too) work again after 1 s
+                await asyncio.to_thread(wait_listening, sim.url, 1.0)  # new connections work again after 1 s
             set_faults(sim, None)
         # The same prober goes on; the sim may still be finishing the slowed request.
         after = await p.probe(spec(1, 8), timeouts=GENEROUS)
