@@ -121,6 +121,15 @@ class OtlpReceiverConfig(Section):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
 
 
+class IngestConfig(Section):
+    """`POST /v1/records`: record batches from sources in other processes (the gateway's tap)."""
+
+    enabled: bool = True
+    token_file: Path | None = None  # bearer token senders must present; without it the endpoint is open
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_records: int = Field(default=10_000, ge=1)  # per batch
+
+
 class GpuConfig(Section):
     """NVML sampling; without a driver it logs once and exports nothing."""
 
@@ -212,6 +221,19 @@ class RoutingRules(Section):
         return [*self.models.values(), *(r.lane for r in self.message_regex), *(r.lane for r in ranges)]
 
 
+class ShippingConfig(Section):
+    """How the gateway's tap ships its records to the collector (gateway.collector_url)."""
+
+    batch_records: int = Field(default=256, ge=1, le=100_000)  # a batch goes out at this many
+    batch_bytes: int = Field(default=1024 * 1024, ge=1024)  # or once its JSON reaches this size
+    interval_s: float = Field(default=1.0, gt=0)  # or this long after the last send
+    queue_records: int = Field(default=20_000, ge=1)  # held while the collector is slow; then the oldest go
+    timeout_s: float = Field(default=5.0, gt=0)  # one send
+    retry_initial_s: float = Field(default=0.2, gt=0)  # backoff after a failed send, doubling
+    retry_max_s: float = Field(default=10.0, gt=0)
+    shutdown_s: float = Field(default=5.0, ge=0)  # at exit, how long to try to send what is queued
+
+
 class GatewayConfig(Section):
     """The lane router and passive tap (collector/gateway/)."""
 
@@ -234,6 +256,20 @@ class GatewayConfig(Section):
     read_timeout_s: float = Field(default=300.0, gt=0)  # longest wait for the next upstream bytes
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     otlp_endpoint: str | None = None  # OTLP/HTTP traces URL for the per-request server span
+    # Ship tap records to this collector (base URL; POST /v1/records), which joins them to vLLM's
+    # spans and exports them; the gateway then exports no request metrics itself.
+    collector_url: str | None = None
+    collector_token_file: Path | None = None  # bearer token for the collector's ingest.token_file
+    shipping: ShippingConfig = ShippingConfig()
+
+    @field_validator("collector_url")
+    @classmethod
+    def _collector_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/").removesuffix("/v1/records")
 
     @field_validator("lanes")
     @classmethod
@@ -315,6 +351,7 @@ class LanewatchConfig(BaseSettings):
     scrape: ScrapeConfig = ScrapeConfig()
     otlp: OtlpReceiverConfig = OtlpReceiverConfig()
     gpu: GpuConfig = GpuConfig()
+    ingest: IngestConfig = IngestConfig()
     export: ExportConfig = ExportConfig()
     server: ServerConfig = ServerConfig()
     gateway: GatewayConfig = GatewayConfig()

@@ -30,6 +30,7 @@ from lanewatch.collector.content import StreamedText, truncate
 from lanewatch.collector.probe_errors import failure_kind
 from lanewatch.collector.probe_spans import default_tracer, finish_probe_span, start_probe_span
 from lanewatch.collector.prompts import prompt_text
+from lanewatch.collector.secretfile import read_secret_or_none
 from lanewatch.collector.sse import ChunkKind, SseParser, StreamChunk, Usage
 from lanewatch.collector.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 from lanewatch.collector.transport import ConnectTimes, build_client, capture_connect_times, ssl_context
@@ -365,16 +366,8 @@ class Prober:
 
 
 def read_api_key(target: Target) -> str | None:
-    """The target's API key from its file (stripped); a clear error names the field."""
-    if target.api_key_file is None:
-        return None
-    try:
-        key = target.api_key_file.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ValueError(f"targets[{target.name}].api_key_file: cannot read: {exc.strerror}") from None
-    if not key:
-        raise ValueError(f"targets[{target.name}].api_key_file: the file is empty")
-    return key
+    """The target's API key from its file; a clear error names the field."""
+    return read_secret_or_none(target.api_key_file, f"targets[{target.name}].api_key_file")
 
 
 def _keep_text(text: StreamedText, chunk: StreamChunk) -> None:

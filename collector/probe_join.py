@@ -2,13 +2,16 @@
 
 A record leaves once it is joined or its wait ran out, and only after every record probed
 before it has left, so `lanewatch probe --json` prints one line per request in order while
-the probes themselves never wait. Pure: time is passed in.
+the probes themselves never wait. `OrderedJoin` is pure (time is passed in); `LoopJoin` runs
+it on an asyncio loop, with a timer for the next deadline and spans handed in from a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from lanewatch.collector.join import Joiner, JoinStats
 from lanewatch.collector.otlp import ServerSpan
@@ -71,3 +74,58 @@ class OrderedJoin:
         while self._order and self._order[0] in self._ready:
             out.append(self._ready.pop(self._order.popleft()))
         return out
+
+
+class LoopJoin:
+    """The probe's OrderedJoin on the probe's event loop: spans come in from the receiver's thread."""
+
+    def __init__(self, join: OrderedJoin, emit: Callable[[RequestTiming], None]) -> None:
+        self.join = join
+        self._emit = emit
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._empty = asyncio.Event()
+        self._empty.set()
+
+    def add_record(self, record: RequestTiming) -> None:
+        """A probe's record: out once joined or its wait ran out."""
+        self._out(self.join.add_record(record, self._loop.time()))
+
+    def spans_from_thread(self, spans: list[ServerSpan]) -> None:
+        """Called on the receiver's thread: hand the decoded spans to the loop."""
+        if spans:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the run is over
+                self._loop.call_soon_threadsafe(self._add_spans, spans)
+
+    async def drain(self) -> None:
+        """Wait until every record is out, joined or not."""
+        await self._empty.wait()
+
+    def close(self) -> None:
+        """Let out what is still held, unjoined, and stop the timer."""
+        self._out(self.join.flush())
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _add_spans(self, spans: list[ServerSpan]) -> None:
+        self._out(self.join.add_spans(spans, self._loop.time()))
+
+    def _expire(self) -> None:
+        # The loop may run a timer up to its clock resolution early: expire as of the deadline.
+        when = self._timer.when() if self._timer is not None else self._loop.time()
+        self._timer = None
+        self._out(self.join.expire(max(when, self._loop.time())))
+
+    def _out(self, records: list[RequestTiming]) -> None:
+        for record in records:
+            self._emit(record)
+        if self.join.held:
+            self._empty.clear()
+        else:
+            self._empty.set()
+        deadline = self.join.next_deadline()
+        if self._timer is not None and self._timer.when() != deadline:
+            self._timer.cancel()
+            self._timer = None
+        if deadline is not None and self._timer is None:
+            self._timer = self._loop.call_at(deadline, self._expire)

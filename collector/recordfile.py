@@ -54,7 +54,7 @@ def parse_record_line(line: str | bytes, line_no: int) -> RequestTiming:
         record = _RECORD.validate_json(line)
     except ValidationError as exc:
         raise RecordFileError(line_no, _first_problem(exc)) from None
-    if bad := _not_finite(record):
+    if bad := non_finite_field(record):
         raise RecordFileError(line_no, f"field {bad!r}: not a finite number")
     return record
 
@@ -86,7 +86,7 @@ def record_line(record: RequestTiming) -> str:
     return json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
 
 
-def _not_finite(record: RequestTiming) -> str | None:
+def non_finite_field(record: RequestTiming) -> str | None:
     """The first float field holding NaN or infinity (JSON parsers let `NaN`, `1e999` through)."""
     for name in _FLOAT_FIELDS:
         value = getattr(record, name)

@@ -1,6 +1,7 @@
 """The collector service: the one place that wires sources, the join, analysis and exporters.
 
     probe suite ─► submit ─► Joiner ─┐        ┌► Window ─► WindowMetrics
+    POST /v1/records ─► submit ─┘    │        │
     POST /v1/traces ─► spans ────────┘─► emit ┼► RequestMetrics           ─► GET /metrics
     scrape loop ─► ServerWindow per target ───┼──────────► ServerMetrics
     GPU sampler ─► latest GpuSamples ─────────┼──────────► GpuMetrics
@@ -33,7 +34,9 @@ from lanewatch.collector.otlp import ServerSpan
 from lanewatch.collector.otlp_http import TRACES_PATH, traces_endpoint
 from lanewatch.collector.probe_spans import TRACER_NAME
 from lanewatch.collector.recordfile import record_line
+from lanewatch.collector.records_http import RECORDS_PATH, records_endpoint
 from lanewatch.collector.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
+from lanewatch.collector.secretfile import read_secret_or_none
 from lanewatch.collector.timing import RequestTiming
 from lanewatch.collector.window import Window
 from lanewatch.exporters import otlp as otlp_export
@@ -136,6 +139,7 @@ class CollectorService:
             self._tracer = self._provider.get_tracer(TRACER_NAME)
         self._source_factory = source_factory
         self._listeners: list[Sink] = []
+        self._ingest_token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
 
     # ------------------------------------------------------------ the record path
 
@@ -143,6 +147,11 @@ class CollectorService:
         """The sink every source calls: join when a span may come, then emit."""
         ready = self.joiner.add_record(record, self.clock()) if self.joiner is not None else [record]
         self._emit_all(ready)
+
+    def receive_records(self, records: Iterable[RequestTiming]) -> None:
+        """Records another process's source posted (POST /v1/records): the same path as probes'."""
+        for record in records:
+            self.submit(record)
 
     def receive_spans(self, spans: Iterable[ServerSpan]) -> None:
         """Spans from the OTLP receiver: each completes a waiting record or waits for one."""
@@ -285,7 +294,7 @@ class CollectorService:
         }
 
     def app(self) -> FastAPI:
-        """The FastAPI app: GET /metrics, GET /healthz, POST /v1/traces (when the receiver is on)."""
+        """The FastAPI app: GET /metrics, GET /healthz, POST /v1/traces and /v1/records (when on)."""
         app = FastAPI(title="lanewatch collector", docs_url=None, redoc_url=None, openapi_url=None)
 
         @app.get("/metrics")
@@ -299,6 +308,12 @@ class CollectorService:
         if self.cfg.otlp.enabled:
             endpoint = traces_endpoint(self.cfg.otlp.max_body_bytes, self.receive_spans)
             app.add_api_route(TRACES_PATH, endpoint, methods=["POST"])
+        ing = self.cfg.ingest
+        if ing.enabled:
+            ingest = records_endpoint(
+                ing.max_body_bytes, ing.max_records, self._ingest_token, self.receive_records
+            )
+            app.add_api_route(RECORDS_PATH, ingest, methods=["POST"])
 
         return app
 

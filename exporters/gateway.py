@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 
 from . import names
 
-__all__ = ["GatewayCollector", "GatewayView", "UpstreamState"]
+__all__ = ["GatewayCollector", "GatewayView", "ShipperCollector", "ShippingView", "UpstreamState"]
 
 
 class UpstreamState(Protocol):
@@ -98,6 +98,56 @@ class GatewayCollector(Collector):
             names.GATEWAY_DEGRADE_STATE_VERSION,
             "Version of the degrade state set through /admin/degrade (0 = never set).",
             value=v.degrade_version,
+        )
+
+
+class ShippingView(Protocol):
+    """What the collector reads of the record shipper (collector/gateway/shipper.py ShipStats)."""
+
+    @property
+    def shipped(self) -> int: ...
+    @property
+    def send_failures(self) -> int: ...
+    @property
+    def dropped(self) -> Mapping[str, int]: ...
+    @property
+    def queued(self) -> int: ...
+
+
+# Every drop reason, exported from the start so a rate() sees the first drop.
+DROP_REASONS = ("queue_full", "rejected", "unencodable", "shutdown")
+
+
+class ShipperCollector(Collector):
+    """Records shipped to the collector, failed sends, records dropped by reason, records queued."""
+
+    def __init__(self, view: ShippingView) -> None:
+        self._view = view
+
+    def collect(self) -> Iterator[Metric]:
+        """One scrape's worth of shipping metrics."""
+        v = self._view
+        yield CounterMetricFamily(
+            names.GATEWAY_SHIPPED_RECORDS_TOTAL,
+            "Tap records the collector accepted (it exports their request metrics).",
+            value=v.shipped,
+        )
+        yield CounterMetricFamily(
+            names.GATEWAY_SHIP_SEND_FAILURES_TOTAL,
+            "Record batches the collector did not take (no answer, 5xx, 429); sent again after a backoff.",
+            value=v.send_failures,
+        )
+        dropped = CounterMetricFamily(
+            names.GATEWAY_SHIP_DROPPED_RECORDS_TOTAL,
+            "Tap records never shipped: queue full (oldest first), rejected, unencodable, left at shutdown.",
+            labels=(names.REASON,),
+        )
+        counts = v.dropped
+        for reason in sorted({*DROP_REASONS, *counts}):
+            dropped.add_metric((reason,), counts.get(reason, 0))
+        yield dropped
+        yield GaugeMetricFamily(
+            names.GATEWAY_SHIP_QUEUED_RECORDS, "Tap records waiting to be shipped.", value=v.queued
         )
 
 

@@ -89,6 +89,12 @@ GATEWAY_SHED_TOTAL: Final = f"{PREFIX}_gateway_shed_total"  # lane, request_clas
 GATEWAY_DEGRADE_APPLIED_TOTAL: Final = f"{PREFIX}_gateway_degrade_applied_total"  # lane, action
 GATEWAY_UPSTREAM_ERRORS_TOTAL: Final = f"{PREFIX}_gateway_upstream_errors_total"  # lane, upstream, error_kind
 GATEWAY_DEGRADE_STATE_VERSION: Final = f"{PREFIX}_gateway_degrade_state_version"  # gauge, bumps per change
+# Shipping tap records to the collector (gateway.collector_url).
+GATEWAY_SHIPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_shipped_records_total"  # the collector took them
+GATEWAY_SHIP_SEND_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_ship_send_failures_total"  # retried later
+GATEWAY_SHIP_DROPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_ship_dropped_records_total"  # reason
+GATEWAY_SHIP_QUEUED_RECORDS: Final = f"{PREFIX}_gateway_ship_queued_records"  # gauge
+REASON: Final = "reason"  # queue_full | rejected | unencodable | shutdown
 SERVED_LANE: Final = "served_lane"
 UPSTREAM: Final = "upstream"
 DEGRADED: Final = "degraded"  # comma list of degrade actions applied, or "none"

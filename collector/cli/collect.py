@@ -36,7 +36,8 @@ def collect(
     ),
     log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", help="How much to log."),
 ) -> None:
-    """Run the collector: GET /metrics, GET /healthz and POST /v1/traces (OTLP/HTTP) until interrupted."""
+    """Run the collector: GET /metrics, GET /healthz, POST /v1/traces (OTLP/HTTP) and POST /v1/records
+    (record batches from the gateway) until interrupted."""
     import asyncio
     import logging
     import signal
@@ -76,7 +77,9 @@ def collect(
         def listening(bound: int) -> None:
             typer.echo(
                 f"lanewatch collect: http://{server.host}:{bound} (/metrics, /healthz"
-                f"{', /v1/traces' if cfg.otlp.enabled else ''}); {len(cfg.targets)} targets, "
+                f"{', /v1/traces' if cfg.otlp.enabled else ''}"
+                f"{', /v1/records' if cfg.ingest.enabled else ''}); "
+                f"{len(cfg.targets)} targets, "
                 f"{len(service.scrape_targets)} scraped",
                 err=True,
             )
@@ -85,6 +88,6 @@ def collect(
 
     try:
         asyncio.run(main())
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # a taken port, an unreadable or empty ingest token file
         typer.echo(f"lanewatch collect: {exc}", err=True)
         raise typer.Exit(1) from None

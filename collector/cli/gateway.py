@@ -9,6 +9,7 @@ import typer
 from pydantic import ValidationError
 
 from lanewatch.collector.config import ConfigError, ExportConfig, GatewayConfig, LaneConfig, load_config
+from lanewatch.collector.secretfile import read_secret_or_none
 
 from .app import app
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from lanewatch.collector.gateway import Gateway, RecordSink
+    from lanewatch.collector.gateway.shipper import RecordShipper
     from lanewatch.collector.timing import RequestTiming
 
 
@@ -52,6 +54,12 @@ def gateway(
     records: Path | None = typer.Option(
         None, "--records", help="Append every tap record to this JSONL file."
     ),
+    collector: str | None = typer.Option(
+        None,
+        "--collector",
+        help="Ship tap records to this collector's POST /v1/records (base URL, gateway.collector_url); "
+        "it joins them to vLLM's spans and exports their metrics, so this gateway's /metrics does not.",
+    ),
     record_content: bool = typer.Option(
         False,
         "--record-content",
@@ -63,7 +71,7 @@ def gateway(
     try:
         full = load_config(config)
         cfg = _gateway_config(
-            full.gateway if config else GatewayConfig(),
+            full.gateway,
             host,
             port,
             upstream,
@@ -76,11 +84,15 @@ def gateway(
         )
         if otlp_endpoint:
             cfg = cfg.model_copy(update={"otlp_endpoint": otlp_endpoint})
+        if collector:
+            cfg = GatewayConfig.model_validate({**cfg.model_dump(), "collector_url": collector})
+        # an unreadable or empty token file: say so now, not at the first send
+        read_secret_or_none(cfg.collector_token_file, "collector_token_file")
     except ValidationError as exc:
         problems = map(_problem, exc.errors())
         typer.echo("\n".join(["lanewatch gateway: invalid settings:", *problems]), err=True)
         raise typer.Exit(2) from None
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, OSError) as exc:
         typer.echo(f"lanewatch gateway: {exc}", err=True)
         raise typer.Exit(2) from None
     export = full.export.model_copy(update={"record_content": True}) if record_content else full.export
@@ -195,7 +207,8 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
 
 
 def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> Gateway:
-    """The gateway wired to /metrics (request metrics from its tap, and its own) and the records file."""
+    """The gateway wired to /metrics and the records file; with a collector URL, to the collector instead
+    of its own request metrics (the collector exports them, joined to vLLM's spans)."""
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
     from lanewatch.collector.gateway import Gateway
@@ -203,22 +216,46 @@ def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | Non
     from lanewatch.exporters.prometheus import RequestMetrics
 
     registry = CollectorRegistry()
-    sinks: list[RecordSink] = [RequestMetrics(registry, export.max_label_values).observe]
+    shipper = _shipper(cfg)
+    sinks: list[RecordSink] = []
+    if shipper is None:
+        sinks.append(RequestMetrics(registry, export.max_label_values).observe)
+    else:
+        from lanewatch.exporters.gateway import ShipperCollector
+
+        sinks.append(shipper.append)
+        registry.register(ShipperCollector(shipper.stats))
     if records is not None:
         sinks.append(_jsonl_sink(records))
-
-    def on_record(record: RequestTiming) -> None:
-        for sink in sinks:
-            sink(record)
-
+    on_record = sinks[0] if len(sinks) == 1 else _fan_out(sinks)
     gw = Gateway(
         cfg,
         on_record=on_record,
         metrics_text=lambda: (generate_latest(registry), CONTENT_TYPE_LATEST),
         record_content=export.record_content,
+        shipper=shipper,
     )
     registry.register(GatewayCollector(gw.stats))
     return gw
+
+
+def _shipper(cfg: GatewayConfig) -> RecordShipper | None:
+    """The record shipper towards gateway.collector_url, or None without one."""
+    if cfg.collector_url is None:
+        return None
+    from lanewatch.collector.gateway.shipper import HttpPost, RecordShipper
+
+    token = read_secret_or_none(cfg.collector_token_file, "collector_token_file")
+    post = HttpPost(cfg.collector_url, token, cfg.shipping.timeout_s)
+    return RecordShipper(cfg.shipping, post)
+
+
+def _fan_out(sinks: list[RecordSink]) -> RecordSink:
+    def on_record(record: RequestTiming) -> None:
+        for sink in sinks:
+            sink(record)
+
+    return on_record
 
 
 def _jsonl_sink(path: Path) -> RecordSink:

@@ -83,6 +83,24 @@ def probe_command(
         "--record-content",
         help="Put the prompt and response text (16 KiB each at most) in --json records and spans.",
     ),
+    otlp_listen: str | None = typer.Option(
+        None,
+        "--otlp-listen",
+        metavar="[HOST:]PORT",
+        help="Receive vLLM's request spans (OTLP/HTTP, POST /v1/traces) on this address (host "
+        "127.0.0.1 unless given; port 0 picks a free one) and join each to its probe by trace id, "
+        "adding queue, prefill and decode. The URL to give vLLM is printed on stderr.",
+    ),
+    join_wait: float = typer.Option(
+        6.0,
+        "--join-wait",
+        min=0.0,
+        metavar="S",
+        help="With --otlp-listen: how long each request waits for its span (s). vLLM sends spans in "
+        "batches every 5 s (OTEL_BSP_SCHEDULE_DELAY=5000 by default). A request whose span does not "
+        "come in time (vLLM not sending here, a failed request, a lost span) keeps queue_s, "
+        "prefill_s and decode_s null.",
+    ),
 ) -> None:
     """Send N streamed requests to URL and show where the time went, phase by phase.
 
@@ -113,22 +131,37 @@ def probe_command(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    listen = _listen_address(otlp_listen)
     try:
         connection = "cold" if cold else "warm"
         records = asyncio.run(
             _run(
-                target, rclass, count, connection, timeouts, interval, json_out, otlp_endpoint, record_content
+                target,
+                rclass,
+                count,
+                connection,
+                timeouts,
+                interval,
+                json_out,
+                otlp_endpoint,
+                record_content,
+                listen=listen,
+                join_wait_s=join_wait,
             )
         )
     except ValueError as exc:  # e.g. an unreadable API key file
         typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ListenError as exc:
+        typer.echo(f"error: --otlp-listen {otlp_listen}: {exc}", err=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     if not json_out:
         from rich.console import Console
 
-        Console().print(summary_table(records, target, rclass.name, "cold" if cold else "warm"))
+        table = summary_table(records, target, rclass.name, connection, server_rows=listen is not None)
+        Console().print(table)
         for line in error_lines(records):
             typer.echo(line, err=True)
     if any(not r.ok for r in records):
@@ -142,6 +175,21 @@ def _request_class(name: str, cfg: Any) -> RequestClass:
     if name not in classes:
         raise typer.BadParameter(f"unknown class {name!r}; known: {', '.join(classes)}", param_hint="--class")
     return classes[name]
+
+
+class ListenError(Exception):
+    """The --otlp-listen address cannot be bound (taken, or not this machine's)."""
+
+
+def _listen_address(value: str | None) -> tuple[str, int] | None:
+    from lanewatch.collector.otlp_http import parse_listen
+
+    if value is None:
+        return None
+    try:
+        return parse_listen(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--otlp-listen") from None
 
 
 def _target_name(url: str) -> str:
@@ -159,12 +207,39 @@ async def _run(
     json_out: bool,
     otlp_endpoint: str | None,
     record_content: bool = False,
+    *,
+    listen: tuple[str, int] | None = None,
+    join_wait_s: float = 6.0,
 ) -> list[RequestTiming]:
     from lanewatch.collector.probe import Prober, spec_for
     from lanewatch.exporters import otlp
 
-    provider = otlp.tracer_provider(otlp_endpoint, service_name="lanewatch-probe")
     records: list[RequestTiming] = []
+
+    def emit(record: RequestTiming) -> None:
+        records.append(record)
+        if json_out:
+            sys.stdout.write(json.dumps(record.to_json()) + "\n")
+            sys.stdout.flush()
+
+    join, receiver = None, None
+    if listen is not None:
+        from lanewatch.collector.otlp_http import SpanReceiver, endpoint_url
+        from lanewatch.collector.probe_join import LoopJoin, OrderedJoin
+
+        join = LoopJoin(OrderedJoin(join_wait_s), emit)
+        receiver = SpanReceiver(*listen, join.spans_from_thread)
+        try:
+            port = await asyncio.to_thread(receiver.start)
+        except OSError as exc:
+            raise ListenError(f"cannot listen: {exc.strerror or exc}") from None
+        url = endpoint_url(receiver.host, port)
+        typer.echo(
+            f"lanewatch probe: receiving vLLM spans at {url}\n"
+            f"  run vLLM with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf --otlp-traces-endpoint {url}",
+            err=True,
+        )
+    provider = otlp.tracer_provider(otlp_endpoint, service_name="lanewatch-probe")
     try:
         async with Prober(
             target,
@@ -178,17 +253,32 @@ async def _run(
                 if i and interval:
                     await asyncio.sleep(interval)
                 record = await prober.probe(spec_for(rclass, target, i))
-                records.append(record)
-                if json_out:
-                    sys.stdout.write(json.dumps(record.to_json()) + "\n")
-                    sys.stdout.flush()
+                if join is not None:
+                    join.add_record(record)  # out when joined or its wait ran out; probing goes on
+                else:
+                    emit(record)
     finally:
-        otlp.shutdown(provider, timeout_s=2.0)
+        try:
+            if join is not None:
+                await join.drain()  # at the end or on Ctrl-C: each held record waits out its join-wait
+        finally:
+            if join is not None:
+                join.close()  # a second Ctrl-C: what is still held goes out unjoined
+            if receiver is not None:
+                receiver.stop()  # not to_thread: it must run even while the task is being cancelled
+            otlp.shutdown(provider, timeout_s=2.0)
     return records
 
 
-def summary_table(records: list[RequestTiming], target: Target, class_name: str, connection: str) -> Table:
-    """p50/p95/p99 of every phase (ms) over the ok requests."""
+def summary_table(
+    records: list[RequestTiming],
+    target: Target,
+    class_name: str,
+    connection: str,
+    *,
+    server_rows: bool = False,
+) -> Table:
+    """p50/p95/p99 of every phase (ms) over the ok requests; queue/prefill/decode when asked or joined."""
     from rich.table import Table
 
     from lanewatch.collector.window import record_value, summarize
@@ -198,7 +288,9 @@ def summary_table(records: list[RequestTiming], target: Target, class_name: str,
     table = Table(title=title, title_justify="left", min_width=len(title))
     for col in ("phase", "p50 ms", "p95 ms", "p99 ms", "n"):
         table.add_column(col, justify="left" if col == "phase" else "right")
-    rows = ROWS + tuple(s for s in SERVER_ROWS if any(record_value(r, s) is not None for r in ok))
+    rows = ROWS + tuple(
+        s for s in SERVER_ROWS if server_rows or any(record_value(r, s) is not None for r in ok)
+    )
     for name in rows:
         if name == "itl":
             values = [g for r in ok for g in r.itl_s]
@@ -214,6 +306,9 @@ def summary_table(records: list[RequestTiming], target: Target, class_name: str,
     tokens = Counter(r.output_tokens for r in ok)
     shown = ", ".join(f"{k} ×{v}" for k, v in sorted(tokens.items(), key=str)) or "-"
     table.caption = f"ok {len(ok)}/{len(records)} · output tokens: {shown}"
+    if server_rows:
+        joined = sum(r.has_server_phases for r in ok)
+        table.caption += f" · server spans joined {joined}/{len(ok)}"
     table.caption_justify = "left"
     return table
 

@@ -119,15 +119,12 @@ def _check_tls(tls: bool, cert_out: Path | None, cert: Path | None, key: Path | 
 
 
 def _read_token(path: Path) -> str:
+    from lanewatch.collector.secretfile import read_secret
+
     try:
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise typer.BadParameter(
-            f"cannot read {path}: {exc.strerror}", param_hint="--admin-token-file"
-        ) from None
-    if not token:
-        raise typer.BadParameter(f"{path} is empty", param_hint="--admin-token-file")
-    return token
+        return read_secret(path, "admin token file")
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--admin-token-file") from None
 
 
 def _faults_json(text: str) -> Any:

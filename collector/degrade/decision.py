@@ -2,7 +2,8 @@
 
 No I/O and no clock: `now` is passed in (Unix seconds). A notification attaches firing alerts
 to tracks and detaches resolved ones; a tick takes the time-driven steps (escalation after the
-cooldown while firing, recovery after the stable period and the hold). Each alert instance is
+cooldown while firing, recovery after the stable period and the hold, and the expiry of firing
+alerts that Alertmanager stopped re-sending). Each alert instance is
 known by (fingerprint, startsAt): a replayed or out-of-order notification finds its instance
 already recorded and changes nothing.
 """
@@ -21,7 +22,7 @@ __all__ = ["Action", "Decision", "Outcome", "classify", "on_notification", "on_t
 
 Direction = Literal["apply", "escalate", "restore"]
 # What became of one alert in a notification.
-Outcome = Literal["fired", "joined", "resolved", "recorded", "duplicate", "stale", "ignored"]
+Outcome = Literal["fired", "joined", "resolved", "recorded", "duplicate", "stale", "ignored", "expired"]
 
 
 @dataclass(frozen=True)
@@ -92,18 +93,36 @@ def on_notification(policy: Policy, state: ControllerState, n: Notification, now
 
 
 def on_tick(policy: Policy, state: ControllerState, now: float) -> Decision:
-    """Take the steps that time allows: escalate while firing, recover once stable and held."""
+    """Take the steps that time allows: expire silent alerts, escalate, recover once stable and held."""
     work = _Work(state, now)
-    for key, track in sorted(state.tracks.items()):
+    expired = _expire_silent(policy, work)
+    for key, track in sorted(work.tracks.items()):
         if track.firing:
             _maybe_escalate(policy, work, track)
         elif _recovered(policy, track, now):
             del work.tracks[key]
             work.change(track.lane, track.effect, LaneSpec(), {"kind": track.kind, "reason": "recovered"})
     for fp, rec in state.alerts.items():
-        if rec.status == "resolved" and now - rec.seen_at > policy.alert_retention_s:
+        if rec.status != "firing" and now - rec.seen_at > policy.alert_retention_s:
             del work.alerts[fp]
-    return work.decision()
+    outcome: Outcome = "expired"
+    return work.decision((outcome,) * expired)
+
+
+def _expire_silent(policy: Policy, work: _Work) -> int:
+    """Let go of firing alerts that Alertmanager has not re-sent for `firing_stale_after_s`."""
+    after = policy.firing_stale_after_s
+    if after is None:
+        return 0
+    silent = [
+        (fp, rec)
+        for fp, rec in work.alerts.items()
+        if rec.status == "firing" and work.now - rec.seen_at > after
+    ]
+    for fp, rec in silent:
+        _detach(work, fp, rec, "expired", silent_s=round(work.now - rec.seen_at))
+        work.alerts[fp] = replace(rec, status="expired")
+    return len(silent)
 
 
 def _on_alert(policy: Policy, work: _Work, alert: Alert) -> Outcome:
@@ -114,11 +133,13 @@ def _on_alert(policy: Policy, work: _Work, alert: Alert) -> Outcome:
         return "stale"  # an older instance than one already seen
     if rec is not None and starts == rec.starts_at:
         if rec.status == alert.status:
+            if rec.status == "firing" and _refresh_due(policy, rec, work.now):
+                work.alerts[fp] = replace(rec, seen_at=work.now)  # Alertmanager's repeat: still firing
             return "duplicate"
         if rec.status == "resolved":
             return "stale"  # this instance's firing arrived after its resolution
     if rec is not None and rec.status == "firing":
-        _detach(work, fp, rec, alert)  # resolved, or superseded by a newer instance
+        _detach(work, fp, rec, "resolved")  # resolved, or superseded by a newer instance
     target = classify(policy, alert.labels)
     name = alert.labels.get("alertname", "")
     if alert.status == "resolved":
@@ -149,7 +170,13 @@ def _attach(policy: Policy, work: _Work, alert: Alert, lane: str, kind: TrackKin
     return "fired"
 
 
-def _detach(work: _Work, fp: str, rec: AlertRecord, alert: Alert) -> None:
+def _refresh_due(policy: Policy, rec: AlertRecord, now: float) -> bool:
+    """Whether a repeat of a firing alert should move its seen_at (coarsely: few store commits)."""
+    after = policy.firing_stale_after_s
+    return after is not None and now - rec.seen_at >= after / 10
+
+
+def _detach(work: _Work, fp: str, rec: AlertRecord, event: str, **extra: Any) -> None:
     if rec.lane is None or rec.kind is None:
         return
     track = work.tracks.get((rec.lane, rec.kind))
@@ -158,7 +185,7 @@ def _detach(work: _Work, fp: str, rec: AlertRecord, alert: Alert) -> None:
     firing = track.firing - {fp}
     clear_since = track.clear_since if firing or track.clear_since is not None else work.now
     work.tracks[(rec.lane, rec.kind)] = replace(track, firing=firing, clear_since=clear_since)
-    work.note("resolved", rec.lane, {"kind": rec.kind, "alertname": rec.alertname, "fingerprint": fp})
+    work.note(event, rec.lane, {"kind": rec.kind, "alertname": rec.alertname, "fingerprint": fp, **extra})
 
 
 def _maybe_escalate(policy: Policy, work: _Work, track: Track) -> None:

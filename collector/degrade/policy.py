@@ -16,11 +16,16 @@ A policy file is YAML; every key is optional and the default needs no file. The 
     escalation_cooldown_s: 60       # while an alert keeps firing, the next step after this long
     recovery_stable_s: 60           # every alert on the track resolved this long before restoring
     alert_retention_s: 86400        # resolved alerts are remembered this long (replay guard)
+    firing_stale_after_s: 1800      # a firing alert not re-sent this long counts as gone (null: never)
 
 An alert on lane L that has a faster lane shifts L to it, step by step while it keeps firing.
 An alert on the fastest lane, or a convergence alert (its `lane` is the fast lane of the pair),
 protects that lane: it caps max_tokens and sheds the batch class. A lane recovers in one step,
 once every alert holding it has resolved, the stable period has passed and the hold is over.
+Alertmanager re-sends a firing alert every `repeat_interval` of its route; one that has not come
+again for `firing_stale_after_s` no longer holds its lane (its rule was deleted, its resolved
+notification lost), so a degrade never outlives every alert that asked for it. Keep that
+longer than a few repeat intervals (deploy/alertmanager: 5m).
 `deploy/degrade/policy.yaml` is this default, written out; a test keeps the two equal.
 """
 
@@ -78,6 +83,7 @@ class PolicySpec(BaseModel):
     escalation_cooldown_s: float = Field(default=60.0, ge=0)
     recovery_stable_s: float = Field(default=60.0, ge=0)
     alert_retention_s: float = Field(default=86400.0, gt=0)
+    firing_stale_after_s: float | None = Field(default=1800.0, gt=0)
 
     @field_validator("lane_order")
     @classmethod
@@ -126,6 +132,7 @@ class Policy:
     escalation_cooldown_s: float
     recovery_stable_s: float
     alert_retention_s: float
+    firing_stale_after_s: float | None
 
     @classmethod
     def from_spec(cls, spec: PolicySpec) -> Policy:
@@ -144,6 +151,7 @@ class Policy:
             escalation_cooldown_s=spec.escalation_cooldown_s,
             recovery_stable_s=spec.recovery_stable_s,
             alert_retention_s=spec.alert_retention_s,
+            firing_stale_after_s=spec.firing_stale_after_s,
         )
 
     def faster_lane(self, lane: str) -> str | None:

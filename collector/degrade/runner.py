@@ -12,6 +12,7 @@ from pathlib import Path
 import uvicorn
 from prometheus_client import CollectorRegistry
 
+from lanewatch.collector import secretfile
 from lanewatch.collector.config import DegradeConfig
 
 from .adapters import Adapter, AdapterError, DryRunAdapter, GatewayAdapter, Retry, WebhookAdapter
@@ -31,16 +32,11 @@ class SetupError(Exception):
 
 
 def read_secret(path: Path, what: str) -> str:
-    """A token or key from a file (surrounding whitespace stripped); never logged."""
+    """A token or key from a file; SetupError says what is wrong with it (never the secret)."""
     try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise SetupError(f"{what} {path}: {exc.strerror or exc}") from None
-    if not text:
-        raise SetupError(f"{what} {path} is empty")
-    if any(c.isspace() for c in text):
-        raise SetupError(f"{what} {path} holds whitespace inside the secret")
-    return text
+        return secretfile.read_secret(path, what)
+    except ValueError as exc:
+        raise SetupError(str(exc)) from None
 
 
 def build_adapters(cfg: DegradeConfig) -> list[Adapter]:

@@ -8,7 +8,6 @@ answered 2xx only once its decision is committed, so Alertmanager retries anythi
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections import Counter as Tally
 
@@ -16,6 +15,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from lanewatch.collector.bearer import bearer_ok
 from lanewatch.collector.httpbody import read_limited
 
 from .metrics import DegradeMetrics
@@ -32,7 +32,6 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app; `token` None accepts unauthenticated posts (only with --insecure-dev)."""
     app = FastAPI(title="lanewatch degrade controller", docs_url=None, redoc_url=None, openapi_url=None)
-    expected = f"Bearer {token}".encode() if token is not None else None
 
     def refuse(status: int, outcome: str, error: str, **extra: object) -> JSONResponse:
         metrics.notifications.labels(outcome).inc()
@@ -41,10 +40,8 @@ def create_app(
 
     @app.post("/alertmanager")
     async def alertmanager(request: Request) -> Response:
-        if expected is not None:
-            given = request.headers.get("authorization", "").encode("utf-8", "replace")
-            if not hmac.compare_digest(given, expected):
-                return refuse(401, "unauthorized", "missing or wrong bearer token")
+        if token is not None and not bearer_ok(request.headers.get("authorization"), token):
+            return refuse(401, "unauthorized", "missing or wrong bearer token")
         body = await read_limited(request, max_body_bytes)
         if body is None:
             return refuse(413, "too_large", f"body larger than {max_body_bytes} bytes")

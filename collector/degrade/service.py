@@ -108,6 +108,8 @@ class DegradeService:
             now = self._clock()
             decision = on_tick(self.policy, self._state, now)
             self._commit(decision, now)
+        for outcome, count in Tally(decision.outcomes).items():
+            self._metrics.alerts.labels(outcome).inc(count)
         return decision
 
     def _commit(self, decision: Decision, now: float) -> bool:
@@ -115,6 +117,15 @@ class DegradeService:
             return False
         self._revision = self._store.commit(decision.state, decision.audit, now)
         self._state = decision.state
+        for e in decision.audit:
+            if e.event == "expired":
+                log.warning(
+                    "alert %s on lane %s not re-sent for %s s: it no longer holds the lane "
+                    "(was its rule deleted, or its resolved notification lost?)",
+                    e.detail.get("alertname"),
+                    e.lane,
+                    e.detail.get("silent_s"),
+                )
         for a in decision.actions:
             self._metrics.transitions.labels(a.lane, a.action, a.direction).inc()
             log.info("%s %s on lane %s: %s", a.direction, a.action, a.lane, a.detail)

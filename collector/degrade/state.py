@@ -98,9 +98,9 @@ class Track:
 class AlertRecord:
     """The last instance seen of an alert (by fingerprint): the replay and reordering guard."""
 
-    status: Literal["firing", "resolved"]
+    status: Literal["firing", "resolved", "expired"]  # expired: firing, but not re-sent for too long
     starts_at: float
-    seen_at: float
+    seen_at: float  # the last notification that said so (a firing one refreshes it now and then)
     alertname: str
     lane: str | None = None  # the track it holds while firing
     kind: TrackKind | None = None
@@ -119,7 +119,9 @@ class AuditEntry:
     """One line of the append-only audit log."""
 
     at: float
-    event: str  # apply | escalate | restore | fired | resolved | adapter_failed | adapter_ok | resumed
+    event: (
+        str  # apply | escalate | restore | fired | resolved | expired | adapter_failed | adapter_ok | resumed
+    )
     lane: str | None = None
     action: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)

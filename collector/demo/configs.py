@@ -230,6 +230,9 @@ def lanewatch_config(layout: Layout, probe_interval_s: float = 2.0) -> dict[str,
             "rules": {"max_tokens": [{"lane": "fast", "max": 32}]},
             "shift_seed": layout.seed,
             "health_interval_s": 1.0,
+            # Tap records go to the collector, which joins them to the spans and exports them.
+            "collector_url": layout.collector_url,
+            "shipping": {"interval_s": 0.5},
         },
     }
 

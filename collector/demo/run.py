@@ -210,7 +210,7 @@ async def run_demo(
             Path(tmp), fast, slow, collector, gateway, degrade, prometheus, alertmanager, opts.seed
         )
         out_records = opts.out / "records.jsonl" if opts.out else None
-        recorder = Recorder([layout.records("collector"), layout.records("gateway")], out_records)
+        recorder = Recorder([layout.records("collector")], out_records)  # probe and tap records, joined
         run: _Run | None = None
         try:
             with Supervisor() as supervisor:

@@ -68,10 +68,11 @@ def commands(layout: Layout, tools: Tools) -> dict[str, list[str]]:
         *lw, "collect", "-c", str(layout.lanewatch_yaml), "--records", str(layout.records("collector")),
         "--log-level", "warning",
     ]  # fmt: skip
+    # The gateway ships its tap records to the collector (gateway.collector_url), which joins them
+    # to the simulators' spans and writes them to its records file with the probes'.
     cmds["gateway"] = [
         *lw, "gateway", "-c", str(layout.lanewatch_yaml),
         "--admin-token-file", str(layout.token_file("gateway-admin")),
-        "--records", str(layout.records("gateway")),
     ]  # fmt: skip
     cmds["degrade"] = [
         *lw, "degrade", "serve", "--host", "127.0.0.1", "--port", str(layout.degrade_port),

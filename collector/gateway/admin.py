@@ -7,9 +7,10 @@ answers 400 with the reason and changes nothing.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
+
+from lanewatch.collector.bearer import bearer_ok
 
 from .core import Gateway
 from .degrade_state import DegradeError, parse_degrade
@@ -29,10 +30,7 @@ def _denied(gw: Gateway, request: Request) -> Response | None:
         if gw.cfg.admin_insecure:
             return None
         return error_response(403, "the admin API is off: start the gateway with --admin-token-file")
-    given = request.headers.get("Authorization", "")
-    scheme, _, value = given.partition(" ")
-    ok = scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
-    if not ok:
+    if not bearer_ok(request.headers.get("Authorization"), token):
         return error_response(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
     return None
 

@@ -7,16 +7,17 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable
-from pathlib import Path
 
 import aiohttp
 
 from lanewatch.collector.config import GatewayConfig, LaneConfig
+from lanewatch.collector.secretfile import read_secret_or_none
 from lanewatch.collector.timing import RequestTiming
 
 from .degrade_state import DegradeState, LaneDegrade, Shifter
 from .pool import LanePool, Upstream
 from .routing import RouteTable
+from .shipper import RecordShipper
 from .stats import GatewayStats
 from .tracing import GatewayTracing
 from .upstream import UpstreamClient
@@ -36,6 +37,7 @@ class Gateway:
         on_record: RecordSink | None = None,
         metrics_text: Callable[[], tuple[bytes, str]] | None = None,
         record_content: bool = False,
+        shipper: RecordShipper | None = None,
     ) -> None:
         if not cfg.lanes:
             raise ValueError("the gateway needs at least one lane (gateway.lanes or --upstream LANE=URL)")
@@ -47,13 +49,17 @@ class Gateway:
             for name, lane in cfg.lanes.items()
         }
         self.ssl = {name: _ssl_for(lane) for name, lane in cfg.lanes.items()}
-        self.api_keys = {name: _read_secret(lane.api_key_file) for name, lane in cfg.lanes.items()}
-        self.admin_token = _read_secret(cfg.admin_token_file)
+        self.api_keys = {
+            name: read_secret_or_none(lane.api_key_file, f"lanes.{name}.api_key_file")
+            for name, lane in cfg.lanes.items()
+        }
+        self.admin_token = read_secret_or_none(cfg.admin_token_file, "admin_token_file")
         self.degrade = DegradeState()
         self.shifter = Shifter(cfg.shift_mode, cfg.shift_seed)
         self.stats = GatewayStats(pools=list(self.pools.values()))
         self.tracing = GatewayTracing(cfg.otlp_endpoint)
         self.on_record = on_record
+        self.shipper = shipper  # sends tap records to the collector; on_record feeds it
         self.record_content = record_content  # prompt and response text on tap records and spans
         self.metrics_text = metrics_text
         self.upstream = UpstreamClient(cfg.connect_timeout_s)  # the data path's connections
@@ -80,9 +86,11 @@ class Gateway:
         check = min(self.cfg.health_interval_s, self.cfg.connect_timeout_s, 5.0)
         self.control = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=check))
         self._health_task = asyncio.create_task(self._health_loop())
+        if self.shipper is not None:
+            self.shipper.start()
 
     async def close(self) -> None:
-        """Stop health checks, close sessions and flush spans."""
+        """Stop health checks, close sessions, send the last records and flush spans."""
         if self._health_task is not None:
             self._health_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -90,6 +98,8 @@ class Gateway:
         self.upstream.close()
         if self.control is not None:
             await self.control.close()
+        if self.shipper is not None:
+            await self.shipper.close()  # after the front: every finished request's record is queued
         self.tracing.shutdown()
 
     async def check_health(self) -> None:
@@ -127,12 +137,3 @@ def _ssl_for(lane: LaneConfig) -> ssl.SSLContext:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
-
-
-def _read_secret(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    value = path.read_text(encoding="utf-8").strip()
-    if not value:
-        raise ValueError(f"{path}: the secret file is empty")
-    return value

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -93,3 +96,11 @@ def test_bad_config_file_names_field_and_line(tmp_path: Path) -> None:
     )
     result = CliRunner().invoke(app, ["gateway", "-c", str(cfg)])
     assert result.exit_code == 2 and "gateway.shift_mode (line 4)" in result.output
+
+
+def test_environment_overrides_apply_without_a_config_file() -> None:
+    # a process with a deadline: were the override ignored, the gateway would serve for ever
+    env = {**os.environ, "LANEWATCH__GATEWAY__DEFAULT_LANE": "batchlane"}
+    cmd = [str(Path(sys.executable).parent / "lanewatch"), "gateway", "--upstream", "fast=http://127.0.0.1:9"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "gateway: unknown lanes ['batchlane']" in done.stderr

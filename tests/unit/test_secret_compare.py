@@ -19,7 +19,10 @@ PACKAGES = ("collector", "exporters", "simulator", "alerts", "dashboards")
 # Identifiers that hold a secret (`token`, not `tokens`: those are LLM tokens).
 SECRET = re.compile(r"token(?!s)|secret|api_?key|passw|signature|credential|authoriz", re.IGNORECASE)
 TIMING_UNSAFE = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
-AUTH_SITES = ("collector/gateway/admin.py", "collector/degrade/server.py", "simulator/app.py")
+# Where a token is compared; the collector's APIs share collector/bearer.py (the simulator
+# imports nothing of lanewatch, so it keeps its own).
+AUTH_SITES = ("collector/bearer.py", "simulator/app.py")
+BEARER_USERS = ("collector/gateway/admin.py", "collector/degrade/server.py", "collector/records_http.py")
 
 
 def _identifiers(node: ast.AST) -> list[str]:
@@ -64,3 +67,8 @@ def test_no_secret_is_compared_with_equality(path: str) -> None:
 @pytest.mark.parametrize("site", AUTH_SITES)
 def test_every_auth_check_uses_compare_digest(site: str) -> None:
     assert "hmac.compare_digest(" in (ROOT / site).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("site", BEARER_USERS)
+def test_every_collector_api_checks_its_token_with_bearer_ok(site: str) -> None:
+    assert "bearer_ok(" in (ROOT / site).read_text(encoding="utf-8")

@@ -17,6 +17,10 @@ BURN = "LanewatchTTFTBurnRate"
 CONV = "LanewatchLaneConvergence"
 # Small hysteresis so the tables read easily: hold 10 s, stable 5 s, cooldown 3 s.
 P = DEFAULT_POLICY.with_hysteresis(min_hold_s=10, recovery_stable_s=5, escalation_cooldown_s=3)
+# Firing alerts go stale after 100 s without a repeat (a repeat refreshes them after 10 s).
+PS = Policy.from_spec(
+    PolicySpec(min_hold_s=10, recovery_stable_s=5, escalation_cooldown_s=3, firing_stale_after_s=100)
+)
 P3 = Policy.from_spec(
     PolicySpec(
         lane_order=["fast", "mid", "slow"], min_hold_s=10, recovery_stable_s=5, escalation_cooldown_s=3
@@ -204,6 +208,42 @@ SCENARIOS: list[tuple[str, Policy, list[tuple[float, object, dict[str, str], lis
              ["mid cap_max_tokens apply", "mid shed apply"]),
         ],
     ),
+    (
+        "a firing alert Alertmanager stops re-sending (rule deleted, resolved lost) lets go of its lane",
+        PS,
+        [
+            (0, [fire()], SHIFT50, ["slow shift apply"]),
+            (3, "tick", SHIFT100, ["slow shift escalate"]),
+            (50, [fire()], SHIFT100, []),  # Alertmanager's repeat: still firing, silence counts from here
+            (150, "tick", SHIFT100, []),  # silent exactly 100 s: not yet
+            (151, "tick", SHIFT100, []),  # expired: the track is clear from now on
+            (155.9, "tick", SHIFT100, []),
+            (156, "tick", {}, ["slow shift restore"]),
+        ],
+    ),
+    (
+        "repeats keep an alert alive however long it fires; a repeat after expiry takes the lane again",
+        PS,
+        [
+            (0, [fire()], SHIFT50, ["slow shift apply"]),
+            (3, "tick", SHIFT100, ["slow shift escalate"]),
+            *[(t, [fire()], SHIFT100, []) for t in (90, 180, 270)],
+            (270.5, "tick", SHIFT100, []),
+            (360, "tick", SHIFT100, []),  # last repeat at 270: silent 90 s
+            (371, "tick", SHIFT100, []),  # expired at 371
+            (372, [fire()], SHIFT100, []),  # the same instance again, before recovery: held on
+            (400, "tick", SHIFT100, []),
+        ],
+    ),
+    (
+        "without firing_stale_after_s a firing alert holds its lane for ever",
+        Policy.from_spec(PolicySpec(min_hold_s=10, recovery_stable_s=5, firing_stale_after_s=None)),
+        [
+            (0, [fire()], SHIFT50, ["slow shift apply"]),
+            (10**6, "tick", SHIFT100, ["slow shift escalate"]),
+            (10**7, "tick", SHIFT100, []),
+        ],
+    ),
 ]  # fmt: skip
 
 
@@ -232,6 +272,20 @@ def test_outcomes_name_what_became_of_each_alert() -> None:
     assert d2.outcomes == ("duplicate", "resolved", "recorded", "stale")
     d3 = on_notification(P, d2.state, note(fire("c")), T0 + 2)
     assert d3.outcomes == ("stale",)  # c's firing came after its resolution
+
+
+def test_an_expired_alert_is_audited_counted_and_then_forgotten_like_a_resolved_one() -> None:
+    d = on_notification(PS, ControllerState(), note(fire("a")), T0)
+    expired = on_tick(PS, d.state, T0 + 101)
+    assert expired.outcomes == ("expired",)
+    assert [(e.event, e.lane, e.detail["silent_s"]) for e in expired.audit] == [("expired", "slow", 101)]
+    assert expired.state.alerts[fp("a")].status == "expired"
+    assert on_tick(PS, expired.state, T0 + 102).outcomes == ()  # expires once
+    late = on_notification(PS, expired.state, note(res("a")), T0 + 103)
+    assert late.outcomes == ("recorded",) and late.actions == ()
+    kept = on_tick(PS, expired.state, T0 + PS.alert_retention_s)
+    assert fp("a") in kept.state.alerts
+    assert fp("a") not in on_tick(PS, expired.state, T0 + PS.alert_retention_s + 1).state.alerts
 
 
 def test_audit_names_alerts_and_actions() -> None:
@@ -296,22 +350,30 @@ def _invariants(policy: Policy, state: ControllerState) -> None:
             assert spec.shift_percent in policy.shift_percents
 
 
+def _instances(state: ControllerState) -> dict[str, tuple[str, float]]:
+    return {f: (rec.status, rec.starts_at) for f, rec in state.alerts.items()}
+
+
 @settings(max_examples=150, deadline=None)
-@given(events)
-def test_replays_never_act_and_state_stays_consistent(stream: list[tuple[Any, float]]) -> None:
+@given(events, st.sampled_from([P, PS.with_hysteresis(min_hold_s=10)]))
+def test_replays_never_act_and_state_stays_consistent(
+    stream: list[tuple[Any, float]], policy: Policy
+) -> None:
     state, now = ControllerState(), T0
     for event, dt in stream:
         now += dt
         if event == "tick":
-            state = on_tick(P, state, now).state
+            state = on_tick(policy, state, now).state
         else:
             alerts = [
                 (fire if firing else res)(n, lane=lane, alertname=name, starts=starts)
                 for (n, lane, name, starts), firing in event
             ]
             n = note(*alerts)
-            first = on_notification(P, state, n, now)
-            again = on_notification(P, first.state, n, now + 0.5)  # Alertmanager's retry or a replay
-            assert again.actions == () and again.state == first.state
+            first = on_notification(policy, state, n, now)
+            again = on_notification(policy, first.state, n, now + 0.5)  # Alertmanager's retry or a replay
+            assert again.actions == () and again.state.tracks == first.state.tracks
+            # a replay may only refresh when a firing alert was last heard of
+            assert _instances(again.state) == _instances(first.state)
             state = first.state
-        _invariants(P, state)
+        _invariants(policy, state)

@@ -55,7 +55,6 @@ def test_valid_post_changes_state_and_a_replay_does_not(client: TestClient, cont
         {"Content-Type": "application/json"},
         {"Authorization": "Bearer wrong", "Content-Type": "application/json"},
         {"Authorization": f"Bearer {TOKEN}x", "Content-Type": "application/json"},
-        {"Authorization": f"bearer {TOKEN}", "Content-Type": "application/json"},
         {"Authorization": TOKEN, "Content-Type": "application/json"},
         {"Authorization": f"Basic {TOKEN}", "Content-Type": "application/json"},
     ],

@@ -152,3 +152,28 @@ async def test_synced_follows_the_lanes_not_the_revision(controller: Controller)
     controller.clock.now = T0 + 3
     await svc.tick()  # escalation: the router now lags until the next reconcile
     assert svc.synced() == {"recording": False}
+
+
+async def test_a_silent_firing_alert_expires_with_a_warning_count_and_audit(
+    controller: Controller, caplog: pytest.LogCaptureFixture
+) -> None:
+    svc, clock = controller.service, controller.clock
+    stale_after = svc.policy.firing_stale_after_s
+    assert stale_after is not None  # the default policy lets go of silent alerts
+    await svc.handle(parse_notification(firing()))
+    clock.now = T0 + stale_after / 2
+    repeat = await svc.handle(parse_notification(firing()))  # Alertmanager's repeat_interval
+    assert repeat.changed and repeat.decision.outcomes == ("duplicate",) and repeat.decision.actions == ()
+    clock.now = T0 + stale_after  # silent for half of it since the repeat
+    assert (await svc.tick()).outcomes == ()
+    clock.now = T0 + stale_after * 1.5 + 1
+    with caplog.at_level("WARNING", logger="lanewatch.degrade"):
+        assert (await svc.tick()).outcomes == ("expired",)
+    assert "not re-sent" in caplog.text and "slow" in caplog.text
+    assert controller.sample(names.DEGRADE_ALERTS_TOTAL, outcome="expired") == 1.0
+    clock.now += 60 + 120  # past the stable period and the hold
+    await svc.tick()
+    await svc.reconcile()
+    assert controller.adapter.applied[-1][1] == {}
+    events = [e.event for _, _, e in controller.store.recent(20)]
+    assert events == ["fired", "apply", "escalate", "expired", "restore"]
