@@ -40,6 +40,38 @@ def free_port() -> int:
         return port
 
 
+# Sockets bound and never listening, held until the test run ends (see closed_port).
+_HELD_CLOSED: list[socket.socket] = []
+
+
+def closed_port() -> int:
+    """A 127.0.0.1 port that refuses connections for the rest of the run.
+
+    Bound but not listening, and held: a port only released could be taken by another
+    process's server meanwhile, or picked as a connecting socket's own source port, and a
+    connect to it would then succeed (TCP self-connect) instead of being refused.
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    _HELD_CLOSED.append(s)
+    return int(s.getsockname()[1])
+
+
+def wait_listening(url: str, after_s: float, within_s: float = 10.0) -> None:
+    """Sleep `after_s` (a refusal's length), then wait until `url`'s port accepts connections again."""
+    parts = httpx.URL(url)
+    time.sleep(after_s)
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            socket.create_connection((parts.host, parts.port or 80), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{url} still refuses {within_s} s after its {after_s} s") from None
+            time.sleep(0.02)
+
+
 @dataclass(frozen=True)
 class SimHandle:
     """A running simulator."""

@@ -20,15 +20,9 @@ from prometheus_client import CollectorRegistry
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.service import CollectorService, serve
 from lanewatch.collector.timing import RequestTiming
+from tests.servers import closed_port
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @asynccontextmanager
@@ -118,7 +112,7 @@ async def test_receiver_refuses_bad_bodies_and_keeps_serving() -> None:
 
 
 async def test_down_target_counts_errors_and_nothing_stops() -> None:
-    dead = free_port()
+    dead = closed_port()
     targets = [{"name": "down", "url": f"http://127.0.0.1:{dead}", "model": "m"}]
     config = cfg(targets=targets, probe={"enabled": False}, scrape={"interval_s": 0.05, "timeout_s": 0.5})
     async with running(config) as (svc, url), httpx.AsyncClient(base_url=url) as c:

@@ -149,7 +149,7 @@ async def test_a_client_gone_right_after_its_request_leaves_nothing_behind() -> 
         _reader, writer = await asyncio.open_connection("127.0.0.1", int(g.url.rsplit(":", 1)[1]))
         writer.write(raw)
         await writer.drain()
-        await asyncio.sleep(0.05)  # the gateway read it and sent it upstream
+        assert await eventually(lambda: len(up.requests) == 2)  # the gateway sent it upstream
         sock = writer.get_extra_info("socket")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         writer.transport.abort()  # a reset, well before the first token at 300 ms

@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from lanewatch.collector.timing import ErrorKind
+from tests.servers import closed_port
 
 from .gateway_harness import (
     chat_body,
@@ -80,8 +81,7 @@ async def test_client_disconnect_cancels_the_upstream_request() -> None:
 
 
 async def test_upstream_down_is_an_openai_error_and_ejected() -> None:
-    async with upstream_server() as (_up, dead):
-        pass  # the server has stopped: its port now refuses connections
+    dead = f"http://127.0.0.1:{closed_port()}"
     cfg = {"eject_after_failures": 2, "health_interval_s": 60}
     async with gateway_server({"slow": [dead]}, **cfg) as g, aiohttp.ClientSession() as s:
         for _ in range(2):
@@ -97,8 +97,7 @@ async def test_upstream_down_is_an_openai_error_and_ejected() -> None:
 
 
 async def test_connect_failure_retries_another_upstream_of_the_lane() -> None:
-    async with upstream_server() as (_dead, dead_url):
-        pass
+    dead_url = f"http://127.0.0.1:{closed_port()}"
     async with (
         upstream_server() as (up, url),
         gateway_server({"slow": [dead_url, url]}) as g,

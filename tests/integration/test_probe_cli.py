@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import closed_port
+
 from .scripted_server import Reply, ScriptedServer, chat_stream
-from .test_probe import closed_port
 
 pytestmark = pytest.mark.integration
 

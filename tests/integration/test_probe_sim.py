@@ -19,9 +19,7 @@ from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe import Prober, ProbeSpec
 from lanewatch.collector.timing import ErrorKind, RequestTiming, breakdown
 from tests.conftest import require_binary
-from tests.servers import SimHandle, start_simulator
-
-from .test_probe import closed_port
+from tests.servers import SimHandle, closed_port, start_simulator, wait_listening
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +103,7 @@ def curl_times(url: str, cacert: str, n: int) -> list[tuple[float, float]]:
     return [(c - nl, a - c) for nl, c, a in rows[1:]]
 
 
-async def test_connect_and_tls_medians_agree_with_curl(tls_sim: SimHandle) -> None:
+async def test_connect_and_tls_times_agree_with_curl(tls_sim: SimHandle) -> None:
     require_binary("curl")
     url, ca = localhost(tls_sim), str(tls_sim.cert_path)
     t = Target(name="sim", url=url, model=tls_sim.model, cacert=tls_sim.cert_path)
@@ -116,10 +114,23 @@ async def test_connect_and_tls_medians_agree_with_curl(tls_sim: SimHandle) -> No
             theirs += await asyncio.to_thread(curl_times, url, ca, 6)
             ours += [await p.probe(spec(i, 1)) for _ in range(5)]
     assert all(r.ok for r in ours)
-    connect = statistics.median(r.connect_s or 0 for r in ours) - statistics.median(c for c, _ in theirs)
-    tls = statistics.median(r.tls_s or 0 for r in ours) - statistics.median(s for _, s in theirs)
-    assert abs(connect) < 0.003, (connect, tls)
-    assert abs(tls) < 0.003, (connect, tls)
+    # Compared at the fastest handshake of each: the one the load left alone. A handshake is
+    # CPU work in this process, curl's and the simulator's, and on a loaded host the medians
+    # of both swing between ~1.5 and ~5 ms by who was preempted in its middle (2 of 8 runs
+    # failed a 3 ms bound under 8 busy loops); the fastest moves only when a phase is measured
+    # wrong (the connect or the request counted in another phase, a context built inside TLS).
+    fastest = [
+        min(xs)
+        for xs in (
+            [r.connect_s or 0 for r in ours],
+            [c for c, _ in theirs],
+            [r.tls_s or 0 for r in ours],
+            [s for _, s in theirs],
+        )
+    ]
+    connect, tls = fastest[0] - fastest[1], fastest[2] - fastest[3]
+    assert abs(connect) < 0.003, (connect, tls, fastest)
+    assert abs(tls) < 0.003, (connect, tls, fastest)
 
 
 GENEROUS = Timeouts(connect_s=2.0, ttft_s=5.0, stall_s=5.0, total_s=10.0)
@@ -155,7 +166,7 @@ async def test_every_simulator_fault_is_its_error_kind_and_probing_goes_on(sim: 
             faulty = await p.probe(spec(0, 8))
         finally:
             if name == "refused connections":
-                await asyncio.sleep(1.2)  # new connections (ours too) work again after 1 s
+                await asyncio.to_thread(wait_listening, sim.url, 1.0)  # new connections work again after 1 s
             set_faults(sim, None)
         # The same prober goes on; the sim may still be finishing the slowed request.
         after = await p.probe(spec(1, 8), timeouts=GENEROUS)

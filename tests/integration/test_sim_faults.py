@@ -149,8 +149,15 @@ def test_refused_connections_then_back(sim: SimHandle) -> None:
     set_faults(sim, {"refuse_connections_s": 0.6})
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{sim.url}/health", timeout=2)
-    time.sleep(1.0)
-    assert httpx.get(f"{sim.url}/health", timeout=2).status_code == 200
+    # Back once the 0.6 s are over: polled with a deadline, as a loaded host may reopen late.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert httpx.get(f"{sim.url}/health", timeout=2).status_code == 200
+            break
+        except httpx.ConnectError:
+            assert time.monotonic() < deadline, "still refusing 10 s after a 0.6 s refusal"
+            time.sleep(0.05)
 
 
 def test_admin_needs_the_token_and_a_valid_body(sim: SimHandle) -> None:

@@ -139,12 +139,21 @@ def test_chunks_leave_as_they_are_made(sim: SimHandle) -> None:
 
 
 def test_truth_ttft_matches_what_the_client_sees(sim: SimHandle) -> None:
-    diffs = []
+    diffs, round_trips = [], []
     with sim.client() as c:
         _timed_stream(sim, c, "warm-up", 2)  # open the keep-alive connection first
         for i in range(30):
             ttft, _ = _timed_stream(sim, c, f"ttft-{i}", 2)
-            diffs.append(ttft - c.get(f"/debug/requests/ttft-{i}").json()["ttft_s"])
-    # The client's TTFT adds sending, parsing and delivery to the server's; on loopback that is
-    # about a millisecond, so a median within 0..5 ms holds even on a loaded machine.
-    assert 0 < statistics.median(diffs) < 0.005, sorted(diffs)
+            sent = time.perf_counter()
+            truth = c.get(f"/debug/requests/ttft-{i}").json()
+            round_trips.append(time.perf_counter() - sent)
+            diffs.append(ttft - truth["ttft_s"])
+    # The client's window holds the server's (the send before the arrival, the read after the
+    # hand-off), so every difference is positive. What the client adds is one trip there and
+    # back: about a millisecond when the machine is ours, several when other processes hold
+    # the cores, and then just as much for the GET taken right after each stream. So the bound
+    # is that round trip's median, side by side: a truth that left out part of the server's
+    # own time (the front end, the queue) would stand out against it.
+    assert min(diffs) > 0, sorted(diffs)
+    trip = statistics.median(round_trips)
+    assert statistics.median(diffs) < 2 * trip + 0.002, (sorted(diffs), trip)

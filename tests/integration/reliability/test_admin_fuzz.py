@@ -11,7 +11,6 @@ OpenAPI document, so the bodies come from hypothesis strategies shaped like the 
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from hypothesis import strategies as st
 
 from lanewatch.collector.gateway.degrade_state import parse_degrade
 from lanewatch.simulator.faults import FaultError, parse_faults
-from tests.servers import SimHandle, free_port, start_simulator
+from tests.servers import SimHandle, closed_port, free_port, start_simulator
 
 from .processes import Service, secret_file, service, write_yaml
 
@@ -69,12 +68,6 @@ DEGRADE_BODIES = st.one_of(
     ),
     json_values,
 )
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

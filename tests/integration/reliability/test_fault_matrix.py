@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from lanewatch.collector.timing import RequestTiming
-from tests.servers import SimHandle, free_port, start_simulator
+from tests.servers import SimHandle, closed_port, free_port, start_simulator, wait_listening
 
 from .flood import flood_upstream
 from .processes import Service, errors_by_kind, rss_kib, samples, service, write_yaml
@@ -59,13 +59,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
 def tls_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     with start_simulator(tmp_path_factory.mktemp("tls-sim"), profile="fast", tls=True) as handle:
         yield handle
-
-
-def closed_port() -> int:
-    """A port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def set_faults(sim: SimHandle, body: dict[str, Any] | None) -> None:
@@ -155,7 +148,7 @@ def test_collector_counts_every_fault_under_its_kind_and_keeps_probing(
                 wait_for(partial(started_since, records, "sim", since, kind), 10, f"{kind} ({name})", col)
             finally:
                 if name == "refused connections":
-                    time.sleep(1.1)  # the sim (its admin API too) listens again after 1 s
+                    wait_listening(sim.url, 1.0)  # the sim (its admin API too) listens again after 1 s
                 set_faults(sim, None)
         cleared = time.time()
         wait_for(partial(started_since, records, "sim", cleared, None), 10, "success after the faults", col)
@@ -282,7 +275,7 @@ def refused_connections(gw: Service, sim: SimHandle, records: Path) -> int:
         t.start()
     for t in threads:
         t.join(20)
-    time.sleep(1.1)  # the sim (its admin API too) listens again after 1 s
+    wait_listening(sim.url, 1.0)  # the sim (its admin API too) listens again after 1 s
     set_faults(sim, None)
     failed = [r for r in read_records(records) if r.lane == "sim" and r.started_at > since and r.error]
     assert {r.error.value for r in failed if r.error} <= {"connect_refused"}, failed

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import SimHandle, free_port, start_simulator
+from tests.servers import SimHandle, closed_port, free_port, start_simulator
 
 from .processes import Service, rss_kib, samples, service, write_yaml
 
@@ -44,12 +43,6 @@ FAULTS = {
     "stall_after_tokens": 2,
     "stall_rate": 0.03,
 }
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

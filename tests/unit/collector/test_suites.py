@@ -169,9 +169,10 @@ async def test_a_raising_probe_or_sink_does_not_stop_the_schedule() -> None:
 
 
 async def test_stop_cancels_probes_in_flight_and_returns() -> None:
-    cancelled = asyncio.Event()
+    started, cancelled = asyncio.Event(), asyncio.Event()
 
     async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+        started.set()
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
@@ -181,7 +182,7 @@ async def test_stop_cancels_probes_in_flight_and_returns() -> None:
 
     s = Scheduler(jobs(1), probe, lambda r: None, interval_s=0.01)
     task = asyncio.create_task(s.run())
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(started.wait(), 5)  # a probe in flight, however slow the start
     s.stop()
     await asyncio.wait_for(task, 2)
     assert cancelled.is_set()
