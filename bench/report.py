@@ -8,7 +8,7 @@ from typing import Any
 
 __all__ = ["Goal", "evaluate_goals", "render"]
 
-PATH_ORDER = ("direct", "nginx", "tap", "tap-content", "aiohttp")
+PATH_ORDER = ("direct", "nginx", "tap", "tap-metrics", "tap-content", "aiohttp")
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _goals_table(
 _TAP_COLUMNS = (
     "streams", "path", "requests", "chunks/s", "TTFT p50 / p99 (ms)",
     "added TTFT p50 / p99 (ms; p99's range over rounds)", "added chunk delay p50 / p99 (ms)",
-    "proxy CPU s / 1k chunks", "upstream / client CPU s / 1k",
+    "proxy CPU s / 1k chunks", "upstream / client CPU s / 1k", "records sink CPU s / 1k",
 )  # fmt: skip
 
 
@@ -171,7 +171,8 @@ def _tap_table(levels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[st
             lines.append(
                 f"| {n} | {name} | {f['requests']:,}{errors} | {f['chunks_per_s']:,.0f} | "
                 f"{_pair(f['ttft_p50_ms'], f['ttft_p99_ms'])} | {added} | {delay} | {cpu} | "
-                f"{_pair(f['upstream_cpu_s_per_1k_chunks'], f['client_cpu_s_per_1k_chunks'], 4)} |"
+                f"{_pair(f['upstream_cpu_s_per_1k_chunks'], f['client_cpu_s_per_1k_chunks'], 4)} | "
+                f"{_f(f.get('sink_cpu_s_per_1k_chunks'), 4)} |"
             )
     return lines
 

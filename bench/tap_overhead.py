@@ -1,16 +1,19 @@
 """What the gateway's tap costs a stream, side by side with nginx and a direct connection.
 
 One upstream (bench/sse_light.py: headers at once, first content chunk at 50 ms, then 40
-more 10 ms apart) behind three paths: `direct` (the client talks to it), `nginx` (Debian's
-nginx, `proxy_buffering off`, upstream keep-alive; bench/nginx.py) and `tap` (`lanewatch
-gateway` with its request metrics on, as deployed). At each concurrency the paths run in
+more 10 ms apart) behind four paths: `direct` (the client talks to it), `nginx` (Debian's
+nginx, `proxy_buffering off`, upstream keep-alive; bench/nginx.py), `tap` (`lanewatch gateway`
+as deployed: shipping its tap records to a collector, here bench/records_sink.py, whose CPU is
+counted apart) and `tap-metrics` (the gateway observing its request metrics itself, without a
+collector). At each concurrency the paths run in
 interleaved rounds (the order rotates each round) so drift on the shared machine hits all
 alike; within a round each path gets the same closed-loop load (bench/stream_client.py).
 
 - added TTFT = a path's TTFT quantile − direct's in the same round; the median over the rounds
 - added chunk delay = the same for each content chunk's one-way delay (upstream write → client read)
 - CPU per 1,000 chunks = the process's user + system seconds (/proc/<pid>/stat) over the
-  content chunks the client received; given for the proxy, the upstream and the client
+  content chunks the client received; given for the proxy, the upstream, the client and the
+  records sink
 
 Run alone: `python -m bench.tap_overhead [--streams 1,64,256,512] [--rounds 3] [--seconds 4]`.
 """
@@ -44,7 +47,7 @@ __all__ = ["TapBench", "run_tap_bench", "summarize_level"]
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_MS, GAP_MS, CHUNKS = 50.0, 10.0, 41
 STREAM_S = (FIRST_MS + GAP_MS * (CHUNKS - 1)) / 1000  # one response's length: the stagger span
-PATHS = ("direct", "nginx", "tap")
+PATHS = ("direct", "nginx", "tap", "tap-metrics")
 
 
 @dataclass
@@ -52,6 +55,7 @@ class _Path:
     name: str
     url: str
     pids: Callable[[], list[int]]
+    side_pids: Callable[[], list[int]] = lambda: []  # what it ships to (the records sink)
 
     @property
     def port(self) -> int:
@@ -66,6 +70,7 @@ class _Sample:
     proxy_cpu_s: float
     upstream_cpu_s: float
     client_cpu_s: float
+    sink_cpu_s: float | None = None  # None: the path ships to no sink
 
 
 @dataclass
@@ -81,6 +86,21 @@ def _upstream(tmp: Path) -> Iterator[tuple[str, int]]:
     args = [sys.executable, "-m", "bench.sse_light", "--port", str(port)]
     args += ["--first-ms", str(FIRST_MS), "--gap-ms", str(GAP_MS), "--chunks", str(CHUNKS)]
     log = tmp / "sse-light.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_up(proc, f"http://127.0.0.1:{port}/health", log)
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        _stop(proc)
+
+
+@contextmanager
+def _records_sink(tmp: Path) -> Iterator[tuple[str, int]]:
+    """bench/records_sink.py, the collector's POST /v1/records without the collector: (URL, pid)."""
+    port = free_port()
+    args = [sys.executable, "-m", "bench.records_sink", "--port", str(port)]
+    log = tmp / "records-sink.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -123,10 +143,17 @@ def _paths(tmp: Path, names: Sequence[str]) -> Iterator[tuple[list[_Path], int]]
                     )
                 ng = stack.enter_context(start_nginx(binary, tmp / "nginx", free_port(), up_port))
                 paths.append(_Path("nginx", ng.url, ng.pids))
-            elif name == "tap":
+            elif name == "tap":  # as deployed: records shipped to a collector
+                sink_url, sink_pid = stack.enter_context(_records_sink(tmp))
+                gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"], "--collector", sink_url))
+                pid = gw.process.pid
+                paths.append(
+                    _Path("tap", gw.url, lambda pid=pid: [pid], lambda sp=sink_pid: [sp])  # type: ignore[misc]
+                )
+            elif name == "tap-metrics":  # no collector: the gateway observes its request metrics itself
                 gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"]))
                 pid = gw.process.pid
-                paths.append(_Path("tap", gw.url, lambda pid=pid: [pid]))  # type: ignore[misc]
+                paths.append(_Path("tap-metrics", gw.url, lambda pid=pid: [pid]))  # type: ignore[misc]
             elif name == "tap-content":  # the gateway with the opt-in content recording
                 gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"], "--record-content"))
                 pid = gw.process.pid
@@ -140,11 +167,12 @@ def _paths(tmp: Path, names: Sequence[str]) -> Iterator[tuple[list[_Path], int]]
 
 async def _measure(path: _Path, conns: list[Any], seconds: float, up_pid: int) -> _Sample:
     me = os.getpid()
-    pids = path.pids()
-    before = (cpu_s(*pids), cpu_s(up_pid), cpu_s(me))
+    pids, side = path.pids(), path.side_pids()
+    before = (cpu_s(*pids), cpu_s(up_pid), cpu_s(me), cpu_s(*side))
     load = await run_load(conns, seconds, STREAM_S, CHUNKS)
-    after = (cpu_s(*pids), cpu_s(up_pid), cpu_s(me))
-    return _Sample(load, *(a - b for a, b in zip(after, before, strict=True)))
+    after = (cpu_s(*pids), cpu_s(up_pid), cpu_s(me), cpu_s(*side))
+    proxy, upstream, client, sink = (a - b for a, b in zip(after, before, strict=True))
+    return _Sample(load, proxy, upstream, client, sink if side else None)
 
 
 async def _level(
@@ -220,7 +248,12 @@ def _path_figures(samples: list[_Sample]) -> dict[str, Any]:
         "upstream_cpu_s_per_1k_chunks": sum(s.upstream_cpu_s for s in samples) * per_1k,
         "client_cpu_s_per_1k_chunks": sum(s.client_cpu_s for s in samples) * per_1k,
         "rounds": [_round_figures(s) for s in samples],
-    }
+    } | _sink_figures(samples, per_1k)
+
+
+def _sink_figures(samples: list[_Sample], per_1k: float) -> dict[str, float]:
+    sink = [s.sink_cpu_s for s in samples if s.sink_cpu_s is not None]
+    return {"sink_cpu_s_per_1k_chunks": sum(sink) * per_1k} if sink else {}
 
 
 def summarize_level(samples: dict[str, list[_Sample]]) -> dict[str, dict[str, Any]]:
@@ -255,6 +288,7 @@ def flat_keys(levels: dict[int, dict[str, dict[str, Any]]]) -> dict[str, float]:
         "added_chunk_delay_p50_ms": "added_chunk_delay_p50_ms",
         "added_chunk_delay_p99_ms": "added_chunk_delay_p99_ms",
         "proxy_cpu_s_per_1k_chunks": "cpu_s_per_1k_chunks", "chunks_per_s": "chunks_per_s",
+        "sink_cpu_s_per_1k_chunks": "sink_cpu_s_per_1k_chunks",
         "ttft_p50_ms": "ttft_p50_ms", "ttft_p99_ms": "ttft_p99_ms",
     }  # fmt: skip
     for n, figures in levels.items():
@@ -293,7 +327,9 @@ def main() -> None:
     ap.add_argument("--streams", default="1,64,256,512")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--paths", default=",".join(PATHS), help="direct,nginx,tap[,tap-content,aiohttp]")
+    ap.add_argument(
+        "--paths", default=",".join(PATHS), help="direct,nginx,tap,tap-metrics[,tap-content,aiohttp]"
+    )
     args = ap.parse_args()
     bench = run_tap_bench(
         [int(s) for s in args.streams.split(",")],
