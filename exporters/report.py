@@ -206,9 +206,9 @@ def _token_section(d: ReportData, colors: dict[str, str]) -> str:
 def _fit_legend(p: LanePoints) -> str:
     if p.fit is None:
         return f"{p.lane}: no fit (one token count)"
-    return (
-        f"{p.lane}: {fmt_seconds(p.fit.fixed_s)} + {fmt_seconds(p.fit.per_token_s)}/token, R² {p.fit.r2:.2f}"
-    )
+    sign = "−" if p.fit.per_token_s < 0 else "+"  # "12.8 ms − 1 µs/token", not "+ -1 µs"
+    per_token = fmt_seconds(abs(p.fit.per_token_s))
+    return f"{p.lane}: {fmt_seconds(p.fit.fixed_s)} {sign} {per_token}/token, R² {p.fit.r2:.2f}"
 
 
 def _thinned(lps: Sequence[LanePoints]) -> str:

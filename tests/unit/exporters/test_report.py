@@ -126,3 +126,15 @@ def test_no_records_renders_a_message() -> None:
     root = _parse(render_report(build_report([])))
     assert list(root.iter(f"{S}svg")) == []
     assert "holds no records" in "".join(root.itertext())
+
+
+def test_a_falling_fit_reads_as_a_minus_sign_in_the_legend() -> None:
+    from lanewatch.collector.window import LinearFit
+    from lanewatch.exporters.report import _fit_legend
+    from lanewatch.exporters.report_data import LanePoints
+
+    def legend(per_token_s: float) -> str:
+        return _fit_legend(LanePoints("fast", "ttft", (), 0, LinearFit(0.0128, per_token_s, 1.0, 0.0, 9)))
+
+    assert legend(-1e-6) == "fast: 12.8 ms − 1 µs/token, R² 0.00"
+    assert legend(0.00249) == "fast: 12.8 ms + 2.49 ms/token, R² 0.00"
