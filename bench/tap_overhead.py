@@ -25,18 +25,17 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lanewatch.collector.window import quantile
-from tests.integration.gateway_harness import _stop, _wait_up, start_gateway
-from tests.servers import free_port
+from tests.integration.gateway_harness import start_gateway
+from tests.servers import free_port, run_service
 
 from .machine import cpu_s
 from .nginx import find_nginx, start_nginx
@@ -81,48 +80,30 @@ class TapBench:
 
 
 @contextmanager
-def _upstream(tmp: Path) -> Iterator[tuple[str, int]]:
+def _process(tmp: Path, name: str, args: list[str], health: str = "/health") -> Iterator[tuple[str, int]]:
+    """A helper process of the bench on a free port until the block exits: (URL, pid)."""
     port = free_port()
-    args = [sys.executable, "-m", "bench.sse_light", "--port", str(port)]
-    args += ["--first-ms", str(FIRST_MS), "--gap-ms", str(GAP_MS), "--chunks", str(CHUNKS)]
-    log = tmp / "sse-light.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        _wait_up(proc, f"http://127.0.0.1:{port}/health", log)
-        yield f"http://127.0.0.1:{port}", proc.pid
-    finally:
-        _stop(proc)
+    url = f"http://127.0.0.1:{port}"
+    with run_service([*args, "--port", str(port)], tmp / f"{name}.log", url + health, cwd=ROOT) as proc:
+        yield url, proc.pid
 
 
-@contextmanager
-def _records_sink(tmp: Path) -> Iterator[tuple[str, int]]:
+def _upstream(tmp: Path) -> AbstractContextManager[tuple[str, int]]:
+    """bench/sse_light.py, the one upstream behind every path: (URL, pid)."""
+    args = [sys.executable, "-m", "bench.sse_light", "--first-ms", str(FIRST_MS), "--gap-ms", str(GAP_MS)]
+    return _process(tmp, "sse-light", [*args, "--chunks", str(CHUNKS)])
+
+
+def _records_sink(tmp: Path) -> AbstractContextManager[tuple[str, int]]:
     """bench/records_sink.py, the collector's POST /v1/records without the collector: (URL, pid)."""
-    port = free_port()
-    args = [sys.executable, "-m", "bench.records_sink", "--port", str(port)]
-    log = tmp / "records-sink.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        _wait_up(proc, f"http://127.0.0.1:{port}/health", log)
-        yield f"http://127.0.0.1:{port}", proc.pid
-    finally:
-        _stop(proc)
+    return _process(tmp, "records-sink", [sys.executable, "-m", "bench.records_sink"])
 
 
 @contextmanager
 def _aiohttp_passthrough(tmp: Path, upstream: str) -> Iterator[_Path]:
-    port = free_port()
-    args = [sys.executable, str(ROOT / "bench" / "aiohttp_passthrough.py"), "--port", str(port)]
-    args += ["--upstream", upstream]
-    log = tmp / "aiohttp.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        _wait_up(proc, f"http://127.0.0.1:{port}/healthz", log)
-        yield _Path("aiohttp", f"http://127.0.0.1:{port}", lambda: [proc.pid])
-    finally:
-        _stop(proc)
+    args = [sys.executable, str(ROOT / "bench" / "aiohttp_passthrough.py"), "--upstream", upstream]
+    with _process(tmp, "aiohttp", args, health="/healthz") as (url, pid):
+        yield _Path("aiohttp", url, lambda: [pid])
 
 
 @contextmanager

@@ -174,7 +174,7 @@ def start_simulator(
         _wait_healthy(handle)
         yield handle
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def _wait_healthy(h: SimHandle) -> None:
@@ -192,14 +192,43 @@ def _wait_healthy(h: SimHandle) -> None:
     raise RuntimeError(f"lanewatch sim not healthy after {START_TIMEOUT_S} s:\n{h.log_path.read_text()}")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group; SIGKILL it if it lingers."""
     if proc.poll() is not None:
         return
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=5)
+        proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
     except ProcessLookupError:
         pass
+
+
+@contextmanager
+def run_service(
+    args: list[str], log_path: Path, health_url: str, cwd: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `args` in its own process group, logging to `log_path`, until the block exits.
+
+    Yields once `health_url` answers 200; a process that exits first raises with its log.
+    """
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(args, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{args[0]} exited with {proc.returncode}:\n{log_path.read_text()}")
+            try:
+                if httpx.get(health_url, timeout=1.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{health_url} not up after {START_TIMEOUT_S} s:\n{log_path.read_text()}")
+            time.sleep(0.05)
+        yield proc
+    finally:
+        stop_process(proc)

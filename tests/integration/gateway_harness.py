@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +18,7 @@ from aiohttp import web
 from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway import Gateway, GatewayServer
 from lanewatch.collector.timing import RequestTiming
-from tests.servers import free_port, lanewatch_command
+from tests.servers import free_port, lanewatch_command, run_service
 from tests.sse_upstream import SseUpstream
 
 
@@ -82,7 +78,6 @@ def chat_body(max_tokens: int = 4, stream: bool = True, content: str = "hi", **e
 
 async def read_events(resp: Any) -> list[tuple[float, bytes]]:
     """Each SSE event of a streamed aiohttp response with the monotonic time it became complete."""
-    import time
 
     events: list[tuple[float, bytes]] = []
     buf = b""
@@ -136,14 +131,9 @@ def start_gateway(tmp_path: Path, upstreams: list[str], *extra: str) -> Iterator
     for flag in upstreams:
         args += ["--upstream", flag]
     log_path = tmp_path / f"gateway-{port}.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen([*args, *extra], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_up(proc, f"{url}/healthz", log_path)
+    with run_service([*args, *extra], log_path, f"{url}/healthz") as proc:
         yield GatewayProcess(url, proc, log_path)
-    finally:
-        _stop(proc)
 
 
 @contextmanager
@@ -152,39 +142,7 @@ def start_test_upstream(tmp_path: Path, first_ms: float, gap_ms: float) -> Itera
     port = free_port()
     args = [sys.executable, "-m", "tests.sse_upstream", "--port", str(port)]
     args += ["--first-ms", str(first_ms), "--gap-ms", str(gap_ms)]
-    log_path = tmp_path / f"upstream-{port}.log"
-    root = Path(__file__).resolve().parents[2]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(args, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_up(proc, f"{url}/health", log_path)
+    root = Path(__file__).resolve().parents[2]
+    with run_service(args, tmp_path / f"upstream-{port}.log", f"{url}/health", cwd=root):
         yield url
-    finally:
-        _stop(proc)
-
-
-def _wait_up(proc: subprocess.Popen[bytes], health_url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"exited with {proc.returncode}:\n{log_path.read_text()}")
-        try:
-            with urllib.request.urlopen(health_url, timeout=1) as r:
-                if r.status == 200:
-                    return
-        except (OSError, urllib.error.URLError):
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"{health_url} not up after 20 s:\n{log_path.read_text()}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)

@@ -7,7 +7,6 @@ exits; `rss_kib` reads a process's resident memory; `samples` parses a /metrics 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.servers import lanewatch_command
+from tests.servers import lanewatch_command, stop_process
 
 START_TIMEOUT_S = 30.0
 
@@ -71,7 +70,7 @@ def service(
         wait_ready(svc, ready_path)
         yield svc
     finally:
-        stop(proc)
+        stop_process(proc)
 
 
 def wait_ready(svc: Service, path: str) -> None:
@@ -86,20 +85,6 @@ def wait_ready(svc: Service, path: str) -> None:
             pass
         time.sleep(0.05)
     raise AssertionError(f"{svc.url}{path} not up within {START_TIMEOUT_S} s:\n{svc.log()}")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group; SIGKILL it if it lingers."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
-    except ProcessLookupError:
-        pass
 
 
 def write_yaml(path: Path, data: dict[str, Any]) -> Path:
