@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import statistics
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,21 +18,9 @@ from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe import Prober, ProbeSpec
 from lanewatch.collector.timing import ErrorKind, RequestTiming, breakdown
 from tests.conftest import require_binary
-from tests.servers import SimHandle, closed_port, start_simulator, wait_listening
+from tests.servers import SimHandle, closed_port, wait_listening
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    with start_simulator(tmp_path_factory.mktemp("sim"), profile="fast") as handle:
-        yield handle
-
-
-@pytest.fixture(scope="module")
-def tls_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    with start_simulator(tmp_path_factory.mktemp("tls-sim"), profile="fast", tls=True) as handle:
-        yield handle
 
 
 def localhost(sim: SimHandle) -> str:

@@ -101,12 +101,6 @@ def test_llm_request_span_joins_the_callers_trace(
     )
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    with start_simulator(tmp_path_factory.mktemp("timing")) as handle:
-        yield handle
-
-
 def _timed_stream(sim: SimHandle, client: object, rid: str, max_tokens: int) -> tuple[float, list[float]]:
     """Client-side TTFT and the arrival time of each content chunk (seconds from the send)."""
     body = {

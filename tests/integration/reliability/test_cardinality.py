@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lanewatch.exporters.names import OVERFLOW_VALUE
-from tests.servers import SimHandle, free_port, start_simulator
+from tests.servers import SimHandle, free_port
 
 from .processes import Service, samples, service, write_yaml
 
@@ -26,12 +25,6 @@ pytestmark = pytest.mark.integration
 
 CAP = 8
 FREE_LABELS = ("target", "lane", "request_class", "model")
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    with start_simulator(tmp_path_factory.mktemp("sim"), profile="fast") as handle:
-        yield handle
 
 
 def label_values(text: str) -> dict[str, set[str]]:

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from lanewatch.collector.timing import RequestTiming
-from tests.servers import SimHandle, closed_port, free_port, start_simulator, wait_listening
+from tests.servers import SimHandle, closed_port, free_port, wait_listening
 
 from .flood import flood_upstream
 from .processes import Service, errors_by_kind, rss_kib, samples, service, write_yaml
@@ -47,18 +47,6 @@ COLLECTOR_FAULTS: dict[str, tuple[dict[str, Any], str]] = {
     "prefill slowdown": ({"prefill_slowdown": 1000.0}, "ttft_timeout"),
 }
 PROBE_TIMEOUTS = {"connect_s": 2.0, "ttft_s": 0.6, "stall_s": 0.5, "total_s": 2.0}
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    with start_simulator(tmp_path_factory.mktemp("sim"), profile="fast") as handle:
-        yield handle
-
-
-@pytest.fixture(scope="module")
-def tls_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    with start_simulator(tmp_path_factory.mktemp("tls-sim"), profile="fast", tls=True) as handle:
-        yield handle
 
 
 def set_faults(sim: SimHandle, body: dict[str, Any] | None) -> None:
