@@ -140,18 +140,15 @@ class RequestTiming:
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (the records.jsonl line format); unset content is left out."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.name in CONTENT_FIELDS:
-                continue
-            if f.name == "itl_s":
-                value = list(value)
-            elif f.name == "attrs":
-                value = dict(value)
-            elif isinstance(value, ErrorKind):
-                value = value.value
-            out[f.name] = value
+        # The field names once, not dataclasses.fields() per call: the gateway encodes every record.
+        out: dict[str, Any] = {name: getattr(self, name) for name in _FIELD_NAMES}
+        out["itl_s"] = list(self.itl_s)
+        out["attrs"] = dict(self.attrs)
+        if self.error is not None:
+            out["error"] = self.error.value
+        for name in CONTENT_FIELDS:
+            if out[name] is None:
+                del out[name]
         out["tpot_s"] = self.tpot_s
         return out
 
@@ -165,6 +162,9 @@ class RequestTiming:
         kwargs["itl_s"] = tuple(kwargs.get("itl_s") or ())
         kwargs["attrs"] = dict(kwargs.get("attrs") or {})
         return cls(**kwargs)
+
+
+_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RequestTiming))
 
 
 def breakdown(r: RequestTiming) -> dict[str, float]:

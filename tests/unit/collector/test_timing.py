@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from lanewatch.collector.timing import (
+    CONTENT_FIELDS,
     SERVER_WAIT,
     ErrorKind,
     RequestTiming,
@@ -67,6 +69,10 @@ def test_json_round_trip() -> None:
     assert back == r
     assert json.loads(line)["error"] == "stall"
     assert json.loads(line)["tpot_s"] == pytest.approx(r.tpot_s)
+    out = r.to_json()
+    assert type(out["error"]) is str and type(out["itl_s"]) is list and type(out["attrs"]) is dict
+    fields = [f.name for f in dataclasses.fields(RequestTiming) if f.name not in CONTENT_FIELDS]
+    assert list(out) == [*fields, "tpot_s"]  # every field, in declaration order
 
 
 @pytest.mark.parametrize(
