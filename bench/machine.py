@@ -11,21 +11,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_s", "machine_facts", "rss_mb", "tool_versions"]
+__all__ = ["cpu_s", "cpu_split", "machine_facts", "rss_mb", "tool_versions"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(*pids: int) -> float:
     """User + system CPU seconds used so far by these processes (a gone one counts 0)."""
-    total = 0.0
+    return sum(cpu_split(*pids))
+
+
+def cpu_split(*pids: int) -> tuple[float, float]:
+    """(user, system) CPU seconds used so far by these processes (a gone one counts 0)."""
+    user = system = 0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (FileNotFoundError, ProcessLookupError):
             continue
-        total += (int(fields[11]) + int(fields[12])) / _TICK
-    return total
+        user += int(fields[11])
+        system += int(fields[12])
+    return user / _TICK, system / _TICK
 
 
 def rss_mb(pid: int) -> tuple[float, float]:

@@ -23,6 +23,20 @@ _COLD = (
     "move p99, so it was not kept"
 )
 
+_USER = (
+    "The system part of the CPU is the same for every proxy (one read and one write per chunk); "
+    "the user part is not: the tap {tap_user_cpu_s_per_1k_chunks_64:.4f} s per 1,000 chunks, nginx "
+    "{nginx_user_cpu_s_per_1k_chunks_64:.4f}, and a bare byte pipe in Python on uvloop (`pipe`) "
+    "{pipe_user_cpu_s_per_1k_chunks_64:.4f}, so neither the event loop nor the syscalls are the cost."
+)
+_USER_WHY = (
+    "The tap's own Python is: per chunk the chunk framing and the SSE scan (3.4 µs warm, in a loop), "
+    "per request parsing, routing, degrade, the record and its JSON (~0.12 ms of user CPU warm, "
+    "requests back to back), together ~0.25 ms per 41-chunk answer warm; at 64 streams it is ~3.5 × "
+    "that, because every read wakes the process with its caches cold after the client and the "
+    "upstream had the cores."
+)
+
 NOTES: dict[str, Any] = {
     "why": {
         "tap_p99_abs": (
@@ -42,15 +56,9 @@ NOTES: dict[str, Any] = {
             f"The median is {_COLD}.",
         ),
         "tap_cpu": (
-            "Per chunk the tap makes the syscalls nginx makes (one read, one write; py-spy --native puts "
-            "half the gateway's samples in them and epoll); what puts it above nginx is per request: "
-            "its Python (~0.3 ms warm, ~0.8 ms cold at 64 streams; shipping the record adds its JSON, "
-            "~34 µs, in the shipper's task) spread over 41 chunks.",
-            "Per chunk the tap makes the syscalls nginx makes (one read, one write; py-spy --native puts "
-            "half the gateway's samples in them and epoll); per request its Python (~0.3 ms warm, ~0.8 ms "
-            "cold at 64 streams; shipping the record adds its JSON, ~34 µs, in the shipper's task) spread "
-            "over 41 chunks puts it past 2 × ({tap_vs_nginx_cpu_ratio_64:.2f} ×; without a collector, "
-            "observing its own metrics, {tap-metrics_cpu_s_per_1k_chunks_64:.4f} s).",
+            f"{_USER} {_USER_WHY}",
+            f"{_USER} {_USER_WHY} That puts it past 2 × ({{tap_vs_nginx_cpu_ratio_64:.2f}} ×; without a "
+            "collector, observing its own metrics, {tap-metrics_cpu_s_per_1k_chunks_64:.4f} s).",
         ),
         "tap_p50_256": (
             "At 256 streams the tap uses about {tap_cpu_pct_of_core_256:.0f} % of one core and keeps up.",
@@ -75,7 +83,9 @@ NOTES: dict[str, Any] = {
         "first content chunk 50 ms after the request, 40 more 10 ms apart, each stamped with its write "
         "time. Paths: `direct` (the client talks to the upstream), `nginx` (Debian's, `proxy_buffering "
         "off`, HTTP/1.1 upstream keep-alive, one worker, access log off; started by the bench on "
-        "127.0.0.1 in a temp prefix: bench/nginx.py), `tap` (`lanewatch gateway` as deployed: "
+        "127.0.0.1 in a temp prefix: bench/nginx.py), `pipe` (bench/pipe_floor.py: a bare byte pipe on "
+        "uvloop, one upstream connection per client connection and no parsing at all, the floor under "
+        "any Python proxy here), `tap` (`lanewatch gateway` as deployed: "
         "`--collector`, shipping its tap records in batches to POST /v1/records, here bench/records_sink.py, "
         "a minimal stand-in that counts and acknowledges batches; its CPU is its own column, not the "
         "tap's) and `tap-metrics` (the gateway without a collector, observing its request metrics "
@@ -86,8 +96,8 @@ NOTES: dict[str, Any] = {
         "chunk delay: upstream write → client read, per content chunk) is its quantile minus direct's "
         "in the same round; the figure is the median over the rounds, the p99's range beside it. CPU: "
         "user + system seconds of the proxy's processes (/proc/<pid>/stat; nginx's master and worker) "
-        "over the content chunks the client received; the upstream's, the client's and the records "
-        "sink's too, for context.\n\n"
+        "over the content chunks the client received, its user part in brackets; the upstream's, the "
+        "client's and the records sink's too, for context.\n\n"
         "Why not the simulator as the upstream: its engine batches at most 128 sequences (the fast "
         "profile; 64 the slow one), so at 256 and 512 streams requests would queue inside it and TTFT "
         "would be its queue, and its per-token time grows with the batch, moving TTFT with load for "
@@ -109,15 +119,18 @@ NOTES: dict[str, Any] = {
         "identical rounds, for nginx too; the medians over interleaved rounds are the figures to judge "
         "by, the ranges show the spread.\n"
         "- **The tap is Python.** Its per-chunk path is one read, one write and a few byte searches in "
-        "the callback that read the chunk (uvloop's C event loop, no JSON decoded), about nginx's "
-        "cost (py-spy --native at 64 streams: half the gateway's samples in write, read and "
-        "epoll_pwait). What it adds is per request: parsing, routing, degrade, the record (shipped: a "
-        "deque append on the data path, its JSON encoded in the shipper's task, ~34 µs, half of it the "
-        "40 ITL floats; or observed into its own metrics), "
-        "~0.3 ms of CPU per request when they come back to back, ~0.8 ms at 64 streams of 41-chunk "
-        "answers, where each request's code runs with cold caches; "
+        "the callback that read the chunk (uvloop's C event loop, no JSON decoded), and its system CPU "
+        "per chunk is nginx's; its user CPU is ~5 × nginx's, and the `pipe` row shows that uvloop and "
+        "Python's calls into it cost less than nginx's user CPU: the rest is the tap's own Python, per "
+        "chunk (3.4 µs warm) and per request (parsing, routing, degrade, the record: shipped, a "
+        "deque append on the data path and its JSON, ~19 µs, most of it the 40 ITL floats, in the "
+        "shipper's task; or observed into its own metrics), ~0.12 ms of user CPU per request when "
+        "requests come back to back, ~3.5 × all that at 64 streams of 41-chunk answers, where every "
+        "read finds the caches cold; "
         "on the latency path the same code costs 0.2–0.3 ms before the request leaves (measured at "
-        "one stream). Profiled with py-spy and perf, the gateway's own HTTP/1.1 front (in place of "
+        "one stream). py-spy --native, sampling through ptrace, puts half the gateway's samples in "
+        "write, read and epoll_pwait; /proc's user and system split (the column above) is the one to "
+        "trust. Profiled with py-spy and perf, the gateway's own HTTP/1.1 front (in place of "
         "aiohttp's server), uvloop, sending upstream from the read callback, the chunked end merged "
         "into the last write, no span built without an exporter and the whole-chunk fast path took "
         "the tap from about 2.5 × nginx's CPU per chunk and +0.9–1.6 ms TTFT p50 at 64 streams (the "
@@ -125,7 +138,11 @@ NOTES: dict[str, Any] = {
         "path is 14 µs warm but 99 µs p50 and 0.72 ms p99 inside the gateway at 64 streams (cold "
         "caches, preemption on the shared cores), which is the TTFT tail; garbage collection is not "
         "(25 collections, none of the whole heap, in ~2,300 requests with `gc.freeze()`; a higher "
-        "gen0 threshold did not move p99). Going further means less Python per request, or the "
+        "gen0 threshold did not move p99). Tried and not kept, each against the same gateway without "
+        "it in interleaved rounds: passing the upstream's chunk frames on unchanged instead of framing "
+        "them again, and scanning reads in batches after they were written (the warm per-chunk path "
+        "went from 3.4 to 2.9 µs; at 64 streams both stayed within the ±1.5 µs of user CPU per chunk "
+        "by which two identical gateways differ). Going further means less Python per request, or the "
         "data path in a compiled language.\n"
         "- **256 and 512 streams.** The tap is one Python thread: at 256 streams it needs "
         "{tap_cpu_pct_of_core_256:.0f} % of a core while the client and the upstream take most of the "

@@ -8,7 +8,7 @@ from typing import Any
 
 __all__ = ["Goal", "evaluate_goals", "render"]
 
-PATH_ORDER = ("direct", "nginx", "tap", "tap-metrics", "tap-content", "aiohttp")
+PATH_ORDER = ("direct", "nginx", "pipe", "tap", "tap-metrics", "tap-content", "aiohttp")
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _goals_table(
 _TAP_COLUMNS = (
     "streams", "path", "requests", "chunks/s", "TTFT p50 / p99 (ms)",
     "added TTFT p50 / p99 (ms; p99's range over rounds)", "added chunk delay p50 / p99 (ms)",
-    "proxy CPU s / 1k chunks", "upstream / client CPU s / 1k", "records sink CPU s / 1k",
+    "proxy CPU s / 1k chunks (user part)", "upstream / client CPU s / 1k", "records sink CPU s / 1k",
 )  # fmt: skip
 
 
@@ -166,7 +166,10 @@ def _tap_table(levels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[st
                 if direct
                 else _pair(f.get("added_chunk_delay_p50_ms"), f.get("added_chunk_delay_p99_ms"), signed=True)
             )
-            cpu = "—" if direct else _f(f.get("proxy_cpu_s_per_1k_chunks"), 4)
+            cpu = "—"
+            if not direct:
+                user = _f(f.get("proxy_user_cpu_s_per_1k_chunks"), 4)
+                cpu = f"{_f(f.get('proxy_cpu_s_per_1k_chunks'), 4)} ({user})"
             errors = f" ({f['errors']} errors)" if f.get("errors") else ""
             lines.append(
                 f"| {n} | {name} | {f['requests']:,}{errors} | {f['chunks_per_s']:,.0f} | "
@@ -179,12 +182,13 @@ def _tap_table(levels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[st
 
 def _ratios(results: Mapping[str, Any], levels: Mapping[str, Any]) -> list[str]:
     lines = [
-        "| streams | tap ÷ nginx: added TTFT p50 | added TTFT p99 | CPU per chunk |",
-        "|---|---|---|---|",
+        "| streams | tap ÷ nginx: added TTFT p50 | added TTFT p99 | CPU per chunk | its user part |",
+        "|---|---|---|---|---|",
     ]
     for n in levels:
         cells = [_f(results.get(f"tap_vs_nginx_added_ttft_{q}_ratio_{n}")) for q in ("p50", "p99")] + [
-            _f(results.get(f"tap_vs_nginx_cpu_ratio_{n}"))
+            _f(results.get(f"tap_vs_nginx_cpu_ratio_{n}")),
+            _f(results.get(f"tap_vs_nginx_user_cpu_ratio_{n}")),
         ]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return lines

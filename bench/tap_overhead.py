@@ -1,8 +1,9 @@
 """What the gateway's tap costs a stream, side by side with nginx and a direct connection.
 
 One upstream (bench/sse_light.py: headers at once, first content chunk at 50 ms, then 40
-more 10 ms apart) behind four paths: `direct` (the client talks to it), `nginx` (Debian's
-nginx, `proxy_buffering off`, upstream keep-alive; bench/nginx.py), `tap` (`lanewatch gateway`
+more 10 ms apart) behind five paths: `direct` (the client talks to it), `nginx` (Debian's
+nginx, `proxy_buffering off`, upstream keep-alive; bench/nginx.py), `pipe` (a bare byte pipe
+on uvloop, bench/pipe_floor.py: what any Python proxy here costs at least), `tap` (`lanewatch gateway`
 as deployed: shipping its tap records to a collector, here bench/records_sink.py, whose CPU is
 counted apart) and `tap-metrics` (the gateway observing its request metrics itself, without a
 collector). At each concurrency the paths run in
@@ -12,7 +13,8 @@ alike; within a round each path gets the same closed-loop load (bench/stream_cli
 - added TTFT = a path's TTFT quantile − direct's in the same round; the median over the rounds
 - added chunk delay = the same for each content chunk's one-way delay (upstream write → client read)
 - CPU per 1,000 chunks = the process's user + system seconds (/proc/<pid>/stat) over the
-  content chunks the client received; given for the proxy, the upstream, the client and the
+  content chunks the client received; given for the proxy (and its user part apart: the
+  system part is the same read and write for every proxy), the upstream, the client and the
   records sink
 
 Run alone: `python -m bench.tap_overhead [--streams 1,64,256,512] [--rounds 3] [--seconds 4]`.
@@ -37,7 +39,7 @@ from lanewatch.collector.window import quantile
 from tests.integration.gateway_harness import start_gateway
 from tests.servers import free_port, run_service
 
-from .machine import cpu_s
+from .machine import cpu_s, cpu_split
 from .nginx import find_nginx, start_nginx
 from .stream_client import LoadResult, close_all, open_connections, run_load
 
@@ -46,7 +48,7 @@ __all__ = ["TapBench", "run_tap_bench", "summarize_level"]
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_MS, GAP_MS, CHUNKS = 50.0, 10.0, 41
 STREAM_S = (FIRST_MS + GAP_MS * (CHUNKS - 1)) / 1000  # one response's length: the stagger span
-PATHS = ("direct", "nginx", "tap", "tap-metrics")
+PATHS = ("direct", "nginx", "pipe", "tap", "tap-metrics")
 
 
 @dataclass
@@ -70,6 +72,7 @@ class _Sample:
     upstream_cpu_s: float
     client_cpu_s: float
     sink_cpu_s: float | None = None  # None: the path ships to no sink
+    proxy_user_s: float = 0.0  # the user part of proxy_cpu_s
 
 
 @dataclass
@@ -107,6 +110,13 @@ def _aiohttp_passthrough(tmp: Path, upstream: str) -> Iterator[_Path]:
 
 
 @contextmanager
+def _pipe_floor(tmp: Path, upstream: str) -> Iterator[_Path]:
+    args = [sys.executable, "-m", "bench.pipe_floor", "--upstream", upstream]
+    with _process(tmp, "pipe", args) as (url, pid):
+        yield _Path("pipe", url, lambda: [pid])
+
+
+@contextmanager
 def _paths(tmp: Path, names: Sequence[str]) -> Iterator[tuple[list[_Path], int]]:
     """The upstream and every path in front of it: (paths, upstream pid)."""
     with ExitStack() as stack:
@@ -139,6 +149,8 @@ def _paths(tmp: Path, names: Sequence[str]) -> Iterator[tuple[list[_Path], int]]
                 gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"], "--record-content"))
                 pid = gw.process.pid
                 paths.append(_Path("tap-content", gw.url, lambda pid=pid: [pid]))  # type: ignore[misc]
+            elif name == "pipe":
+                paths.append(stack.enter_context(_pipe_floor(tmp, up_url)))
             elif name == "aiohttp":
                 paths.append(stack.enter_context(_aiohttp_passthrough(tmp, up_url)))
             else:
@@ -149,11 +161,14 @@ def _paths(tmp: Path, names: Sequence[str]) -> Iterator[tuple[list[_Path], int]]
 async def _measure(path: _Path, conns: list[Any], seconds: float, up_pid: int) -> _Sample:
     me = os.getpid()
     pids, side = path.pids(), path.side_pids()
-    before = (cpu_s(*pids), cpu_s(up_pid), cpu_s(me), cpu_s(*side))
+    user0, sys0 = cpu_split(*pids)
+    before = (cpu_s(up_pid), cpu_s(me), cpu_s(*side))
     load = await run_load(conns, seconds, STREAM_S, CHUNKS)
-    after = (cpu_s(*pids), cpu_s(up_pid), cpu_s(me), cpu_s(*side))
-    proxy, upstream, client, sink = (a - b for a, b in zip(after, before, strict=True))
-    return _Sample(load, proxy, upstream, client, sink if side else None)
+    after = (cpu_s(up_pid), cpu_s(me), cpu_s(*side))
+    user1, sys1 = cpu_split(*pids)
+    upstream, client, sink = (a - b for a, b in zip(after, before, strict=True))
+    user = user1 - user0
+    return _Sample(load, user + sys1 - sys0, upstream, client, sink if side else None, user)
 
 
 async def _level(
@@ -226,6 +241,7 @@ def _path_figures(samples: list[_Sample]) -> dict[str, Any]:
         "pooled_ttft_p50_ms": quantile(ttft, 0.5) if ttft else float("nan"),
         "pooled_ttft_p99_ms": quantile(ttft, 0.99) if ttft else float("nan"),
         "proxy_cpu_s_per_1k_chunks": sum(s.proxy_cpu_s for s in samples) * per_1k,
+        "proxy_user_cpu_s_per_1k_chunks": sum(s.proxy_user_s for s in samples) * per_1k,
         "upstream_cpu_s_per_1k_chunks": sum(s.upstream_cpu_s for s in samples) * per_1k,
         "client_cpu_s_per_1k_chunks": sum(s.client_cpu_s for s in samples) * per_1k,
         "rounds": [_round_figures(s) for s in samples],
@@ -269,13 +285,14 @@ def flat_keys(levels: dict[int, dict[str, dict[str, Any]]]) -> dict[str, float]:
         "added_chunk_delay_p50_ms": "added_chunk_delay_p50_ms",
         "added_chunk_delay_p99_ms": "added_chunk_delay_p99_ms",
         "proxy_cpu_s_per_1k_chunks": "cpu_s_per_1k_chunks", "chunks_per_s": "chunks_per_s",
+        "proxy_user_cpu_s_per_1k_chunks": "user_cpu_s_per_1k_chunks",
         "sink_cpu_s_per_1k_chunks": "sink_cpu_s_per_1k_chunks",
         "ttft_p50_ms": "ttft_p50_ms", "ttft_p99_ms": "ttft_p99_ms",
     }  # fmt: skip
     for n, figures in levels.items():
         for path, f in figures.items():
             for src, dst in names.items():
-                if src in f and not (path == "direct" and src == "proxy_cpu_s_per_1k_chunks"):
+                if src in f and not (path == "direct" and src.startswith("proxy_")):
                     out[f"{path}_{dst}_{n}"] = round(float(f[src]), 4)
         if "direct" in figures:  # the upstream alone, with no proxy beside it
             out[f"upstream_cpu_s_per_1k_chunks_{n}"] = round(
@@ -291,6 +308,9 @@ def flat_keys(levels: dict[int, dict[str, dict[str, Any]]]) -> dict[str, float]:
             )  # s per 1k chunks × chunks/s / 1000 × 100 %
             out[f"tap_vs_nginx_cpu_ratio_{n}"] = _ratio(
                 tap["proxy_cpu_s_per_1k_chunks"], ng["proxy_cpu_s_per_1k_chunks"]
+            )
+            out[f"tap_vs_nginx_user_cpu_ratio_{n}"] = _ratio(
+                tap["proxy_user_cpu_s_per_1k_chunks"], ng["proxy_user_cpu_s_per_1k_chunks"]
             )
     return out
 
@@ -309,7 +329,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument(
-        "--paths", default=",".join(PATHS), help="direct,nginx,tap,tap-metrics[,tap-content,aiohttp]"
+        "--paths", default=",".join(PATHS), help="direct,nginx,pipe,tap,tap-metrics[,tap-content,aiohttp]"
     )
     args = ap.parse_args()
     bench = run_tap_bench(
