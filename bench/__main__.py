@@ -33,6 +33,7 @@ class Sizes:
     """How much each part measures."""
 
     streams: tuple[int, ...] = (1, 64, 256, 512)
+    pinned: tuple[int, ...] = (64,)  # measured again with each proxy on a core of its own
     rounds: int = 5
     seconds: float = 3.0
     probes: int = 400
@@ -45,8 +46,8 @@ class Sizes:
 
 
 SMOKE = Sizes(
-    streams=(1, 4), rounds=1, seconds=0.6, probes=12, curl=4, collector_s=2.0, collector_warmup_s=2.5,
-    parse_repeats=5, degrade_trials=1, group_interval="1s",
+    streams=(1, 4), pinned=(4,), rounds=1, seconds=0.6, probes=12, curl=4, collector_s=2.0,
+    collector_warmup_s=2.5, parse_repeats=5, degrade_trials=1, group_interval="1s",
 )  # fmt: skip
 
 
@@ -61,10 +62,13 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
     keys: dict[str, Any] = {}
     details: dict[str, Any] = {}
     if "tap" in parts:
-        _log(f"tap overhead: {', '.join(map(str, sizes.streams))} streams, {sizes.rounds} rounds")
-        bench = tap_overhead.run_tap_bench(sizes.streams, sizes.rounds, sizes.seconds, log=_log)
+        pinned = f"; {', '.join(map(str, sizes.pinned))} pinned" if sizes.pinned else ""
+        _log(f"tap overhead: {', '.join(map(str, sizes.streams))} streams{pinned}, {sizes.rounds} rounds")
+        bench = tap_overhead.run_tap_bench(
+            sizes.streams, sizes.rounds, sizes.seconds, log=_log, pinned=sizes.pinned
+        )
         levels = {n: tap_overhead.summarize_level(s) for n, s in bench.samples.items()}
-        details["tap"] = {str(n): v for n, v in levels.items()}
+        details["tap"] = levels
         keys |= tap_overhead.flat_keys(levels)
     if "probe" in parts:
         _log(f"prober accuracy: {sizes.probes} probes")

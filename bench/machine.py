@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_s", "cpu_split", "machine_facts", "rss_mb", "tool_versions"]
+__all__ = ["cpu_s", "cpu_split", "machine_facts", "pin", "rss_mb", "tool_versions"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -32,6 +34,15 @@ def cpu_split(*pids: int) -> tuple[float, float]:
         user += int(fields[11])
         system += int(fields[12])
     return user / _TICK, system / _TICK
+
+
+def pin(pids: Iterable[int], cpus: set[int]) -> None:
+    """Bind every thread of these processes to `cpus` (a gone one is skipped)."""
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+                    os.sched_setaffinity(int(task.name), cpus)
 
 
 def rss_mb(pid: int) -> tuple[float, float]:

@@ -12,6 +12,8 @@ alike; within a round each path gets the same closed-loop load (bench/stream_cli
 
 - added TTFT = a path's TTFT quantile − direct's in the same round; the median over the rounds
 - added chunk delay = the same for each content chunk's one-way delay (upstream write → client read)
+- pinned: the same at one concurrency with each proxy on a core of its own and the client,
+  the upstream and the records sink on the others, as a gateway runs beside no load generator
 - CPU per 1,000 chunks = the process's user + system seconds (/proc/<pid>/stat) over the
   content chunks the client received; given for the proxy (and its user part apart: the
   system part is the same read and write for every proxy), the upstream, the client and the
@@ -39,7 +41,7 @@ from lanewatch.collector.window import quantile
 from tests.integration.gateway_harness import start_gateway
 from tests.servers import free_port, run_service
 
-from .machine import cpu_s, cpu_split
+from .machine import cpu_s, cpu_split, pin
 from .nginx import find_nginx, start_nginx
 from .stream_client import LoadResult, close_all, open_connections, run_load
 
@@ -79,7 +81,7 @@ class _Sample:
 class TapBench:
     """Every sample of every path at every concurrency."""
 
-    samples: dict[int, dict[str, list[_Sample]]] = field(default_factory=dict)
+    samples: dict[str, dict[str, list[_Sample]]] = field(default_factory=dict)  # by level: "64", "64_pinned"
 
 
 @contextmanager
@@ -200,14 +202,29 @@ def run_tap_bench(
     seconds: float,
     paths: Sequence[str] = PATHS,
     log: Callable[[str], None] = print,
+    pinned: Sequence[int] = (),
 ) -> TapBench:
-    """Measure every path at every concurrency; processes are started and stopped here."""
+    """Measure every path at every concurrency, then at each of `pinned` with the proxies on a core
+    of their own (level "<n>_pinned"; skipped on one core); processes are started and stopped here."""
     bench = TapBench()
     with tempfile.TemporaryDirectory(prefix="lanewatch-bench-") as d, _paths(Path(d), paths) as (ps, up_pid):
 
         async def main() -> None:
             for n in streams:
-                bench.samples[n] = await _level(ps, n, rounds, seconds, up_pid, log)
+                bench.samples[str(n)] = await _level(ps, n, rounds, seconds, up_pid, log)
+            cpus = sorted(os.sched_getaffinity(0))
+            if pinned and len(cpus) < 2:
+                log("  one core: no pinned level")
+                return
+            proxies = [pid for p in ps for pid in p.pids()]
+            rest = [os.getpid(), up_pid, *(pid for p in ps for pid in p.side_pids())]
+            for n in pinned:
+                pin(proxies, {cpus[0]})
+                pin(rest, set(cpus[1:]))
+                try:
+                    bench.samples[f"{n}_pinned"] = await _level(ps, n, rounds, seconds, up_pid, log)
+                finally:
+                    pin(proxies + rest, set(cpus))
 
         asyncio.run(main())
     return bench
@@ -277,7 +294,7 @@ def summarize_level(samples: dict[str, list[_Sample]]) -> dict[str, dict[str, An
     return figures
 
 
-def flat_keys(levels: dict[int, dict[str, dict[str, Any]]]) -> dict[str, float]:
+def flat_keys(levels: dict[str, dict[str, dict[str, Any]]]) -> dict[str, float]:
     """The results.json keys: `<path>_<figure>_<streams>` and the tap-versus-nginx ratios."""
     out: dict[str, float] = {}
     names = {
@@ -328,6 +345,7 @@ def main() -> None:
     ap.add_argument("--streams", default="1,64,256,512")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--pinned", default="", help="levels to measure again, each proxy on a core of its own")
     ap.add_argument(
         "--paths", default=",".join(PATHS), help="direct,nginx,pipe,tap,tap-metrics[,tap-content,aiohttp]"
     )
@@ -338,6 +356,7 @@ def main() -> None:
         args.seconds,
         args.paths.split(","),
         log=lambda line: print(line, file=sys.stderr, flush=True),
+        pinned=[int(s) for s in args.pinned.split(",") if s],
     )
     levels = {n: summarize_level(s) for n, s in bench.samples.items()}
     print(json.dumps({"levels": levels, "keys": flat_keys(levels)}, indent=1, default=str))

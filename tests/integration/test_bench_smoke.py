@@ -8,6 +8,7 @@ that make sense for what was measured.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,14 @@ def test_tap_overhead_measures_every_path_at_every_concurrency(smoke: tuple[dict
                 <= results[f"{path}_cpu_s_per_1k_chunks_{n}"]
             )
         assert f"tap_vs_nginx_added_ttft_p99_ratio_{n}" in results
+    # and once more with each proxy on a core of its own, where there are two cores or more
+    if len(os.sched_getaffinity(0)) < 2:
+        assert "4_pinned" not in results["details"]["tap"]
+        return
+    pinned = results["details"]["tap"]["4_pinned"]
+    assert set(pinned) == {"direct", "nginx", "pipe", "tap", "tap-metrics"}
+    assert all(f["errors"] == 0 and f["requests"] >= 4 for f in pinned.values())
+    assert -50 < results["tap_added_ttft_p99_ms_4_pinned"] < 1000
 
 
 def test_prober_accuracy_against_truth_and_curl(smoke: tuple[dict[str, Any], str]) -> None:
