@@ -19,7 +19,7 @@ alike; within a round each path gets the same closed-loop load (bench/stream_cli
   system part is the same read and write for every proxy), the upstream, the client and the
   records sink
 
-Run alone: `python -m bench.tap_overhead [--streams 1,64,256,512] [--rounds 3] [--seconds 4]`.
+Run alone: `python -m bench.tap_overhead [--streams 1,64,256,512] [--pinned 64] [--rounds 3] [--seconds 4]`.
 """
 
 from __future__ import annotations
