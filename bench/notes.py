@@ -74,8 +74,7 @@ NOTES: dict[str, Any] = {
         ),
         "tap_cpu": (
             f"{_USER} {_USER_WHY}",
-            f"{_USER} {_USER_WHY} That puts it past 2 × ({{tap_vs_nginx_cpu_ratio_64:.2f}} ×; without a "
-            "collector, observing its own metrics, {tap-metrics_cpu_s_per_1k_chunks_64:.4f} s).",
+            f"{_USER} {_USER_WHY} That puts it past 2 × ({{tap_vs_nginx_cpu_ratio_64:.2f}} ×).",
         ),
         "tap_p50_256": (
             "At 256 streams the tap uses about {tap_cpu_pct_of_core_256:.0f} % of one core and keeps up.",
@@ -105,8 +104,9 @@ NOTES: dict[str, Any] = {
         "any Python proxy here), `tap` (`lanewatch gateway` as deployed: "
         "`--collector`, shipping its tap records in batches to POST /v1/records, here bench/records_sink.py, "
         "a minimal stand-in that counts and acknowledges batches; its CPU is its own column, not the "
-        "tap's) and `tap-metrics` (the gateway without a collector, observing its request metrics "
-        "itself, as the bench measured the tap before shipping landed). Client: "
+        "tap's); `--paths` adds `tap-metrics` (the gateway without a collector, observing its request "
+        "metrics itself: its CPU within a few % of `tap`'s in the runs that had both), `tap-content` and "
+        "`aiohttp`. Client: "
         "bench/stream_client.py in the bench process, closed-loop streams on "
         "kept-alive connections, staggered over one response. At each concurrency a warm-up, then "
         "{rounds} rounds of {seconds} s, the paths' order rotating each round; the pinned level repeats "

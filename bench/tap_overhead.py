@@ -1,12 +1,12 @@
 """What the gateway's tap costs a stream, side by side with nginx and a direct connection.
 
 One upstream (bench/sse_light.py: headers at once, first content chunk at 50 ms, then 40
-more 10 ms apart) behind five paths: `direct` (the client talks to it), `nginx` (Debian's
+more 10 ms apart) behind four paths: `direct` (the client talks to it), `nginx` (Debian's
 nginx, `proxy_buffering off`, upstream keep-alive; bench/nginx.py), `pipe` (a bare byte pipe
 on uvloop, bench/pipe_floor.py: what any Python proxy here costs at least), `tap` (`lanewatch gateway`
 as deployed: shipping its tap records to a collector, here bench/records_sink.py, whose CPU is
-counted apart) and `tap-metrics` (the gateway observing its request metrics itself, without a
-collector). At each concurrency the paths run in
+counted apart); `--paths` adds `tap-metrics` (the gateway observing its request metrics
+itself, without a collector), `tap-content` and `aiohttp`. At each concurrency the paths run in
 interleaved rounds (the order rotates each round) so drift on the shared machine hits all
 alike; within a round each path gets the same closed-loop load (bench/stream_client.py).
 
@@ -50,7 +50,7 @@ __all__ = ["TapBench", "run_tap_bench", "summarize_level"]
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_MS, GAP_MS, CHUNKS = 50.0, 10.0, 41
 STREAM_S = (FIRST_MS + GAP_MS * (CHUNKS - 1)) / 1000  # one response's length: the stagger span
-PATHS = ("direct", "nginx", "pipe", "tap", "tap-metrics")
+PATHS = ("direct", "nginx", "pipe", "tap")
 
 
 @dataclass

@@ -44,15 +44,15 @@ def test_tap_overhead_measures_every_path_at_every_concurrency(smoke: tuple[dict
     results, _ = smoke
     for n in SMOKE_STREAMS:
         levels = results["details"]["tap"][str(n)]
-        assert set(levels) == {"direct", "nginx", "pipe", "tap", "tap-metrics"}
+        assert set(levels) == {"direct", "nginx", "pipe", "tap"}
         for path, figures in levels.items():
             assert figures["errors"] == 0 and figures["requests"] >= n, (path, n)
             assert figures["chunks_per_s"] > 0
             # the upstream's first content chunk comes 50 ms after the request: no path beats it
             assert 50 <= figures["ttft_p50_ms"] < 1000, (path, n)
         assert results[f"tap_sink_cpu_s_per_1k_chunks_{n}"] >= 0  # the tap ships to the records sink
-        assert "sink_cpu_s_per_1k_chunks" not in levels["tap-metrics"]
-        for path in ("nginx", "pipe", "tap", "tap-metrics"):
+        assert "sink_cpu_s_per_1k_chunks" not in levels["pipe"]
+        for path in ("nginx", "pipe", "tap"):
             assert -50 < results[f"{path}_added_ttft_p50_ms_{n}"] < 1000
             assert -50 < results[f"{path}_added_ttft_p99_ms_{n}"] < 1000
             assert -50 < results[f"{path}_added_chunk_delay_p50_ms_{n}"] < 1000
@@ -68,7 +68,7 @@ def test_tap_overhead_measures_every_path_at_every_concurrency(smoke: tuple[dict
         assert "4_pinned" not in results["details"]["tap"]
         return
     pinned = results["details"]["tap"]["4_pinned"]
-    assert set(pinned) == {"direct", "nginx", "pipe", "tap", "tap-metrics"}
+    assert set(pinned) == {"direct", "nginx", "pipe", "tap"}
     assert all(f["errors"] == 0 and f["requests"] >= 4 for f in pinned.values())
     assert -50 < results["tap_added_ttft_p99_ms_4_pinned"] < 1000
 
