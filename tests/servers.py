@@ -20,7 +20,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,18 +178,30 @@ def start_simulator(
 
 
 def _wait_healthy(h: SimHandle) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if h.process.poll() is not None:
-            raise RuntimeError(f"lanewatch sim exited with {h.process.returncode}:\n{h.log_path.read_text()}")
-        if h.cert_path is None or h.cert_path.exists():
-            try:
-                if httpx.get(f"{h.url}/health", verify=h.ssl_verify, timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
+    # The TLS sim writes its certificate as it starts: until then ssl_verify cannot load it (OSError).
+    wait_http(f"{h.url}/health", h.process, h.log_path.read_text, verify=lambda: h.ssl_verify)
+
+
+def wait_http(
+    url: str,
+    proc: subprocess.Popen[bytes],
+    log: Callable[[], str],
+    timeout_s: float = START_TIMEOUT_S,
+    verify: Callable[[], ssl.SSLContext | bool] = lambda: True,
+) -> None:
+    """Poll `url` until it answers 200; RuntimeError with `log()` if `proc` exits first or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}:\n{log()}")
+        try:
+            if httpx.get(url, verify=verify(), timeout=1.0).status_code == 200:
+                return
+        except (httpx.TransportError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} not up after {timeout_s} s:\n{log()}")
         time.sleep(0.05)
-    raise RuntimeError(f"lanewatch sim not healthy after {START_TIMEOUT_S} s:\n{h.log_path.read_text()}")
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
@@ -217,18 +229,7 @@ def run_service(
     with log_path.open("wb") as log:
         proc = subprocess.Popen(args, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{args[0]} exited with {proc.returncode}:\n{log_path.read_text()}")
-            try:
-                if httpx.get(health_url, timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{health_url} not up after {START_TIMEOUT_S} s:\n{log_path.read_text()}")
-            time.sleep(0.05)
+        wait_http(health_url, proc, log_path.read_text)
         yield proc
     finally:
         stop_process(proc)

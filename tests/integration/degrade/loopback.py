@@ -4,45 +4,25 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+from tests import servers
+from tests.servers import free_port, lanewatch_command
 
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["free_port", "lanewatch_cmd", "output", "running", "wait_http"]
 
 
 def lanewatch_cmd(*args: str) -> list[str]:
-    """The `lanewatch` CLI of this environment."""
-    script = Path(sys.executable).with_name("lanewatch")
-    if script.exists():
-        return [str(script), *args]
-    return [sys.executable, "-c", "from lanewatch.collector.cli import main; main()", *args]
+    """The `lanewatch` CLI of this environment, with `args`."""
+    return [*lanewatch_command(), *args]
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
     """Poll `url` until it answers 200; fail with the process's output if it exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"process exited with {proc.returncode}:\n{output(proc)}")
-        try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"{url} not up within {timeout} s")
+    servers.wait_http(url, proc, lambda: output(proc), timeout)
 
 
 def output(proc: subprocess.Popen[bytes]) -> str:
