@@ -53,14 +53,15 @@ test: $(STAMP) tools vllm lint typecheck
 # tiny random-weight models, made offline, in a cache every checkout shares ($(VLLM_CACHE)).
 # Idempotent: a stamp makes a re-run instant. Off CI a failed set-up only warns (the tests then skip
 # loudly); under CI=true it fails.
-VLLM_VERSION ?= 0.32.0
+VLLM_DEFAULT := 0.32.0
+VLLM_VERSION ?= $(VLLM_DEFAULT)
 VLLM_MATRIX ?= 0.27.0 0.32.0
 VLLM_CACHE := $(or $(LANEWATCH_CACHE),$(HOME)/.cache/lanewatch)
 vllm:
 	@deploy/vllm/setup.sh $(VLLM_VERSION) || { \
 	  if [ "$$CI" = true ]; then echo "make vllm failed"; exit 1; fi; \
 	  echo "WARNING: make vllm failed; the vllm tests will SKIP (FAIL under CI=true)"; }
-	@if [ -d "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" ]; then \
+	@if [ "$(VLLM_VERSION)" = "$(VLLM_DEFAULT)" ] && [ -d "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" ]; then \
 	  ln -sfn "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" .venv-vllm; fi
 
 # Only the real-vLLM tests (one server for the session, a few minutes).

@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from .contract import drift, families, lanewatch_reads, missing_reads, simulator_exposition
+from .contract import KNOWN_DRIFT, drift, families, lanewatch_reads, missing_reads, simulator_exposition
 from .engine import VllmHandle
 from .traffic import exercise
 
@@ -37,7 +37,7 @@ def test_the_simulators_whole_vllm_exposition_is_a_subset_of_the_real_one(
     sim = families(simulator_exposition(vllm_server.max_model_len))
     real = families(real_page)
     assert len(sim) >= 50 and len(real) > len(sim)
-    assert drift(sim, real) == []
+    assert drift(sim, real) == list(KNOWN_DRIFT.get(vllm_server.version, ()))
 
 
 def test_token_count_buckets_follow_max_model_len_on_both(real_page: str, vllm_server: VllmHandle) -> None:
