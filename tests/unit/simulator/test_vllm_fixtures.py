@@ -13,6 +13,8 @@ import pytest
 from lanewatch.simulator.tracing import SpanData, _attributes
 from tests.vllm.contract import (
     FEATURE_FAMILIES,
+    FIXTURES,
+    KNOWN_DRIFT,
     Family,
     attribute_kinds,
     drift,
@@ -23,7 +25,8 @@ from tests.vllm.contract import (
     simulator_exposition,
 )
 
-VERSION = "0.32.0"
+VERSION = "0.32.0"  # the newest captured version: the mutation tests run against it
+VERSIONS = sorted(p.name.removeprefix("vllm-") for p in FIXTURES.glob("vllm-*"))
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +48,23 @@ def test_the_fixture_is_a_real_page_with_more_families_than_the_simulator(
     assert len(real) > len(families(sim_text)) >= 50
 
 
-def test_no_drift_between_the_simulator_and_the_captured_page(real: dict[str, Family], sim_text: str) -> None:
-    assert drift(families(sim_text), real) == []
+def test_every_captured_version_is_here() -> None:
+    assert {"0.27.0", "0.32.0"} <= set(VERSIONS)
 
 
-def test_every_family_lanewatch_reads_is_on_the_captured_page(real: dict[str, Family], sim_text: str) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_no_drift_between_the_simulator_and_each_captured_page(version: str) -> None:
+    page, _spans, server = load_fixture(version)
+    sim = families(simulator_exposition(server["max_model_len"]))
+    assert drift(sim, families(page)) == list(KNOWN_DRIFT.get(version, ()))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_family_lanewatch_reads_is_on_each_captured_page(version: str, sim_text: str) -> None:
+    page, _spans, _server = load_fixture(version)
     reads = lanewatch_reads({n: f.type for n, f in families(sim_text).items()})
     assert set(FEATURE_FAMILIES) <= set(reads)  # read by the spec-decode panel; a draft model adds them
-    assert missing_reads(reads, real) == []
+    assert missing_reads(reads, families(page)) == []
 
 
 # Each edit of the simulator's exposition, and the drift it must cause.
@@ -106,8 +118,9 @@ def test_a_real_page_missing_a_family_lanewatch_reads_is_reported(real: dict[str
     ]
 
 
-def test_span_attributes_and_kinds_equal_the_captured_real_span() -> None:
-    _page, spans, _server = load_fixture(VERSION)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_span_attributes_and_kinds_equal_each_captured_real_span(version: str) -> None:
+    _page, spans, _server = load_fixture(version)
     requests = [s for s in spans if s["name"] == "llm_request"]
     assert requests, "no llm_request span in the fixture"
     data = SpanData("r", 0.0, 0.1, 0.5, 0.01, 0.05, 0.4, 7, 12, 12, 0.7, 0.9)
