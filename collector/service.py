@@ -334,7 +334,10 @@ async def serve(
     """Serve the HTTP app and run the service until `stop`; `on_listening` gets the bound port."""
     import uvicorn
 
-    config = uvicorn.Config(service.app(), host=host, port=port, log_level="warning", lifespan="off")
+    from lanewatch.collector.uvicorn_limits import limits_of, uvicorn_config
+
+    limits = limits_of(service.cfg.server)
+    config = uvicorn_config(service.app(), limits, host=host, port=port, log_level="warning", lifespan="off")
     sock = listen_socket(host, port)  # bound before anything runs: a taken port fails here, clearly
     on_listening(sock.getsockname()[1])
     server = uvicorn.Server(config)
