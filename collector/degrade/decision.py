@@ -19,11 +19,17 @@ from .policy import Policy
 from .state import ACTIONS, ActionName, AlertRecord, AuditEntry, ControllerState, LaneSpec, Track, TrackKind
 from .webhook import Alert, Notification
 
-__all__ = ["Action", "Decision", "Outcome", "classify", "on_notification", "on_tick"]
+__all__ = ["FUTURE_TOLERANCE_S", "Action", "Decision", "Outcome", "classify", "on_notification", "on_tick"]
 
 Direction = Literal["apply", "escalate", "restore"]
 # What became of one alert in a notification.
-Outcome = Literal["fired", "joined", "resolved", "recorded", "duplicate", "stale", "ignored", "expired"]
+Outcome = Literal[
+    "fired", "joined", "resolved", "recorded", "duplicate", "stale", "ignored", "expired", "future"
+]
+# How far an alert's startsAt may lie ahead of the controller's clock (skew between hosts).
+# An instance from further ahead is refused: every real later instance of the alert, and its
+# resolution, would look older than it and be dropped as stale, pinning the degrade on.
+FUTURE_TOLERANCE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,8 @@ def _expire_silent(policy: Policy, work: _Work) -> int:
 def _on_alert(policy: Policy, work: _Work, alert: Alert) -> Outcome:
     fp = alert.fingerprint
     starts = alert.starts_at.timestamp()
+    if starts > work.now + FUTURE_TOLERANCE_S:
+        return "future"
     rec = work.alerts.get(fp)
     if rec is not None and starts < rec.starts_at:
         return "stale"  # an older instance than one already seen

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.degrade.decision import Decision, on_notification, on_tick
+from lanewatch.collector.degrade.decision import FUTURE_TOLERANCE_S, Decision, on_notification, on_tick
 from lanewatch.collector.degrade.policy import DEFAULT_POLICY, Policy, PolicySpec
 from lanewatch.collector.degrade.state import ControllerState, desired_state
 from lanewatch.collector.degrade.webhook import Notification, parse_notification
@@ -404,3 +404,21 @@ def test_resolving_and_refiring_in_one_notification_keeps_the_track_consistent()
     d2 = on_notification(P, held, note(res("a"), res("b")), T0 + 1)
     assert d2.state.tracks[("slow", "shift")].firing == frozenset()
     assert d2.state.tracks[("slow", "shift")].clear_since == T0 + 1
+
+
+def test_a_startsat_far_in_the_future_is_refused_and_cannot_pin_a_degrade() -> None:
+    d = on_notification(P, ControllerState(), note(fire("a", starts=3600.0)), T0)
+    assert d.outcomes == ("future",) and d.state == ControllerState() and d.actions == ()
+    # Were it kept, the real instance's firing and resolution would look older and be dropped as stale.
+    d = on_notification(P, d.state, note(fire("a")), T0 + 1)
+    assert d.outcomes == ("fired",)
+    d = on_notification(P, d.state, note(res("a")), T0 + 2)
+    assert d.outcomes == ("resolved",)
+    assert d.state.tracks[("slow", "shift")].firing == frozenset()
+
+
+def test_clock_skew_within_the_tolerance_is_accepted() -> None:
+    d = on_notification(P, ControllerState(), note(fire("a", starts=FUTURE_TOLERANCE_S - 1)), T0)
+    assert d.outcomes == ("fired",)
+    d = on_notification(P, ControllerState(), note(res("b", starts=FUTURE_TOLERANCE_S + 1)), T0)
+    assert d.outcomes == ("future",)  # a resolved one too: it would detach a real instance
