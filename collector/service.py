@@ -33,7 +33,7 @@ from lanewatch.collector.join import Joiner, JoinStats
 from lanewatch.collector.otlp import ServerSpan
 from lanewatch.collector.otlp_http import TRACES_PATH, traces_endpoint
 from lanewatch.collector.probe_spans import TRACER_NAME
-from lanewatch.collector.recordfile import record_line
+from lanewatch.collector.recordfile import open_for_append, record_line
 from lanewatch.collector.records_http import RECORDS_PATH, records_endpoint
 from lanewatch.collector.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
 from lanewatch.collector.secretfile import read_secret_or_none
@@ -77,9 +77,8 @@ class RecordsWriter:
     """Appends records to a JSONL file, one `RequestTiming.to_json()` per line, flushed per line."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._file: IO[str] = open_for_append(path)
 
     def write(self, record: RequestTiming) -> None:
         """Append one record."""

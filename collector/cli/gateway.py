@@ -259,10 +259,9 @@ def _fan_out(sinks: list[RecordSink]) -> RecordSink:
 
 
 def _jsonl_sink(path: Path) -> RecordSink:
-    from lanewatch.collector.recordfile import record_line
+    from lanewatch.collector.recordfile import open_for_append, record_line
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = path.open("a", encoding="utf-8", buffering=1)
+    handle = open_for_append(path)
 
     def write(record: RequestTiming) -> None:
         handle.write(record_line(record))

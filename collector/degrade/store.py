@@ -90,6 +90,9 @@ class Store:
             self._check_schema()
             return
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Created owner-only before SQLite opens it: SQLite gives its -wal and -shm files the
+        # database's mode, and the state names alerts and lanes.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         self._db = sqlite3.connect(path, isolation_level=None, timeout=10.0, check_same_thread=False)
         mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if mode != "wal":
@@ -225,7 +228,8 @@ def alert_changes(
 def lock_state_dir(state_dir: Path) -> IO[str]:
     """Take the state dir for this process (one controller per state dir); keep the handle open."""
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    handle = open(state_dir / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 (held for the process)
+    fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    handle = os.fdopen(fd, "a+", encoding="utf-8")  # held for the process
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

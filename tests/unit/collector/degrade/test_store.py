@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import os
 import random
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import textwrap
@@ -207,3 +209,20 @@ def test_a_version_1_state_is_migrated_in_place(tmp_path: Path) -> None:
     assert check.execute("PRAGMA user_version").fetchone()[0] == 2
     assert check.execute("SELECT COUNT(*) FROM alert").fetchone()[0] == 3
     assert '"alerts": {}' in check.execute("SELECT body FROM state").fetchone()[0]
+
+
+def test_the_state_files_are_created_owner_only(tmp_path: Path) -> None:
+    old = os.umask(0o022)  # the usual umask would leave them world-readable
+    try:
+        lock = lock_state_dir(tmp_path / "state")
+        store = Store(tmp_path / "state")
+        store.commit(numbered_state(1), [AuditEntry(1.0, "apply")], at=1.0)
+        names = sorted(p.name for p in (tmp_path / "state").iterdir())
+        assert names == sorted([DB_FILE, f"{DB_FILE}-shm", f"{DB_FILE}-wal", "degrade.lock"])
+        modes = {name: stat.S_IMODE((tmp_path / "state" / name).stat().st_mode) for name in names}
+        assert modes == dict.fromkeys(names, 0o600)
+        assert (tmp_path / "state" / "degrade.lock").read_text() == f"{os.getpid()}\n"
+        store.close()
+        lock.close()
+    finally:
+        os.umask(old)
