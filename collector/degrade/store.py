@@ -123,7 +123,12 @@ class Store:
     def _check_schema(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
-            raise StoreError(f"state schema version {version}; this lanewatch reads {SCHEMA_VERSION}")
+            hint = (
+                "; `lanewatch degrade serve` upgrades it when it starts"
+                if 0 < version < SCHEMA_VERSION
+                else ""
+            )
+            raise StoreError(f"state schema version {version}; this lanewatch reads {SCHEMA_VERSION}{hint}")
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:

@@ -392,8 +392,9 @@ def test_a_big_group_joining_a_big_track_is_linear_not_quadratic() -> None:
     elapsed = time.perf_counter() - start
     assert len(d.state.tracks[("slow", "shift")].firing) == 23_500
     assert set(d.outcomes) == {"joined"}
-    # linear: tens of ms; a new frozenset per joining alert (3,500 copies of ~20,000) takes seconds
-    assert elapsed < 1.0, elapsed
+    # linear: 0.1-0.5 s here (a garbage collection of the big state included); a new frozenset
+    # per joining alert (3,500 copies of ~20,000 fingerprints) took 9 s
+    assert elapsed < 3.0, elapsed
 
 
 def test_resolving_and_refiring_in_one_notification_keeps_the_track_consistent() -> None:
