@@ -17,7 +17,7 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from lanewatch.collector.content import (
+from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
     Message,
@@ -26,7 +26,7 @@ from lanewatch.collector.content import (
     prompt_text,
     request_messages,
 )
-from lanewatch.collector.timing import Api, RequestTiming
+from lanewatch.collector.record.timing import Api, RequestTiming
 
 from .content_tap import ContentTap
 from .core import Gateway
