@@ -14,22 +14,9 @@ from dataclasses import dataclass
 
 from lanewatch.collector.config import GatewayConfig
 
-__all__ = ["LaneModels", "ModelChoice", "header_value", "serve_as"]
+__all__ = ["LaneModels", "header_value", "serve_as"]
 
 _HEADER_MAX = 200  # characters of each name in x-lanewatch-model
-
-
-@dataclass(frozen=True, slots=True)
-class ModelChoice:
-    """The model a request asked for and the one its serving lane is asked for."""
-
-    requested: str
-    served: str
-
-    @property
-    def rewritten(self) -> bool:
-        """Whether the body's `model` must change."""
-        return self.requested != self.served
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,28 +25,25 @@ class LaneModels:
 
     served: Mapping[str, tuple[str, ...]]  # lane -> models; a lane absent declared none
     maps: Mapping[str, Mapping[str, str]]  # lane -> {requested model -> one of the lane's models}
-    order: tuple[str, ...] = ()  # lanes fastest first: who serves a model first
+    order: tuple[str, ...]  # lanes fastest first: who serves a model first
+    names: frozenset[str]  # every model some lane serves or maps (checked on every request)
+    complete: bool  # every lane declared its models, so a model none serves is known to be unknown
 
     @classmethod
     def from_config(cls, cfg: GatewayConfig) -> LaneModels:
         """The lanes' declarations of a validated gateway config."""
-        lanes = cfg.lanes
-        return cls(
-            served={name: tuple(lane.models) for name, lane in lanes.items() if lane.models},
-            maps={name: dict(lane.model_map) for name, lane in lanes.items() if lane.model_map},
-            order=tuple(cfg.ordered_lanes),
-        )
-
-    @property
-    def complete(self) -> bool:
-        """Every lane declared its models, so a model none serves is known to be unknown."""
-        return bool(self.order) and all(lane in self.served for lane in self.order)
+        lanes, order = cfg.lanes, tuple(cfg.ordered_lanes)
+        served = {name: tuple(lane.models) for name, lane in lanes.items() if lane.models}
+        maps = {name: dict(lane.model_map) for name, lane in lanes.items() if lane.model_map}
+        names = frozenset(m for models in served.values() for m in models) | {
+            k for m in maps.values() for k in m
+        }
+        complete = bool(order) and all(lane in served for lane in order)
+        return cls(served=served, maps=maps, order=order, names=names, complete=complete)
 
     def known(self, model: str) -> bool:
         """Some lane serves `model` or maps it."""
-        return any(model in names for names in self.served.values()) or any(
-            model in m for m in self.maps.values()
-        )
+        return model in self.names
 
     def first_lane_serving(self, model: str) -> str | None:
         """The fastest lane that serves `model` itself (not through a map), or None."""
@@ -74,22 +58,22 @@ class LaneModels:
         return f"The model `{model}` does not exist on this gateway. Lanes serve {listing}."
 
 
-def serve_as(models: LaneModels, lane: str, requested: str) -> ModelChoice:
+def serve_as(models: LaneModels, lane: str, requested: str) -> str:
     """The model `lane` is asked for when a request for `requested` is served there."""
-    own: Sequence[str] = models.served.get(lane, ())
-    if not own or requested in own:  # a lane that declared nothing is asked as the client asked
-        return ModelChoice(requested, requested)
+    own: Sequence[str] | None = models.served.get(lane)
+    if own is None or requested in own:  # a lane that declared nothing is asked as the client asked
+        return requested
     mapped = models.maps.get(lane, {}).get(requested)
-    return ModelChoice(requested, mapped if mapped is not None else own[0])
+    return mapped if mapped is not None else own[0]
 
 
-def header_value(choice: ModelChoice) -> str:
+def header_value(requested: str, served: str) -> str:
     """`x-lanewatch-model`'s value, `<requested> -> <served>`, safe for a header line.
 
     The requested name comes from the client: control characters (a CR or LF would end the
     header) and non-ASCII become '?', and each name is cut to 200 characters.
     """
-    return f"{_printable(choice.requested)} -> {_printable(choice.served)}"
+    return f"{_printable(requested)} -> {_printable(served)}"
 
 
 def _printable(name: str) -> str:

@@ -133,10 +133,10 @@ def _admit(
     if decision.shed:
         raise _Reject(_shed(gw, decision, cls))
     actions: tuple[str, ...] = decision.actions
-    choice = serve_as(gw.models, decision.served_lane, requested) if requested is not None else None
-    changed = choice is not None and choice.rewritten
-    if choice is not None and changed:
-        body["model"] = choice.served  # re-encoded below, with any other change, in one dumps
+    served = serve_as(gw.models, decision.served_lane, requested) if requested is not None else None
+    changed = served != requested
+    if changed:
+        body["model"] = served  # re-encoded below, with any other change, in one dumps
     if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens):
         actions = (*actions, "cap_max_tokens")
         changed = True
@@ -147,10 +147,10 @@ def _admit(
     elif changed or strip:
         raw = json.dumps(body, separators=(",", ":")).encode()
     _count(gw, decision.routed_lane, decision.served_lane, actions)
-    ex = Exchange(api, t0, started_at, cls, choice.served if choice else "", decision, actions)
-    if choice is not None:
-        ex.model_header = header_value(choice)
-        ex.requested_model = choice.requested if choice.rewritten else None
+    ex = Exchange(api, t0, started_at, cls, served or "", decision, actions)
+    if requested is not None and served is not None:
+        ex.model_header = header_value(requested, served)
+        ex.requested_model = requested if changed else None
     if gw.record_content:
         ex.prompt = request_messages(body, api)
     return raw, ex, strip
