@@ -6,6 +6,7 @@ for any other name, as vLLM does), and the real openai client streams through th
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -22,7 +23,7 @@ from lanewatch.collector.gateway import Gateway, GatewayServer
 from lanewatch.collector.timing import RequestTiming
 from tests.servers import SimHandle, start_simulator
 
-from .gateway_harness import RunningGateway, gateway_server
+from .gateway_harness import RunningGateway, gateway_server, upstream_server
 
 pytestmark = pytest.mark.integration
 COMPOSE_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "compose" / "lanewatch.yaml"
@@ -49,13 +50,17 @@ def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimHandle, 
         yield fast, slow
 
 
-async def _shift_all(g: RunningGateway, token: str | None = None) -> None:
+async def _put_degrade(g: RunningGateway, state: dict[str, Any], token: str | None = None) -> None:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         aiohttp.ClientSession() as s,
-        s.put(f"{g.url}/admin/degrade", json=SHIFT_ALL, headers=headers) as r,
+        s.put(f"{g.url}/admin/degrade", json=state, headers=headers) as r,
     ):
         assert r.status == 200, await r.text()
+
+
+async def _shift_all(g: RunningGateway, token: str | None = None) -> None:
+    await _put_degrade(g, SHIFT_ALL, token)
 
 
 async def _stream(
@@ -186,3 +191,43 @@ async def test_the_compose_config_as_shipped_shifts_to_the_fast_model(
     async with _gateway_of(cfg) as g:
         await _shift_all(g, TOKEN)
         await _stream_all_shifted(g, fast, slow, n=6)
+
+
+async def test_the_rewritten_body_keeps_every_other_field_and_its_length() -> None:
+    async with (
+        upstream_server(model="small") as (fast_up, fast_url),
+        upstream_server(model="big") as (_slow_up, slow_url),
+    ):
+        lanes = {
+            "fast": {"upstreams": [fast_url], "models": ["small"]},
+            "slow": {"upstreams": [slow_url], "models": ["big"]},
+        }
+        async with gateway_server(lanes, lane_order=["fast", "slow"], admin_insecure=True) as g:
+            await _put_degrade(
+                g, {"lanes": {"slow": {"shift_to": "fast", "shift_percent": 100, "cap_max_tokens": 5}}}
+            )
+            body = {
+                "model": "big",
+                "messages": [{"role": "user", "content": 'héllo "quoted" \u2603 model: big'}],
+                "max_tokens": 50,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {"properties": {"model": {"type": "string"}}},
+                        },
+                    }
+                ],
+            }
+            async with aiohttp.ClientSession() as s, s.post(f"{g.url}/v1/chat/completions", json=body) as r:
+                assert r.status == 200
+                assert r.headers["x-lanewatch-model"] == "big -> small"
+                assert r.headers["x-lanewatch-degraded"] == "shift,cap_max_tokens"
+                await r.read()
+    seen = fast_up.last()
+    assert seen.body == {**body, "model": "small", "max_tokens": 5}  # only the model and the cap changed
+    sent = json.dumps(seen.body, separators=(",", ":")).encode()
+    assert seen.headers["Content-Length"] == str(len(sent))
