@@ -55,7 +55,7 @@ class LaneModels:
     def unknown_model_message(self, model: str) -> str:
         """The 404's message: the model asked for and every lane's models."""
         listing = "; ".join(f"{lane}: {', '.join(self.served.get(lane, ()))}" for lane in self.order)
-        return f"The model `{model}` does not exist on this gateway. Lanes serve {listing}."
+        return f"The model `{model[:200]}` does not exist on this gateway. Lanes serve {listing}."
 
 
 def serve_as(models: LaneModels, lane: str, requested: str) -> str:

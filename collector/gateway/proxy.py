@@ -134,8 +134,8 @@ def _admit(
         raise _Reject(_shed(gw, decision, cls))
     actions: tuple[str, ...] = decision.actions
     served = serve_as(gw.models, decision.served_lane, requested) if requested is not None else None
-    changed = served != requested
-    if changed:
+    rewritten = changed = served != requested
+    if rewritten:
         body["model"] = served  # re-encoded below, with any other change, in one dumps
     if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens):
         actions = (*actions, "cap_max_tokens")
@@ -150,7 +150,7 @@ def _admit(
     ex = Exchange(api, t0, started_at, cls, served or "", decision, actions)
     if requested is not None and served is not None:
         ex.model_header = header_value(requested, served)
-        ex.requested_model = requested if changed else None
+        ex.requested_model = requested if rewritten else None
     if gw.record_content:
         ex.prompt = request_messages(body, api)
     return raw, ex, strip

@@ -231,3 +231,19 @@ async def test_the_rewritten_body_keeps_every_other_field_and_its_length() -> No
     assert seen.body == {**body, "model": "small", "max_tokens": 5}  # only the model and the cap changed
     sent = json.dumps(seen.body, separators=(",", ":")).encode()
     assert seen.headers["Content-Length"] == str(len(sent))
+
+
+async def test_a_cap_alone_is_no_model_rewrite() -> None:
+    async with (
+        upstream_server(model="big") as (up, url),
+        gateway_server({"slow": {"upstreams": [url], "models": ["big"]}}, admin_insecure=True) as g,
+    ):
+        await _put_degrade(g, {"lanes": {"slow": {"cap_max_tokens": 2}}})
+        async with aiohttp.ClientSession() as s:
+            body = {"model": "big", "max_tokens": 9, "stream": True, "messages": HELLO}
+            async with s.post(f"{g.url}/v1/chat/completions", json=body) as r:
+                assert r.headers["x-lanewatch-model"] == "big -> big"
+                await r.read()
+    (record,) = g.records
+    assert up.last().body["max_tokens"] == 2 and up.last().body["model"] == "big"
+    assert record.model == "big" and "requested_model" not in record.attrs
