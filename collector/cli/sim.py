@@ -68,7 +68,7 @@ def sim(
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve vLLM's OpenAI API, /metrics and OTLP spans from a simulated engine (no GPU needed)."""
-    from lanewatch.collector.uvicorn_limits import ServeLimits, uvicorn_config
+    from lanewatch.collector.common.uvicorn_limits import ServeLimits, uvicorn_config
     from lanewatch.simulator import tls as tls_mod
     from lanewatch.simulator.app import SimConfig, Simulator
     from lanewatch.simulator.faults import FaultError, FaultSpec, parse_faults
@@ -124,7 +124,7 @@ def _check_tls(tls: bool, cert_out: Path | None, cert: Path | None, key: Path | 
 
 
 def _read_token(path: Path) -> str:
-    from lanewatch.collector.secretfile import read_secret
+    from lanewatch.collector.common.secrets import read_secret
 
     try:
         return read_secret(path, "admin token file")
