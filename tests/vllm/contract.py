@@ -19,7 +19,7 @@ from typing import Any
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector import scrape
+from lanewatch.collector.collect import scrape
 from lanewatch.exporters import names
 
 ROOT = Path(__file__).resolve().parents[2]

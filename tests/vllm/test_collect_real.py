@@ -12,7 +12,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.scrape import PHASE_HISTOGRAMS
+from lanewatch.collector.collect.scrape import PHASE_HISTOGRAMS
 from lanewatch.exporters import names
 from tests.servers import free_port, lanewatch_command, stop_process, wait_http
 
