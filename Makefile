@@ -5,15 +5,18 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-PKGS := collector exporters simulator alerts dashboards
+# "lanewatch.collector=collector ...": the import name and folder of each package, from pyproject's
+# [tool.setuptools.package-dir] (the one place the mapping is written).
+PKG_DIRS := $(shell $(PYTHON) -c 'import tomllib; m = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; print(*(f"{k}={v}" for k, v in m.items()))')
 DEBIAN_TOOLS := prometheus prometheus-alertmanager chromium nginx-light curl
 
-.PHONY: run test lint typecheck tools generate check-generated bench clean
+.PHONY: run test lint typecheck tools generate check-generated bench clean .mypy-tree
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(MAKE) --no-print-directory .mypy-tree
 	touch $(STAMP)
 
 # Prometheus 2.42, Alertmanager 0.25, Chromium (renders the report in a test), nginx (the reference
@@ -34,16 +37,19 @@ tools:
 	  fi; \
 	fi
 
-# mypy cannot follow setuptools' package-dir mapping, so give it a tree of links in the import layout.
-.mypy-tree/lanewatch: Makefile
-	@mkdir -p .mypy-tree/lanewatch
-	@for p in $(PKGS); do ln -sfn ../../$$p .mypy-tree/lanewatch/$$p; done
+# mypy, pyright and editors cannot follow setuptools' package-dir mapping, so give them a tree of links
+# in the import layout (lanewatch/collector -> collector, ...); pyproject points both tools at it.
+.mypy-tree:
+	@rm -rf .mypy-tree
+	@for pair in $(PKG_DIRS); do \
+	  link=.mypy-tree/$$(echo $${pair%%=*} | tr . /); mkdir -p $$(dirname $$link); \
+	  ln -sfnr $${pair#*=} $$link; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP) .mypy-tree/lanewatch
+typecheck: $(STAMP) .mypy-tree
 	$(BIN)/mypy -p lanewatch
 
 test: $(STAMP) tools lint typecheck

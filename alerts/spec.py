@@ -16,6 +16,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from lanewatch.collector.common.packagedata import data_path
 from lanewatch.collector.common.yamlfile import ConfigIssue, validation_issues, yaml_line_index
 from lanewatch.collector.record.timing import ErrorKind
 from lanewatch.exporters import names
@@ -25,7 +26,7 @@ from .duration import parse_duration
 
 API_VERSION: Final = "lanewatch/v1"
 KIND: Final = "SLOSpec"
-HERE: Final = Path(__file__).parent
+HERE: Final = data_path("lanewatch.alerts")  # the specs and windows ship as package data
 WINDOWS_FILE: Final = HERE / "windows.yaml"
 DEFAULT_SPEC: Final = HERE / "slos.yaml"
 DEMO_SPEC: Final = HERE / "slos-demo.yaml"

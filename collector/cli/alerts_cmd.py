@@ -31,14 +31,14 @@ def build(
     out: Path | None = typer.Option(
         None,
         "--out",
-        help="Folder for <spec name>-rules.yml. Default: alerts/generated of this source tree.",
+        help="Folder for <spec name>-rules.yml. Default, in a source checkout only: its alerts/generated.",
         show_default=False,
     ),
     kubernetes: Path | None = typer.Option(
         None,
         "--kubernetes",
         help="Also write a PrometheusRule per spec into this folder. Without --spec and --out, "
-        "the bundled default spec's PrometheusRule goes to deploy/kubernetes of this source tree.",
+        "the bundled default spec's PrometheusRule goes to deploy/kubernetes of the source checkout.",
         show_default=False,
     ),
 ) -> None:
@@ -51,13 +51,16 @@ def build(
             outputs = builder.bundled_outputs()
         else:
             specs = [load_spec(p) for p in (spec or BUNDLED_SPECS)]
-            folder = out or builder.GENERATED_DIR
+            folder = out or builder.checkout_dirs()[0]
             outputs = {folder / name: text for name, text in builder.rule_files(specs).items()}
             if kubernetes is not None:
                 outputs.update({kubernetes / n: t for n, t in builder.prometheus_rules(specs).items()})
     except SpecError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
+    except builder.NoCheckoutError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
     changed = set(builder.write(outputs))
     for path in outputs:
         typer.echo(f"{'wrote' if path in changed else 'unchanged'} {path}")

@@ -139,6 +139,6 @@ def test_the_lanes_serve_different_models_and_the_gateway_knows_which(tmp_path: 
         assert argv[argv.index("--model") + 1] == model
 
 
-def test_missing_deploy_dir_says_the_demo_needs_a_source_checkout(tmp_path: Path) -> None:
-    with pytest.raises(TemplateError, match="source checkout"):
+def test_missing_deploy_dir_names_the_file_and_the_install(tmp_path: Path) -> None:
+    with pytest.raises(TemplateError, match=r"nowhere/prometheus/prometheus\.yml: cannot read .* install"):
         write_configs(layout(tmp_path), deploy_dir=tmp_path / "nowhere")
