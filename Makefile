@@ -51,6 +51,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP) .mypy-tree
 	$(BIN)/mypy -p lanewatch
+	$(BIN)/mypy tests bench
 
 test: $(STAMP) tools lint typecheck
 	$(BIN)/pytest -q

@@ -116,7 +116,10 @@ def test_demo_without_prometheus_says_so_runs_the_rest_and_ctrl_c_ends_everythin
         stderr=subprocess.STDOUT,
         env=env,
     )
-    text = lambda: (tmp_path / "demo.log").read_text()  # noqa: E731
+
+    def text() -> str:
+        return (tmp_path / "demo.log").read_text()
+
     try:
         wait_for(lambda: "gateway http://" in text(), 120, f"the stack up:\n{text()}")
         assert "prometheus and prometheus-alertmanager not found" in text()

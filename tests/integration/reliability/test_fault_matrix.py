@@ -243,10 +243,10 @@ def test_gateway_counts_every_fault_under_its_kind_and_keeps_serving(
         refused = refused_connections(gw, sim, records)
         wait_for(lambda: send(gw, "sim")[0] == 200, 10, "a success once the faults cleared", gw)
         seen = read_records(records)
-        text = gw.metrics()
+        exposition = gw.metrics()
         gw.alive()
     for lane in lanes:
-        counted = errors_by_kind(text, lane=lane, source="tap")
+        counted = errors_by_kind(exposition, lane=lane, source="tap")
         for kind, n in Counter(r.error.value for r in seen if r.lane == lane and r.error).items():
             assert counted.get(kind, 0) >= n, (lane, kind, counted)
     assert refused >= 1
