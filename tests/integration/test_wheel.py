@@ -34,6 +34,22 @@ def _copy_sources(dest: Path) -> None:
         shutil.copytree(ROOT / folder, dest / folder, ignore=skip)
 
 
+def test_makefile_reads_the_mapping_from_pyproject() -> None:
+    if shutil.which("make") is None:
+        pytest.fail("make is not installed")
+    probe = "print-pkg-dirs:\n\t@echo $(PKG_DIRS)\n"
+    result = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", "Makefile", "-f", "-", "print-pkg-dirs"],
+        cwd=ROOT,
+        input=probe,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pairs = dict(p.split("=", 1) for p in result.stdout.split())
+    assert pairs == package_dirs()
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """lanewatch's wheel, built from a copy of this checkout."""

@@ -1,11 +1,6 @@
-"""pyproject.toml is the one source of the package layout; the Makefile and the image build read it."""
+"""pyproject.toml is the one source of the package layout; the wheel and the image build follow it."""
 
 from __future__ import annotations
-
-import shutil
-import subprocess
-
-import pytest
 
 from tests.layout import ROOT, listed_packages, package_dirs, source_packages
 
@@ -19,22 +14,6 @@ def test_every_mapped_folder_exists() -> None:
     dirs = package_dirs()
     missing = [f"{name} -> {folder}" for name, folder in dirs.items() if not (ROOT / folder).is_dir()]
     assert missing == []
-
-
-def test_makefile_reads_the_mapping_from_pyproject() -> None:
-    if shutil.which("make") is None:
-        pytest.fail("make is not installed")
-    probe = "print-pkg-dirs:\n\t@echo $(PKG_DIRS)\n"
-    result = subprocess.run(
-        ["make", "-s", "--no-print-directory", "-f", "Makefile", "-f", "-", "print-pkg-dirs"],
-        cwd=ROOT,
-        input=probe,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    pairs = dict(p.split("=", 1) for p in result.stdout.split())
-    assert pairs == package_dirs()
 
 
 def test_the_image_build_copies_every_package_folder() -> None:
