@@ -19,6 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.waiting import eventually
+
 LANE_KEYS = {"shift_to", "shift_percent", "cap_max_tokens", "shed_classes"}
 
 
@@ -50,13 +52,13 @@ class GatewayAdmin:
             self.lanes, self.version = {}, self.version + 1
 
     def wait_for(self, check: Callable[[GatewayAdmin], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Wait until `check` holds on this gateway's state (read under its lock)."""
+
+        def holds() -> bool:
             with self.lock:
-                if check(self):
-                    return
-            time.sleep(0.02)
-        raise AssertionError(f"gateway never saw {what} within {timeout} s; states: {self.states}")
+                return check(self)
+
+        eventually(holds, timeout, f"the gateway sees {what}", context=lambda: f"states: {self.states}")
 
     def validate(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) != {"lanes"} or not isinstance(body["lanes"], dict):
