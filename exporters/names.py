@@ -110,6 +110,9 @@ DEGRADE_ALERTS_TOTAL: Final = f"{PREFIX}_degrade_alerts_total"  # outcome (fired
 DEGRADE_ADAPTER_SYNCED: Final = f"{PREFIX}_degrade_adapter_synced"  # gauge 0/1: adapter
 DEGRADE_STATE_REVISION: Final = f"{PREFIX}_degrade_state_revision"  # gauge: stored state revision
 ACTION: Final = "action"
+ACTION_DEGRADE: Final = (
+    "degrade"  # `action` label of mitigation alerts: Alertmanager routes them to the controller
+)
 TO_LANE: Final = "to_lane"
 ADAPTER: Final = "adapter"
 DIRECTION: Final = "direction"  # apply | escalate | restore
