@@ -1,11 +1,10 @@
 """Spec -> Prometheus rule groups: a pure chain of small processors (after sloth's generate/process.go).
 
 validate -> SLI recordings -> meta recordings -> burn-rate alerts -> mitigation alerts ->
-lane recordings ->
-lane alerts -> threshold alerts. Each processor takes the spec and the groups so far and
-returns them with its rules added (an SLO's recordings and alerts share one group, so
-its alerts read this evaluation's ratios); `validate` adds nothing and raises
-`SpecError` naming every problem with its field and line.
+lane recordings -> lane alerts -> goodput recordings -> threshold alerts. Each processor
+takes the spec and the groups so far and returns them with its rules added (an SLO's
+recordings and alerts share one group, so its alerts read this evaluation's ratios);
+`validate` adds nothing and raises `SpecError` naming every problem with its field and line.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from collections.abc import Callable
 from lanewatch.collector.config import ConfigIssue
 from lanewatch.exporters import names
 
-from . import burnrate, lanes, mitigation, thresholds
+from . import burnrate, goodput, lanes, mitigation, thresholds
 from .duration import format_duration
 from .model import HISTOGRAMS, Spec
 from .rulemodel import RuleGroup
@@ -117,6 +116,7 @@ PROCESSORS: tuple[Processor, ...] = (
     mitigation.mitigation_alerts,
     lanes.lane_recordings,
     lanes.lane_alerts,
+    goodput.goodput_recordings,
     thresholds.threshold_alerts,
 )
 

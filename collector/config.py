@@ -145,6 +145,10 @@ class ExportConfig(Section):
     record_content: bool = False  # prompt and response text stay out unless turned on
     max_label_values: int = Field(default=200, ge=1)  # per label; then OVERFLOW_VALUE
     window_s: float = Field(default=300.0, gt=0)  # rolling window for quantiles and fits
+    # Goodput (lanewatch_goodput_requests_total): each request judged against the latency SLOs of
+    # this SLO spec (default: the bundled alerts/slos.yaml, whose rules read the counter).
+    goodput: bool = True
+    slo_spec: Path | None = None
 
 
 class ServerConfig(Section):

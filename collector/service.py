@@ -27,7 +27,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
 from lanewatch.collector.config import LanewatchConfig, Target
+from lanewatch.collector.goodput import Goodput
+from lanewatch.collector.goodput import from_spec as goodput_from_spec
 from lanewatch.collector.gpu import GpuSample, GpuSampler, load_nvml
 from lanewatch.collector.join import Joiner, JoinStats
 from lanewatch.collector.otlp import ServerSpan
@@ -91,6 +94,16 @@ class RecordsWriter:
         self._file.close()
 
 
+def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
+    """The goodput judge from an SLO spec (the bundled default without a path); None when off.
+
+    A spec that does not load raises SpecError, naming each bad field and line.
+    """
+    if not enabled:
+        return None
+    return goodput_from_spec(load_spec(spec_path or DEFAULT_SPEC))
+
+
 def lane_order(cfg: LanewatchConfig) -> list[str]:
     """Lanes fastest first: the gateway's order when given, else as the targets list them."""
     if cfg.gateway.lane_order:
@@ -115,7 +128,9 @@ class CollectorService:
         self.clock = clock
         self.registry = registry if registry is not None else CollectorRegistry()
         self.window = Window(cfg.export.window_s)
-        self.metrics = RequestMetrics(self.registry, cfg.export.max_label_values)
+        self.metrics = RequestMetrics(
+            self.registry, cfg.export.max_label_values, load_goodput(cfg.export.goodput, cfg.export.slo_spec)
+        )
         WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
         scraped = [t for t in shard_targets(cfg) if t.scrape] if cfg.scrape.enabled else []
         self.scrape_targets = [ScrapeTarget(t.name, t.lane, t.scrape_url) for t in scraped]

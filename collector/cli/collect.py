@@ -42,8 +42,9 @@ def collect(
     import logging
     import signal
 
+    from lanewatch.alerts.spec import SpecError
     from lanewatch.collector.config import ConfigError, load_config
-    from lanewatch.collector.service import CollectorService, serve
+    from lanewatch.collector.service import CollectorService, load_goodput, serve
     from lanewatch.collector.suites import parse_shard
 
     logging.basicConfig(
@@ -66,6 +67,11 @@ def collect(
         typer.echo(f"--shard: {exc}", err=True)
         raise typer.Exit(2) from None
     cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export})
+    try:
+        load_goodput(export.goodput, export.slo_spec)  # refuse a bad SLO spec before anything starts
+    except SpecError as exc:
+        typer.echo(f"export.slo_spec: {exc}", err=True)
+        raise typer.Exit(2) from None
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -219,7 +219,10 @@ def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | Non
     shipper = _shipper(cfg)
     sinks: list[RecordSink] = []
     if shipper is None:
-        sinks.append(RequestMetrics(registry, export.max_label_values).observe)
+        from lanewatch.collector.service import load_goodput
+
+        goodput = load_goodput(export.goodput, export.slo_spec)
+        sinks.append(RequestMetrics(registry, export.max_label_values, goodput).observe)
     else:
         from lanewatch.exporters.gateway import ShipperCollector
 

@@ -126,5 +126,10 @@ def test_degrade_never_imports_the_gateway() -> None:
 
 
 def test_exporters_read_records_and_analysis_only() -> None:
-    allowed = ("lanewatch.exporters", "lanewatch.collector.timing", "lanewatch.collector.window")
+    allowed = (
+        "lanewatch.exporters",
+        "lanewatch.collector.timing",
+        "lanewatch.collector.window",
+        "lanewatch.collector.goodput",
+    )
     assert _violations("exporters", allowed) == []
