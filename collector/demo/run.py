@@ -298,7 +298,7 @@ def _write_outputs(
     write_summary(summary_path, summary)
     written = [records, summary_path]
     try:
-        write_report(records, report, summary_path)
+        write_report(records, report, summary_path, slo_spec=DEMO_SPEC)
         written.append(report)
     except ReportInputError as exc:
         console.print(f"no report: {exc}", style="yellow")
