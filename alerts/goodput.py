@@ -1,7 +1,7 @@
 """Goodput recordings: the share of requests that met every latency SLO and did not fail.
 
 The collector judges each request against the spec's latency SLOs of the lane it was routed
-to (collector/goodput.py) and counts it in `lanewatch_goodput_requests_total` by outcome
+to (collector/record/goodput.py) and counts it in `lanewatch_goodput_requests_total` by outcome
 (met, missed, failed). Requests the gateway shed never reach a record, so its shed counter
 joins the denominator as misses (as user traffic: source="tap"). Recorded per lane, request
 class and source, and per lane and source, over the spec's analysis window, under

@@ -43,9 +43,9 @@ def collect(
     import signal
 
     from lanewatch.alerts.spec import SpecError
+    from lanewatch.collector.collect.service import CollectorService, load_goodput, serve
     from lanewatch.collector.config import ConfigError, load_config
-    from lanewatch.collector.service import CollectorService, load_goodput, serve
-    from lanewatch.collector.suites import parse_shard
+    from lanewatch.collector.probe.suites import parse_shard
 
     logging.basicConfig(
         level=log_level.value.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

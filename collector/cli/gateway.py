@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 from pydantic import ValidationError
 
+from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import ConfigError, ExportConfig, GatewayConfig, LaneConfig, load_config
-from lanewatch.collector.secretfile import read_secret_or_none
 
 from .app import app
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from lanewatch.collector.gateway import Gateway, RecordSink
     from lanewatch.collector.gateway.shipper import RecordShipper
-    from lanewatch.collector.timing import RequestTiming
+    from lanewatch.collector.record.timing import RequestTiming
 
 
 @app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
@@ -31,6 +31,12 @@ def gateway(
     port: int | None = typer.Option(None, "--port", help="Port to listen on (default: 8080)."),
     upstream: list[str] = typer.Option(
         [], "--upstream", help="LANE=URL; repeat for more lanes, or for more servers in one lane's pool."
+    ),
+    model: list[str] = typer.Option(
+        [],
+        "--model",
+        help="LANE=NAME: a model the lane serves (repeat for more; the first is what requests shifted "
+        "there are rewritten to). Replaces that lane's gateway.lanes.<lane>.models.",
     ),
     lane_order: str | None = typer.Option(
         None, "--lane-order", help="Lanes fastest first, comma separated (default: as first named)."
@@ -75,6 +81,7 @@ def gateway(
             host,
             port,
             upstream,
+            model,
             lane_order,
             default_lane,
             admin_token_file,
@@ -111,6 +118,7 @@ def _gateway_config(
     host: str | None,
     port: int | None,
     upstream: list[str],
+    models: list[str],
     lane_order: str | None,
     default_lane: str | None,
     admin_token_file: Path | None,
@@ -125,6 +133,8 @@ def _gateway_config(
         data["lane_order"] = []
     elif cacert or insecure:
         data["lanes"] = {k: {**v, "cacert": cacert, "insecure": insecure} for k, v in data["lanes"].items()}
+    for lane, names in _models_from_flags(models, set(data["lanes"])).items():
+        data["lanes"][lane] = {**data["lanes"][lane], "models": names, "model_map": {}}
     if lane_order:
         data["lane_order"] = [s.strip() for s in lane_order.split(",") if s.strip()]
     server = dict(data["server"])
@@ -156,6 +166,19 @@ def _lanes_from_flags(flags: list[str], cacert: Path | None, insecure: bool) -> 
         lane: LaneConfig(upstreams=urls, cacert=cacert, insecure=insecure).model_dump()
         for lane, urls in lanes.items()
     }
+
+
+def _models_from_flags(flags: list[str], lanes: set[str]) -> dict[str, list[str]]:
+    """`--model LANE=NAME` flags -> each named lane's models, in the order given."""
+    out: dict[str, list[str]] = {}
+    for flag in flags:
+        lane, sep, name = (part.strip() for part in flag.partition("="))
+        if not sep or not lane or not name:
+            raise ValueError(f"--model {flag!r}: expected LANE=NAME, e.g. fast=Qwen/Qwen2.5-0.5B-Instruct")
+        if lane not in lanes:
+            raise ValueError(f"--model {flag!r}: no lane {lane!r}; lanes: {', '.join(sorted(lanes))}")
+        out.setdefault(lane, []).append(name)
+    return out
 
 
 def _serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
@@ -219,7 +242,7 @@ def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | Non
     shipper = _shipper(cfg)
     sinks: list[RecordSink] = []
     if shipper is None:
-        from lanewatch.collector.service import load_goodput
+        from lanewatch.collector.collect.service import load_goodput
 
         goodput = load_goodput(export.goodput, export.slo_spec)
         sinks.append(RequestMetrics(registry, export.max_label_values, goodput).observe)
@@ -262,7 +285,7 @@ def _fan_out(sinks: list[RecordSink]) -> RecordSink:
 
 
 def _jsonl_sink(path: Path) -> RecordSink:
-    from lanewatch.collector.recordfile import record_line
+    from lanewatch.collector.record.files import record_line
 
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a", encoding="utf-8", buffering=1)

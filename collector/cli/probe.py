@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import typer
 
-from lanewatch.collector.goodput import Goodput, Tally, outcome
+from lanewatch.collector.record.goodput import Goodput, Tally, outcome
 
 from .app import app
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from lanewatch.collector.config import RequestClass, Target, Timeouts
-    from lanewatch.collector.timing import RequestTiming
+    from lanewatch.collector.record.timing import RequestTiming
 
 # Rows of the summary table: (label, how to read it off a record).
 ROWS: tuple[str, ...] = ("dns", "connect", "tls", "send", "ttfb", "ttft", "itl", "tpot", "e2e")
@@ -117,7 +117,7 @@ def probe_command(
     """
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
     from lanewatch.collector.config import ConfigError, Target, Timeouts, load_config
-    from lanewatch.collector.goodput import from_spec
+    from lanewatch.collector.record.goodput import from_spec
 
     if cacert is not None and insecure:
         raise typer.BadParameter("use either --cacert or -k/--insecure, not both", param_hint="--cacert")
@@ -199,7 +199,7 @@ class ListenError(Exception):
 
 
 def _listen_address(value: str | None) -> tuple[str, int] | None:
-    from lanewatch.collector.otlp_http import parse_listen
+    from lanewatch.collector.collect.otlp_http import parse_listen
 
     if value is None:
         return None
@@ -228,7 +228,7 @@ async def _run(
     listen: tuple[str, int] | None = None,
     join_wait_s: float = 6.0,
 ) -> list[RequestTiming]:
-    from lanewatch.collector.probe import Prober, spec_for
+    from lanewatch.collector.probe.prober import Prober, spec_for
     from lanewatch.exporters import otlp
 
     records: list[RequestTiming] = []
@@ -241,8 +241,8 @@ async def _run(
 
     join, receiver = None, None
     if listen is not None:
-        from lanewatch.collector.otlp_http import SpanReceiver, endpoint_url
-        from lanewatch.collector.probe_join import LoopJoin, OrderedJoin
+        from lanewatch.collector.collect.otlp_http import SpanReceiver, endpoint_url
+        from lanewatch.collector.probe.join import LoopJoin, OrderedJoin
 
         join = LoopJoin(OrderedJoin(join_wait_s), emit)
         receiver = SpanReceiver(*listen, join.spans_from_thread)
@@ -300,7 +300,7 @@ def summary_table(
     with a judge, goodput (requests that met every latency SLO of the lane and did not fail)."""
     from rich.table import Table
 
-    from lanewatch.collector.window import record_value, summarize
+    from lanewatch.collector.record.window import record_value, summarize
 
     ok = [r for r in records if r.ok]
     title = f"{target.url} · {target.model} · {class_name} · {connection}"

@@ -13,7 +13,7 @@ import typer
 from .app import app
 
 if TYPE_CHECKING:
-    from lanewatch.collector.goodput import Goodput
+    from lanewatch.collector.record.goodput import Goodput
     from lanewatch.exporters.report_data import Event
 
 SUMMARY_NAME = "summary.json"
@@ -45,7 +45,7 @@ def write_report(
 ) -> ReportWritten:
     """Read records (and events from summary.json, given or beside the records) and write the HTML report;
     goodput is judged by the latency SLOs of `slo_spec` (default: the bundled alerts/slos.yaml)."""
-    from lanewatch.collector.recordfile import RecordFileError, read_records
+    from lanewatch.collector.record.files import RecordFileError, read_records
     from lanewatch.exporters.report import render_report
     from lanewatch.exporters.report_data import build_report
 
@@ -69,7 +69,7 @@ def write_report(
 
 def _goodput_judge(slo_spec: Path | None) -> Goodput:
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
-    from lanewatch.collector.goodput import from_spec
+    from lanewatch.collector.record.goodput import from_spec
 
     try:
         return from_spec(load_spec(slo_spec or DEFAULT_SPEC))

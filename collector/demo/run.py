@@ -273,7 +273,7 @@ def _write_outputs(
 ) -> list[Path]:
     from lanewatch.alerts.spec import DEMO_SPEC, load_spec
     from lanewatch.collector.cli.report import ReportInputError, write_report
-    from lanewatch.collector.goodput import from_spec as goodput_from_spec
+    from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 
     assert opts.out is not None
     info = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec, parse_spec
-from lanewatch.collector.goodput import Bound, Goodput, Tally, from_spec, outcome, routed_lane, tally
-from lanewatch.collector.timing import ErrorKind, RequestTiming
+from lanewatch.collector.record.goodput import Bound, Goodput, Tally, from_spec, outcome, routed_lane, tally
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 
 def rec(lane: str = "slow", cls: str = "short", ttft: float = 1.0, e2e: float = 4.0, out: int = 61,
