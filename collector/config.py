@@ -159,6 +159,9 @@ class ServerConfig(Section):
 
     host: str = "127.0.0.1"
     port: int = Field(default=9464, ge=0, le=65535)
+    max_connections: int = Field(default=256, ge=1)  # requests past it are answered 503
+    keep_alive_s: int = Field(default=5, ge=1)  # an idle kept-alive connection is closed after this
+    head_timeout_s: float = Field(default=10.0, gt=0)  # a request head must be complete within this
 
 
 LANE_NAME = r"^[A-Za-z0-9_.-]{1,32}$"

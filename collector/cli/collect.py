@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from .app import app
+from .fail import RUNTIME, fail
 
 
 class LogLevel(StrEnum):
@@ -64,8 +65,7 @@ def collect(
     try:
         parse_shard(probe.shard)
     except ValueError as exc:
-        typer.echo(f"--shard: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail("collect", f"--shard: {exc}")
     cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export})
     try:
         load_goodput(export.goodput, export.slo_spec)  # refuse a bad SLO spec before anything starts
@@ -95,5 +95,4 @@ def collect(
     try:
         asyncio.run(main())
     except (OSError, ValueError) as exc:  # a taken port, an unreadable or empty ingest token file
-        typer.echo(f"lanewatch collect: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail("collect", exc, RUNTIME)

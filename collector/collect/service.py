@@ -36,7 +36,7 @@ from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, Ser
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.probe.spans import TRACER_NAME
-from lanewatch.collector.record.files import record_line
+from lanewatch.collector.record.files import open_for_append, record_line
 from lanewatch.collector.record.goodput import Goodput
 from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 from lanewatch.collector.record.join import Joiner, JoinStats
@@ -80,9 +80,8 @@ class RecordsWriter:
     """Appends records to a JSONL file, one `RequestTiming.to_json()` per line, flushed per line."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._file: IO[str] = open_for_append(path)
 
     def write(self, record: RequestTiming) -> None:
         """Append one record."""
@@ -349,7 +348,10 @@ async def serve(
     """Serve the HTTP app and run the service until `stop`; `on_listening` gets the bound port."""
     import uvicorn
 
-    config = uvicorn.Config(service.app(), host=host, port=port, log_level="warning", lifespan="off")
+    from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
+
+    limits = limits_of(service.cfg.server)
+    config = uvicorn_config(service.app(), limits, host=host, port=port, log_level="warning", lifespan="off")
     sock = listen_socket(host, port)  # bound before anything runs: a taken port fails here, clearly
     on_listening(sock.getsockname()[1])
     server = uvicorn.Server(config)

@@ -143,3 +143,22 @@ def test_a_bad_slo_spec_is_named_and_writes_nothing(tmp_path: Path) -> None:
     code, _, err = _invoke(str(records), "--slo-spec", str(spec))
     assert code == 1 and err.startswith("error: --slo-spec: invalid SLO spec") and "spec.period" in err
     assert not (tmp_path / "report.html").exists()
+
+
+def test_control_characters_from_records_are_escaped_in_the_page(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    hostile = [
+        replace(r, lane=f"slow\x00{i % 2}\x07", model="m\x1b[31m\x7f\x85")
+        for i, r in enumerate(sample_records(40))
+    ]
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(record_line(r) for r in hostile), encoding="utf-8")
+    code, _, err = _invoke(str(records))
+    assert (code, err) == (0, "")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    raw = sorted(
+        {f"U+{ord(c):04X}" for c in page if (ord(c) < 0x20 and c not in "\t\n\r") or 0x7F <= ord(c) <= 0x9F}
+    )
+    assert raw == []
+    assert "slow\\x000\\x07" in page and "m\\x1b[31m\\x7f\\x85" in page  # shown, not dropped
