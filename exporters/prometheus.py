@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from lanewatch.collector.record.goodput import Goodput, outcome, routed_lane
 from lanewatch.collector.record.timing import RequestTiming, breakdown
 from lanewatch.collector.record.window import QUANTILES, Window, convergence_ratio
 from lanewatch.exporters import names
@@ -106,9 +107,13 @@ class _Histogram:
 class RequestMetrics(Collector):
     """Histograms and counters over every observed record; thread-safe; registry injected."""
 
-    def __init__(self, registry: CollectorRegistry | None, max_label_values: int = 200) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None, max_label_values: int = 200, goodput: Goodput | None = None
+    ) -> None:
         self._lock = threading.Lock()
         self._cap = LabelCap(max_label_values)
+        self._goodput = goodput  # None: no goodput counter
+        self._judged: dict[LabelValues, float] = {}
         self._hists: dict[str, dict[LabelValues, _Histogram]] = {n: {} for n in HISTOGRAMS}
         self._requests: dict[LabelValues, float] = {}
         self._errors: dict[LabelValues, float] = {}
@@ -145,6 +150,18 @@ class RequestMetrics(Collector):
                 _inc(self._tokens, (*labels, "output"), record.output_tokens)
             if record.ok:
                 self._observe_latencies(record, labels)
+            if self._goodput is not None:
+                self._judge(record, labels, self._goodput)
+
+    def _judge(self, record: RequestTiming, labels: LabelValues, goodput: Goodput) -> None:
+        result = outcome(goodput, record)
+        if result is None:
+            return
+        lane = self._cap.value(names.LANE, routed_lane(record))
+        routed = tuple(
+            lane if label == names.LANE else v for label, v in zip(names.REQUEST_LABELS, labels, strict=True)
+        )
+        _inc(self._judged, (*routed, result))
 
     def _observe_latencies(self, r: RequestTiming, labels: LabelValues) -> None:
         single = {
@@ -177,6 +194,7 @@ class RequestMetrics(Collector):
                 for n, s in self._hists.items()
             }
             requests, errors, tokens = dict(self._requests), dict(self._errors), dict(self._tokens)
+            judged = dict(self._judged)
         for name, (doc, _, extra) in HISTOGRAMS.items():
             fam = HistogramMetricFamily(name, doc + _otel(name), labels=[*names.REQUEST_LABELS, *extra])
             for labels, (buckets, total) in sorted(hists[name].items()):
@@ -192,6 +210,8 @@ class RequestMetrics(Collector):
             (names.TOKEN_TYPE,),
             tokens,
         )
+        if self._goodput is not None:
+            yield _counter(names.GOODPUT_REQUESTS_TOTAL, _GOODPUT_HELP, (names.OUTCOME,), judged)
 
     def describe(self) -> Iterator[Metric]:
         """The families (without samples), so the registry can refuse a duplicate name."""
@@ -199,6 +219,14 @@ class RequestMetrics(Collector):
             yield HistogramMetricFamily(name, doc, labels=[*names.REQUEST_LABELS, *extra])
         for name in (names.REQUESTS_TOTAL, names.REQUEST_ERRORS_TOTAL, names.TOKENS_TOTAL):
             yield CounterMetricFamily(name, "")
+        if self._goodput is not None:
+            yield CounterMetricFamily(names.GOODPUT_REQUESTS_TOTAL, "")
+
+
+_GOODPUT_HELP = (
+    "Requests by whether they met every latency SLO of the lane they were routed to (met), "
+    "missed one (missed) or failed (failed); lane is the routed lane."
+)
 
 
 def _inc(series: dict[LabelValues, float], labels: LabelValues, by: float = 1.0) -> None:
