@@ -188,8 +188,8 @@ def _status(got: bytes) -> int:
 @pytest.mark.parametrize(
     "raw",
     [
-        "POST /x HTTP/1.1\r\nHost: g\r\nContent-Length: ²\r\n\r\n".encode(),  # str.isdigit takes it
-        "POST /x HTTP/1.1\r\nHost: g\r\nContent-Length: ٣\r\n\r\n".encode(),
+        b"POST /x HTTP/1.1\r\nHost: g\r\nContent-Length: \xb2\r\n\r\n",  # latin-1 "²": str.isdigit takes it
+        "POST /x HTTP/1.1\r\nHost: g\r\nContent-Length: ٣\r\n\r\n".encode(),  # an Arabic-Indic 3, UTF-8
         b"POST /x HTTP/1.1\r\nHost: g\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
         b"POST /x HTTP/1.1\r\nHost: g\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n",
         *(
