@@ -29,15 +29,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from .http1 import MAX_HEAD, BodyParser, HttpError, RequestError, RequestHead, ResponseHead, parse_request
 
-__all__ = [
-    "FrontConn",
-    "FrontLimits",
-    "FrontServer",
-    "Handler",
-    "Request",
-    "Response",
-    "Route",
-]
+__all__ = ["FrontConn", "FrontLimits", "FrontServer", "Handler", "Request", "Response", "Route"]
 
 log = logging.getLogger("lanewatch.gateway")
 _CHUNKED_HEAD = ResponseHead(200, "", (), True, "chunked")  # frames a chunked request body
@@ -225,7 +217,13 @@ class FrontConn(asyncio.Protocol):
             return
         self._pumping = True
         try:
-            while self._buf and not self._busy and not self.closed:
+            # A request that asked to close (or a refusal) closes the transport: nothing after it is read.
+            while (
+                self._buf
+                and not self._busy
+                and self.transport is not None
+                and not self.transport.is_closing()
+            ):
                 if self.paused:
                     if self.transport is not None:
                         self.transport.pause_reading()

@@ -45,6 +45,7 @@ _REQUEST_LINE = re.compile(rf"({_TCHAR}+) ([\x21-\x7e]+) (HTTP/[0-9]\.[0-9])")
 # name ":" OWS value OWS; a value is visible characters (obs-text included), spaces and tabs: no
 # CTL, so no CR, LF or NUL. The possessive OWS keeps a failing match linear.
 _FIELD = re.compile(rf"({_TCHAR}+):[ \t]*+([\t\x20-\x7e\x80-\xff]*)")
+_FIELDS = re.compile(rf"(?:{_TCHAR}+:[\t\x20-\x7e\x80-\xff]*\r\n)*")
 _BARE = re.compile(rb"\r(?!\n)|(?<!\r)\n|\x00")
 _STATUS = re.compile(r"[0-9]{3}")
 _DIGITS = re.compile(r"[0-9]{1,18}")  # not str.isdigit, which takes '²' and other scripts' digits
@@ -134,27 +135,27 @@ def parse_request(buf: Buffer, max_head: int = MAX_HEAD, seen: int = 0) -> tuple
         return None, 0
     if end - start > max_head:
         raise RequestError(431, f"request head larger than {max_head} bytes")
-    lines = bytes(buf[start:end]).decode("latin-1").split("\r\n")
-    line = _REQUEST_LINE.fullmatch(lines[0])
+    text = bytes(buf[start : end + 2]).decode("latin-1")
+    eol = text.index("\r\n")
+    line = _REQUEST_LINE.fullmatch(text, 0, eol)
     if line is None:
-        raise RequestError(400, f"bad request line {lines[0][:80]!r}")
+        raise RequestError(400, f"bad request line {text[:eol][:80]!r}")
     method, target, proto = line.group(1, 2, 3)
     if proto not in ("HTTP/1.1", "HTTP/1.0"):
         raise RequestError(505, f"unsupported protocol {proto!r}")
-    headers = _fields(lines, 1)
+    headers = _fields(text[eol + 2 :])
     version = (1, 1) if proto == "HTTP/1.1" else (1, 0)
     return _request(method, target, version, headers), end + 4
 
 
-def _fields(lines: list[str], first: int) -> tuple[tuple[str, str], ...]:
-    """Header (or trailer) fields: a token, a colon, a value of visible characters, spaces and tabs."""
+def _fields(block: str) -> tuple[tuple[str, str], ...]:
+    """Header fields, each line a token, a colon and a value without controls but tab; OWS trimmed."""
+    if not _FIELDS.fullmatch(block):  # one pass in C over every line; then find the bad one to name it
+        raise RequestError(400, next(_bad_field(x) for x in block.split("\r\n") if not _FIELD.fullmatch(x)))
     out = []
-    for i in range(first, len(lines)):
-        field = _FIELD.fullmatch(lines[i])
-        if field is None:
-            raise RequestError(400, _bad_field(lines[i]))
-        name, value = field.group(1, 2)
-        out.append((name, value.rstrip(" \t")))
+    for line in block.split("\r\n")[:-1]:
+        name, _, value = line.partition(":")
+        out.append((name, value.strip(" \t")))
     return tuple(out)
 
 

@@ -126,3 +126,14 @@ async def test_many_pipelined_requests_answered_at_once_do_not_recurse() -> None
     written = b"".join(transport.written)
     assert written.count(b"HTTP/1.1 404 ") == n and written.count(b"HTTP/1.1 200 ") == 1
     assert json.loads(written.rsplit(b"\r\n\r\n", 1)[1]) == {} and len(bodies) == 1
+
+
+async def test_nothing_pipelined_after_a_request_that_closes_is_read() -> None:
+    bodies: list[bytes] = []
+    conn, transport = _conn(_route(bodies))
+    conn.data_received(
+        b"POST /a HTTP/1.1\r\nHost: g\r\nContent-Length: 1\r\nConnection: close\r\n\r\na"
+        b"POST /b HTTP/1.1\r\nHost: g\r\nContent-Length: 1\r\n\r\nb"
+    )
+    assert bodies == [b"a"] and transport.closing
+    assert b"".join(transport.written).count(b"HTTP/1.1 ") == 1
