@@ -135,7 +135,7 @@ def parse_request(buf: Buffer, max_head: int = MAX_HEAD, seen: int = 0) -> tuple
         return None, 0
     if end - start > max_head:
         raise RequestError(431, f"request head larger than {max_head} bytes")
-    text = bytes(buf[start : end + 2]).decode("latin-1")
+    text = buf[start : end + 2].decode("latin-1")
     eol = text.index("\r\n")
     line = _REQUEST_LINE.fullmatch(text, 0, eol)
     if line is None:

@@ -296,3 +296,17 @@ async def test_past_max_connections_a_new_client_gets_503_and_the_others_keep_wo
         assert await eventually(lambda: not server.conns)
         got = await exchange(port, b"GET /b HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n")
         assert _status(got) == 200  # room again
+
+
+async def test_the_gateway_takes_its_head_timeout_and_connection_cap_from_its_config() -> None:
+    async with (
+        raw_upstream() as (_up, url),
+        gateway_server({"fast": [url]}, max_connections=1, head_timeout_s=0.3) as g,
+    ):
+        reader, writer = await asyncio.open_connection("127.0.0.1", _port(g.url))
+        writer.write(b"GET /healthz HTTP/1.1\r\nHo")  # one connection open, its head unfinished
+        refused = await exchange(_port(g.url), b"")
+        async with asyncio.timeout(5):
+            timed_out = await reader.read()
+        writer.close()
+    assert _status(refused) == 503 and _status(timed_out) == 408
