@@ -239,7 +239,7 @@ async def test_a_client_that_does_not_read_stops_the_reading_of_its_pipelined_re
         await writer.drain()
         await asyncio.sleep(1.0)  # the client reads nothing meanwhile
         # Socket buffers and one high-water mark hold a few 1 MiB answers, not 100 of them.
-        assert 1 <= len(CALLS) <= 40, len(CALLS)
+        assert 1 <= len(CALLS) <= 60, len(CALLS)  # kernel buffers vary by host
         got = 0
         async with asyncio.timeout(30):
             while got < 100 * len(BIG):
