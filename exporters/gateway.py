@@ -115,7 +115,7 @@ class ShippingView(Protocol):
 
 
 # Every drop reason, exported from the start so a rate() sees the first drop.
-DROP_REASONS = ("queue_full", "rejected", "unencodable", "shutdown")
+DROP_REASONS = ("queue_full", "rejected", "refused", "unencodable", "shutdown")
 
 
 class ShipperCollector(Collector):
@@ -139,7 +139,8 @@ class ShipperCollector(Collector):
         )
         dropped = CounterMetricFamily(
             names.GATEWAY_SHIP_DROPPED_RECORDS_TOTAL,
-            "Tap records never shipped: queue full (oldest first), rejected, unencodable, left at shutdown.",
+            "Tap records never shipped: queue full (oldest first), rejected (the batch), "
+            "refused (the record), unencodable, left at shutdown.",
             labels=(names.REASON,),
         )
         counts = v.dropped
