@@ -144,6 +144,10 @@ class ExportConfig(Section):
     records_path: Path | None = None  # JSONL, one RequestTiming per line
     record_content: bool = False  # prompt and response text stay out unless turned on
     max_label_values: int = Field(default=200, ge=1)  # per label; then OVERFLOW_VALUE
+    # Series (sample lines) the request metrics may expose, in all and per family; new label
+    # sets past either fold into OVERFLOW_VALUE. 10,000 keeps /metrics near 1.5 MB.
+    max_series: int = Field(default=10_000, ge=100)
+    max_series_per_family: int = Field(default=4_000, ge=100)
     window_s: float = Field(default=300.0, gt=0)  # rolling window for quantiles and fits
 
 

@@ -115,7 +115,10 @@ class CollectorService:
         self.clock = clock
         self.registry = registry if registry is not None else CollectorRegistry()
         self.window = Window(cfg.export.window_s)
-        self.metrics = RequestMetrics(self.registry, cfg.export.max_label_values)
+        ex = cfg.export
+        self.metrics = RequestMetrics(
+            self.registry, ex.max_label_values, ex.max_series, ex.max_series_per_family
+        )
         WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
         scraped = [t for t in shard_targets(cfg) if t.scrape] if cfg.scrape.enabled else []
         self.scrape_targets = [ScrapeTarget(t.name, t.lane, t.scrape_url) for t in scraped]
@@ -180,7 +183,7 @@ class CollectorService:
     def _emit(self, record: RequestTiming) -> None:
         # Prompt and response text (record_content) go to the file and listeners, never to
         # metrics, and the window does not hold them for its minutes.
-        capped = self.metrics.cap(record.without_content())
+        capped = self.metrics.cap_group(record.without_content())
         self.window.add(capped, self.clock())
         self.metrics.observe(capped)
         if self._writer is not None:

@@ -143,7 +143,7 @@ class ShipperCollector(Collector):
             "refused (the record), unencodable, left at shutdown.",
             labels=(names.REASON,),
         )
-        counts = v.dropped
+        counts = dict(v.dropped)  # a copy: rendered on a worker thread while the loop counts on
         for reason in sorted({*DROP_REASONS, *counts}):
             dropped.add_metric((reason,), counts.get(reason, 0))
         yield dropped
@@ -159,6 +159,7 @@ def _counter(
     values: Mapping[tuple[str, str, str], int] | Mapping[tuple[str, str], int],
 ) -> CounterMetricFamily:
     family = CounterMetricFamily(name, doc, labels=labels)
-    for key, count in sorted(values.items()):
+    # One dict copy first: /metrics renders on a worker thread while the loop counts on.
+    for key, count in sorted(dict(values).items()):
         family.add_metric(key, count)
     return family

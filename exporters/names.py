@@ -42,6 +42,9 @@ REQUESTS_TOTAL: Final = f"{PREFIX}_requests_total"  # counter, every finished re
 REQUEST_ERRORS_TOTAL: Final = f"{PREFIX}_request_errors_total"  # counter, label error_kind
 TOKENS_TOTAL: Final = f"{PREFIX}_tokens_total"  # counter, label token_type
 SSE_BAD_DATA_TOTAL: Final = f"{PREFIX}_sse_bad_data_total"  # counter, undecodable SSE events
+# counter, label family: observations folded into OVERFLOW_VALUE because the series budget was spent
+SERIES_OVERFLOW_TOTAL: Final = f"{PREFIX}_series_overflow_total"
+FAMILY: Final = "family"  # a metric family's name
 
 # ---------------------------------------------------------------- window analysis (gauges)
 WINDOW_QUANTILE_SECONDS: Final = f"{PREFIX}_window_quantile_seconds"  # phase, quantile

@@ -13,15 +13,16 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lanewatch.collector.timing import RequestTiming, breakdown
-from lanewatch.collector.window import QUANTILES, Window, convergence_ratio
+from lanewatch.collector.window import METRICS, QUANTILES, Window, convergence_ratio
 from lanewatch.exporters import names
+from lanewatch.exporters.series_budget import LabelCap, SeriesBudget, fold, is_overflow
 
 if TYPE_CHECKING:
     from lanewatch.collector.gpu import GpuSample
@@ -57,24 +58,14 @@ HISTOGRAMS: dict[str, tuple[str, Sequence[float], tuple[str, ...]]] = {
 
 
 _CAPPED = (names.TARGET, names.LANE, names.REQUEST_CLASS, names.MODEL)
-
-
-class LabelCap:
-    """At most `max_values` distinct values per label; later new values become OVERFLOW_VALUE."""
-
-    def __init__(self, max_values: int) -> None:
-        self.max_values = max_values
-        self._seen: dict[str, set[str]] = {}
-
-    def value(self, label: str, value: str) -> str:
-        """The value to expose for `label`."""
-        seen = self._seen.setdefault(label, set())
-        if value in seen:
-            return value
-        if len(seen) >= self.max_values:
-            return names.OVERFLOW_VALUE
-        seen.add(value)
-        return value
+__all__ = [
+    "GpuMetrics",
+    "JoinMetrics",
+    "LabelCap",
+    "RequestMetrics",
+    "ServerMetrics",
+    "WindowMetrics",
+]
 
 
 class _Histogram:
@@ -106,9 +97,17 @@ class _Histogram:
 class RequestMetrics(Collector):
     """Histograms and counters over every observed record; thread-safe; registry injected."""
 
-    def __init__(self, registry: CollectorRegistry | None, max_label_values: int = 200) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None,
+        max_label_values: int = 200,
+        max_series: int = 10_000,
+        max_series_per_family: int = 4_000,
+    ) -> None:
         self._lock = threading.Lock()
         self._cap = LabelCap(max_label_values)
+        self._budget = SeriesBudget(max_series, max_series_per_family)
+        self._groups: set[LabelValues] = set()  # window groups admitted (cap_group)
         self._hists: dict[str, dict[LabelValues, _Histogram]] = {n: {} for n in HISTOGRAMS}
         self._requests: dict[LabelValues, float] = {}
         self._errors: dict[LabelValues, float] = {}
@@ -131,18 +130,30 @@ class RequestMetrics(Collector):
             return record
         return dataclasses.replace(record, target=target, lane=lane, request_class=request_class, model=model)
 
+    def cap_group(self, record: RequestTiming) -> RequestTiming:
+        """`cap`, then the record's window group (target, lane, class) folded when the budget is spent."""
+        record = self.cap(record)
+        key = (record.target, record.lane, record.request_class)
+        with self._lock:
+            if key in self._groups or self._budget.admit(names.WINDOW_QUANTILE_SECONDS, _GROUP_COST):
+                self._groups.add(key)
+                return record
+            self._budget.folded[names.WINDOW_QUANTILE_SECONDS] += 1
+        over = names.OVERFLOW_VALUE
+        return dataclasses.replace(record, target=over, lane=over, request_class=over, model=over)
+
     def observe(self, record: RequestTiming) -> None:
         """Count a finished request; latency histograms take only requests that succeeded."""
         record = self.cap(record)
         labels = tuple(str(getattr(record, label)) for label in names.REQUEST_LABELS)
         with self._lock:
-            _inc(self._requests, labels)
+            self._inc(names.REQUESTS_TOTAL, self._requests, labels)
             if record.error is not None:
-                _inc(self._errors, (*labels, record.error.value))
+                self._inc(names.REQUEST_ERRORS_TOTAL, self._errors, (*labels, record.error.value))
             if record.prompt_tokens:
-                _inc(self._tokens, (*labels, "input"), record.prompt_tokens)
+                self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "input"), record.prompt_tokens)
             if record.output_tokens:
-                _inc(self._tokens, (*labels, "output"), record.output_tokens)
+                self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "output"), record.output_tokens)
             if record.ok:
                 self._observe_latencies(record, labels)
 
@@ -166,8 +177,29 @@ class RequestMetrics(Collector):
         series = self._hists[name]
         h = series.get(labels)
         if h is None:
-            h = series[labels] = _Histogram(len(HISTOGRAMS[name][1]))
+            bounds = len(HISTOGRAMS[name][1])
+            labels = self._within_budget(name, series, labels, bounds + 3)  # buckets, +Inf, count, sum
+            h = series.get(labels)
+            if h is None:
+                h = series[labels] = _Histogram(bounds)
         return h
+
+    def _inc(self, name: str, series: dict[LabelValues, float], labels: LabelValues, by: float = 1.0) -> None:
+        if labels not in series:
+            labels = self._within_budget(name, series, labels, 1)
+        series[labels] = series.get(labels, 0.0) + by
+
+    def _within_budget(
+        self, family: str, series: Mapping[LabelValues, object], labels: LabelValues, cost: int
+    ) -> LabelValues:
+        """`labels` when they fit the series budget, else their overflow label set (the fold counted)."""
+        if not is_overflow(labels) and self._budget.admit(family, cost):
+            return labels
+        over = fold(labels)
+        self._budget.folded[family] += 1
+        if over not in series:
+            self._budget.add_overflow(family, cost)
+        return over
 
     def collect(self) -> Iterator[Metric]:
         """Render every series, sorted by labels, from a consistent copy."""
@@ -177,6 +209,7 @@ class RequestMetrics(Collector):
                 for n, s in self._hists.items()
             }
             requests, errors, tokens = dict(self._requests), dict(self._errors), dict(self._tokens)
+            folded = dict(self._budget.folded)
         for name, (doc, _, extra) in HISTOGRAMS.items():
             fam = HistogramMetricFamily(name, doc + _otel(name), labels=[*names.REQUEST_LABELS, *extra])
             for labels, (buckets, total) in sorted(hists[name].items()):
@@ -192,6 +225,14 @@ class RequestMetrics(Collector):
             (names.TOKEN_TYPE,),
             tokens,
         )
+        overflow = CounterMetricFamily(
+            names.SERIES_OVERFLOW_TOTAL,
+            "Observations folded into the __overflow__ label value: the family's series budget was spent.",
+            labels=[names.FAMILY],
+        )
+        for family in _BUDGETED:
+            overflow.add_metric([family], folded.get(family, 0))
+        yield overflow
 
     def describe(self) -> Iterator[Metric]:
         """The families (without samples), so the registry can refuse a duplicate name."""
@@ -199,10 +240,18 @@ class RequestMetrics(Collector):
             yield HistogramMetricFamily(name, doc, labels=[*names.REQUEST_LABELS, *extra])
         for name in (names.REQUESTS_TOTAL, names.REQUEST_ERRORS_TOTAL, names.TOKENS_TOTAL):
             yield CounterMetricFamily(name, "")
+        yield CounterMetricFamily(names.SERIES_OVERFLOW_TOTAL, "")
 
 
-def _inc(series: dict[LabelValues, float], labels: LabelValues, by: float = 1.0) -> None:
-    series[labels] = series.get(labels, 0.0) + by
+# Every family the budget covers, exported from the start so a rate() sees the first fold.
+_BUDGETED = (
+    *HISTOGRAMS,
+    names.REQUESTS_TOTAL,
+    names.REQUEST_ERRORS_TOTAL,
+    names.TOKENS_TOTAL,
+    names.WINDOW_QUANTILE_SECONDS,
+)
+_GROUP_COST = (len(METRICS) + 1) * len(QUANTILES)  # a window group's quantile rows (METRICS and itl)
 
 
 def _counter(name: str, doc: str, extra: tuple[str, ...], series: dict[LabelValues, float]) -> Metric:

@@ -219,7 +219,10 @@ def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | Non
     shipper = _shipper(cfg)
     sinks: list[RecordSink] = []
     if shipper is None:
-        sinks.append(RequestMetrics(registry, export.max_label_values).observe)
+        metrics = RequestMetrics(
+            registry, export.max_label_values, export.max_series, export.max_series_per_family
+        )
+        sinks.append(metrics.observe)
     else:
         from lanewatch.exporters.gateway import ShipperCollector
 
