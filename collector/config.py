@@ -119,6 +119,8 @@ class OtlpReceiverConfig(Section):
     join_wait_s: float = Field(default=5.0, ge=0)  # how long a record waits for its span
     max_pending: int = Field(default=10_000, ge=1)  # bound on records and spans held
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # llm_request spans taken from one POST (vLLM's exporter sends 512 at most by default)
+    max_spans_per_request: int = Field(default=2048, ge=1)
 
 
 class IngestConfig(Section):

@@ -143,6 +143,7 @@ class CollectorService:
         self._source_factory = source_factory
         self._listeners: list[Sink] = []
         self._ingest_token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
+        self._span_posts = 0
 
     # ------------------------------------------------------------ the record path
 
@@ -160,8 +161,9 @@ class CollectorService:
         """Spans from the OTLP receiver: each completes a waiting record or waits for one."""
         if self.joiner is None:
             return
+        self._span_posts += 1  # each POST is its own group: the join evicts a flood's spans first
         for span in spans:
-            self._emit_all(self.joiner.add_span(span, self.clock()))
+            self._emit_all(self.joiner.add_span(span, self.clock(), self._span_posts))
 
     def expire(self) -> None:
         """Release records whose join wait ran out."""
@@ -309,7 +311,10 @@ class CollectorService:
             return self.health()
 
         if self.cfg.otlp.enabled:
-            endpoint = traces_endpoint(self.cfg.otlp.max_body_bytes, self.receive_spans)
+            otlp = self.cfg.otlp
+            endpoint = traces_endpoint(
+                otlp.max_body_bytes, self.receive_spans, self._ingest_token, otlp.max_spans_per_request
+            )
             app.add_api_route(TRACES_PATH, endpoint, methods=["POST"])
         ing = self.cfg.ingest
         if ing.enabled:
