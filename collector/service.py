@@ -119,18 +119,22 @@ class CollectorService:
         self.metrics = RequestMetrics(
             self.registry, ex.max_label_values, ex.max_series, ex.max_series_per_family
         )
-        WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
+        # The request metrics render through their own cached exposition; the rest here.
+        self._others = CollectorRegistry()
+        self._others.register(WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg)))
         scraped = [t for t in shard_targets(cfg) if t.scrape] if cfg.scrape.enabled else []
         self.scrape_targets = [ScrapeTarget(t.name, t.lane, t.scrape_url) for t in scraped]
         # A target's CA bundle (or -k) applies to its scrape as to its probes.
         self.scrape_tls = {t.name: (t.cacert, t.insecure) for t in scraped}
         self.server_windows = {t.name: ServerWindow(t.name, t.lane, cfg.scrape.window_s) for t in scraped}
-        ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
+        self._others.register(
+            ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
+        )
         self.joiner = Joiner(cfg.otlp.join_wait_s, cfg.otlp.max_pending) if cfg.otlp.enabled else None
         if self.joiner is not None:
-            JoinMetrics(self.registry, self._join_stats)
+            self._others.register(JoinMetrics(self.registry, self._join_stats))
         self.gpu_samples: list[GpuSample] = []
-        GpuMetrics(self.registry, lambda: self.gpu_samples)
+        self._others.register(GpuMetrics(self.registry, lambda: self.gpu_samples))
         self._nvml = nvml
         self._writer = RecordsWriter(cfg.export.records_path) if cfg.export.records_path else None
         self._tracer = tracer
@@ -285,7 +289,7 @@ class CollectorService:
 
     def render_metrics(self) -> bytes:
         """The Prometheus exposition of everything."""
-        return generate_latest(self.registry)
+        return generate_latest(self._others) + self.metrics.exposition().encode()
 
     def health(self) -> dict[str, Any]:
         """What /healthz answers: ok, and how the parts stand."""

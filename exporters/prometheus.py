@@ -14,14 +14,14 @@ import bisect
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lanewatch.collector.timing import RequestTiming, breakdown
 from lanewatch.collector.window import METRICS, QUANTILES, Window, convergence_ratio
-from lanewatch.exporters import names
+from lanewatch.exporters import exposition, names
 from lanewatch.exporters.series_budget import LabelCap, SeriesBudget, fold, is_overflow
 
 if TYPE_CHECKING:
@@ -108,6 +108,8 @@ class RequestMetrics(Collector):
         self._cap = LabelCap(max_label_values)
         self._budget = SeriesBudget(max_series, max_series_per_family)
         self._groups: set[LabelValues] = set()  # window groups admitted (cap_group)
+        # (family, labels) -> its exposition line prefixes; as bounded as the series (the budget)
+        self._prefixes: dict[tuple[str, LabelValues], Any] = {}
         self._hists: dict[str, dict[LabelValues, _Histogram]] = {n: {} for n in HISTOGRAMS}
         self._requests: dict[LabelValues, float] = {}
         self._errors: dict[LabelValues, float] = {}
@@ -215,24 +217,49 @@ class RequestMetrics(Collector):
             for labels, (buckets, total) in sorted(hists[name].items()):
                 fam.add_metric(list(labels), buckets, total)
             yield fam
-        yield _counter(names.REQUESTS_TOTAL, "Finished requests, successful or not.", (), requests)
-        yield _counter(
-            names.REQUEST_ERRORS_TOTAL, "Failed requests by error kind.", (names.ERROR_KIND,), errors
-        )
-        yield _counter(
-            names.TOKENS_TOTAL,
-            "Tokens by type (input = prompt, output = generated).",
-            (names.TOKEN_TYPE,),
-            tokens,
-        )
-        overflow = CounterMetricFamily(
-            names.SERIES_OVERFLOW_TOTAL,
-            "Observations folded into the __overflow__ label value: the family's series budget was spent.",
-            labels=[names.FAMILY],
-        )
+        for (name, doc, extra), series in zip(_COUNTERS, (requests, errors, tokens), strict=True):
+            yield _counter(name, doc, extra, series)
+        overflow = CounterMetricFamily(names.SERIES_OVERFLOW_TOTAL, _OVERFLOW_HELP, labels=[names.FAMILY])
         for family in _BUDGETED:
             overflow.add_metric([family], folded.get(family, 0))
         yield overflow
+
+    def exposition(self) -> str:
+        """The same text as `generate_latest` over this collector alone, with label prefixes cached."""
+        with self._lock:
+            hists = {n: [(k, list(h.counts), h.total) for k, h in s.items()] for n, s in self._hists.items()}
+            counters = (dict(self._requests), dict(self._errors), dict(self._tokens))
+            folded = dict(self._budget.folded)
+        out: list[str] = []
+        cache = self._prefixes
+        for name, (doc, bounds, extra) in HISTOGRAMS.items():
+            out.append(exposition.header(name, doc + _otel(name), "histogram"))
+            labelnames = (*names.REQUEST_LABELS, *extra)
+            for labels, counts, total in sorted(hists[name], key=_first):
+                pre = cache.get((name, labels))
+                if pre is None:
+                    pre = cache[(name, labels)] = exposition.histogram_prefixes(
+                        name, labelnames, labels, bounds
+                    )
+                running = 0
+                for prefix, count in zip(pre, counts, strict=False):
+                    running += count
+                    out.append(prefix + exposition.number(running))
+                out.append(pre[-2] + exposition.number(running))
+                out.append(pre[-1] + exposition.number(total))
+        for (name, doc, extra), series in zip(_COUNTERS, counters, strict=True):
+            out.append(exposition.header(name, doc + _otel(name), "counter"))
+            labelnames = (*names.REQUEST_LABELS, *extra)
+            for labels, value in sorted(series.items()):
+                prefix = cache.get((name, labels))
+                if prefix is None:
+                    prefix = cache[(name, labels)] = exposition.sample_prefix(name, labelnames, labels)
+                out.append(prefix + exposition.number(value))
+        out.append(exposition.header(names.SERIES_OVERFLOW_TOTAL, _OVERFLOW_HELP, "counter"))
+        for family in _BUDGETED:
+            prefix = exposition.sample_prefix(names.SERIES_OVERFLOW_TOTAL, (names.FAMILY,), (family,))
+            out.append(prefix + exposition.number(folded.get(family, 0)))
+        return "".join(out)
 
     def describe(self) -> Iterator[Metric]:
         """The families (without samples), so the registry can refuse a duplicate name."""
@@ -241,6 +268,20 @@ class RequestMetrics(Collector):
         for name in (names.REQUESTS_TOTAL, names.REQUEST_ERRORS_TOTAL, names.TOKENS_TOTAL):
             yield CounterMetricFamily(name, "")
         yield CounterMetricFamily(names.SERIES_OVERFLOW_TOTAL, "")
+
+
+_COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (names.REQUESTS_TOTAL, "Finished requests, successful or not.", ()),
+    (names.REQUEST_ERRORS_TOTAL, "Failed requests by error kind.", (names.ERROR_KIND,)),
+    (names.TOKENS_TOTAL, "Tokens by type (input = prompt, output = generated).", (names.TOKEN_TYPE,)),
+)
+_OVERFLOW_HELP = (
+    "Observations folded into the __overflow__ label value: the family's series budget was spent."
+)
+
+
+def _first(item: tuple[LabelValues, list[int], float]) -> LabelValues:
+    return item[0]
 
 
 # Every family the budget covers, exported from the start so a rate() sees the first fold.

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -222,3 +223,16 @@ def test_readme_documents_every_exported_metric() -> None:
     assert len(families) > 30
     missing = sorted(f for f in families if f"`{f}`" not in readme and f"`{f}_total`" not in readme)
     assert not missing, f"neither README.md nor docs/ documents {missing}"
+
+
+def test_exposition_writes_what_generate_latest_writes() -> None:
+    reg = CollectorRegistry()
+    m = RequestMetrics(reg, max_label_values=10, max_series=400, max_series_per_family=200)
+    for i in range(30):  # past the budget: overflow series and counts are in both
+        m.observe(rec(cls=f"c{i}", ttft=0.01 * i, e2e=0.5 + i))
+    m.observe(rec(error=ErrorKind.HTTP_5XX, ttft=None, e2e=None, out=0))  # type: ignore[arg-type]
+    m.observe(dataclasses.replace(rec(), model='we"ird\\name\nx'))
+    text = render(reg)
+    assert 'lanewatch_series_overflow_total{family="lanewatch_ttft_seconds"} 0.0' not in text
+    assert m.exposition() == text
+    assert m.exposition() == text  # the cached prefixes write the same again
