@@ -8,7 +8,9 @@
                                               └► records JSONL (--records)
 
 Everything runs on one asyncio loop (NVML calls in a worker thread), so the parts need no
-locks between them; `/metrics` renders on the loop too.
+locks between them. `/metrics` keeps off the loop what grows with the series budget: the
+window's quantiles are summarised on a worker thread from a copy of the window (at most
+WINDOW_REFRESH_S old), and the request metrics (which hold their own lock) render there too.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from lanewatch.exporters.prometheus import (
 log = logging.getLogger(__name__)
 
 Sink = Callable[[RequestTiming], None]
+WINDOW_REFRESH_S = 1.0  # the window's quantiles on /metrics are at most this old (while records come)
+WINDOW_IDLE_REFRESH_S = 5.0  # and at most this old when none come (records still leave the window)
 
 
 class RecordSource(Protocol):
@@ -119,9 +123,12 @@ class CollectorService:
         self.metrics = RequestMetrics(
             self.registry, ex.max_label_values, ex.max_series, ex.max_series_per_family
         )
-        # The request metrics render through their own cached exposition; the rest here.
+        # /metrics renders three parts (render_metrics): these, which read the loop's live state
+        # and are small; the window's, from a copy; the request metrics' own exposition.
         self._others = CollectorRegistry()
-        self._others.register(WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg)))
+        WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
+        self._window_text: bytes | None = None  # set by the refresh loop while run() runs
+        self._window_version: tuple[int, float | None] | None = None
         scraped = [t for t in shard_targets(cfg) if t.scrape] if cfg.scrape.enabled else []
         self.scrape_targets = [ScrapeTarget(t.name, t.lane, t.scrape_url) for t in scraped]
         # A target's CA bundle (or -k) applies to its scrape as to its probes.
@@ -211,7 +218,10 @@ class CollectorService:
         probing = factory is not None and self.cfg.probe.enabled and bool(self.cfg.targets)
         source = factory(self.cfg, self.submit, self._tracer) if factory is not None and probing else None
         probe_task = asyncio.create_task(source.run(), name="probe") if source is not None else None
-        tasks = [asyncio.create_task(self._expire_loop(stop), name="join-expiry")]
+        tasks = [
+            asyncio.create_task(self._expire_loop(stop), name="join-expiry"),
+            asyncio.create_task(self._window_loop(stop), name="window-refresh"),
+        ]
         if self.scrape_targets:
             tasks.append(asyncio.create_task(self._scrape(stop), name="scrape"))
         if self.cfg.gpu.enabled:
@@ -288,8 +298,38 @@ class CollectorService:
     # ------------------------------------------------------------ HTTP
 
     def render_metrics(self) -> bytes:
-        """The Prometheus exposition of everything."""
-        return generate_latest(self._others) + self.metrics.exposition().encode()
+        """The Prometheus exposition of everything, on this thread (the window as last refreshed)."""
+        window = self._window_text
+        if window is None:  # not running (tests, before run()): summarise the window now
+            window = window_exposition(self.window.snapshot(self.clock()), self.clock(), lane_order(self.cfg))
+        return generate_latest(self._others) + window + self.metrics.exposition().encode()
+
+    async def render_metrics_async(self) -> bytes:
+        """`render_metrics` with the part that grows with the series budget on a worker thread."""
+        head = generate_latest(self._others)
+        window = self._window_text
+        if window is None:
+            snap, now = self.window.snapshot(self.clock()), self.clock()
+            window = await asyncio.to_thread(window_exposition, snap, now, lane_order(self.cfg))
+        tail = await asyncio.to_thread(self.metrics.exposition)
+        return head + window + tail.encode()
+
+    async def refresh_window(self) -> None:
+        """Summarise a copy of the window on a worker thread for the next scrapes."""
+        now = self.clock()
+        self._window_version = self.window.version
+        snap = self.window.snapshot(now)
+        self._window_text = await asyncio.to_thread(window_exposition, snap, now, lane_order(self.cfg))
+
+    async def _window_loop(self, stop: asyncio.Event) -> None:
+        idle = 0.0
+        while not stop.is_set():
+            if self.window.version != self._window_version or idle >= WINDOW_IDLE_REFRESH_S:
+                await self.refresh_window()
+                idle = 0.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=WINDOW_REFRESH_S)
+            idle += WINDOW_REFRESH_S
 
     def health(self) -> dict[str, Any]:
         """What /healthz answers: ok, and how the parts stand."""
@@ -308,7 +348,7 @@ class CollectorService:
 
         @app.get("/metrics")
         async def metrics() -> Response:
-            return Response(self.render_metrics(), media_type=CONTENT_TYPE_LATEST)
+            return Response(await self.render_metrics_async(), media_type=CONTENT_TYPE_LATEST)
 
         @app.get("/healthz")
         async def healthz() -> dict[str, Any]:
@@ -328,6 +368,13 @@ class CollectorService:
             app.add_api_route(RECORDS_PATH, ingest, methods=["POST"])
 
         return app
+
+
+def window_exposition(window: Window, now: float, lanes: list[str]) -> bytes:
+    """The window's gauges as Prometheus text; pure over its arguments, so it may run on a thread."""
+    registry = CollectorRegistry()
+    WindowMetrics(registry, window, lambda: now, lambda: lanes)
+    return generate_latest(registry)
 
 
 def shard_targets(cfg: LanewatchConfig) -> list[Target]:
