@@ -69,15 +69,17 @@ __all__ = [
 
 
 class _Histogram:
-    __slots__ = ("counts", "total")
+    __slots__ = ("counts", "total", "version")
 
     def __init__(self, buckets: int) -> None:
         self.counts = [0] * (buckets + 1)  # the last one is +Inf
         self.total = 0.0
+        self.version = 0  # bumped per change: exposition() re-renders only what changed
 
     def observe(self, bounds: Sequence[float], value: float) -> None:
         self.counts[bisect.bisect_left(bounds, value)] += 1  # `le` is inclusive
         self.total += value
+        self.version += 1
 
     def observe_many(self, bounds: Sequence[float], values: Iterable[float]) -> None:
         counts, find, total = self.counts, bisect.bisect_left, 0.0
@@ -85,6 +87,7 @@ class _Histogram:
             counts[find(bounds, value)] += 1
             total += value
         self.total += total
+        self.version += 1
 
     def family_buckets(self, bounds: Sequence[float]) -> list[tuple[str, float]]:
         out, running = [], 0
@@ -110,6 +113,8 @@ class RequestMetrics(Collector):
         self._groups: set[LabelValues] = set()  # window groups admitted (cap_group)
         # (family, labels) -> its exposition line prefixes; as bounded as the series (the budget)
         self._prefixes: dict[tuple[str, LabelValues], Any] = {}
+        self._texts: dict[tuple[str, LabelValues], tuple[int, str]] = {}  # (version, lines) per histogram
+        self._order: dict[str, list[LabelValues]] = {}  # each histogram family's label sets, sorted
         self._hists: dict[str, dict[LabelValues, _Histogram]] = {n: {} for n in HISTOGRAMS}
         self._requests: dict[LabelValues, float] = {}
         self._errors: dict[LabelValues, float] = {}
@@ -225,28 +230,29 @@ class RequestMetrics(Collector):
         yield overflow
 
     def exposition(self) -> str:
-        """The same text as `generate_latest` over this collector alone, with label prefixes cached."""
+        """The same text as `generate_latest` over this collector alone, rendered incrementally.
+
+        A histogram's lines are kept with the version they show and written again only when it
+        changed; the lock is held to copy what changed, not to format it.
+        """
+        texts = self._texts
         with self._lock:
-            hists = {n: [(k, list(h.counts), h.total) for k, h in s.items()] for n, s in self._hists.items()}
+            changed = [
+                (n, k, list(h.counts), h.total, h.version)
+                for n, s in self._hists.items()
+                for k, h in s.items()
+                if texts.get((n, k), _NOT_RENDERED)[0] != h.version
+            ]
+            keys = {n: self._sorted_keys(n, s) for n, s in self._hists.items()}
             counters = (dict(self._requests), dict(self._errors), dict(self._tokens))
             folded = dict(self._budget.folded)
+        for name, labels, counts, total, version in changed:
+            texts[(name, labels)] = (version, self._histogram_text(name, labels, counts, total))
         out: list[str] = []
         cache = self._prefixes
-        for name, (doc, bounds, extra) in HISTOGRAMS.items():
+        for name, (doc, _, _) in HISTOGRAMS.items():
             out.append(exposition.header(name, doc + _otel(name), "histogram"))
-            labelnames = (*names.REQUEST_LABELS, *extra)
-            for labels, counts, total in sorted(hists[name], key=_first):
-                pre = cache.get((name, labels))
-                if pre is None:
-                    pre = cache[(name, labels)] = exposition.histogram_prefixes(
-                        name, labelnames, labels, bounds
-                    )
-                running = 0
-                for prefix, count in zip(pre, counts, strict=False):
-                    running += count
-                    out.append(prefix + exposition.number(running))
-                out.append(pre[-2] + exposition.number(running))
-                out.append(pre[-1] + exposition.number(total))
+            out.extend(texts[(name, labels)][1] for labels in keys[name])
         for (name, doc, extra), series in zip(_COUNTERS, counters, strict=True):
             out.append(exposition.header(name, doc + _otel(name), "counter"))
             labelnames = (*names.REQUEST_LABELS, *extra)
@@ -260,6 +266,27 @@ class RequestMetrics(Collector):
             prefix = exposition.sample_prefix(names.SERIES_OVERFLOW_TOTAL, (names.FAMILY,), (family,))
             out.append(prefix + exposition.number(folded.get(family, 0)))
         return "".join(out)
+
+    def _sorted_keys(self, name: str, series: Mapping[LabelValues, object]) -> list[LabelValues]:
+        """The family's label sets in order; sorted again only when one was added (held: the lock)."""
+        cached = self._order.get(name)
+        if cached is None or len(cached) != len(series):
+            cached = self._order[name] = sorted(series)
+        return cached
+
+    def _histogram_text(self, name: str, labels: LabelValues, counts: list[int], total: float) -> str:
+        pre = self._prefixes.get((name, labels))
+        if pre is None:
+            _, bounds, extra = HISTOGRAMS[name]
+            pre = exposition.histogram_prefixes(name, (*names.REQUEST_LABELS, *extra), labels, bounds)
+            self._prefixes[(name, labels)] = pre
+        lines, running = [], 0
+        for prefix, count in zip(pre, counts, strict=False):
+            running += count
+            lines.append(prefix + exposition.number(running))
+        lines.append(pre[-2] + exposition.number(running))
+        lines.append(pre[-1] + exposition.number(total))
+        return "".join(lines)
 
     def describe(self) -> Iterator[Metric]:
         """The families (without samples), so the registry can refuse a duplicate name."""
@@ -280,8 +307,7 @@ _OVERFLOW_HELP = (
 )
 
 
-def _first(item: tuple[LabelValues, list[int], float]) -> LabelValues:
-    return item[0]
+_NOT_RENDERED = (-1, "")
 
 
 # Every family the budget covers, exported from the start so a rate() sees the first fold.

@@ -235,4 +235,7 @@ def test_exposition_writes_what_generate_latest_writes() -> None:
     text = render(reg)
     assert 'lanewatch_series_overflow_total{family="lanewatch_ttft_seconds"} 0.0' not in text
     assert m.exposition() == text
-    assert m.exposition() == text  # the cached prefixes write the same again
+    assert m.exposition() == text  # the cached lines write the same again
+    m.observe(rec(cls="c3", ttft=0.7, e2e=9.0))  # one series changed, and one new
+    m.observe(rec(cls="late", ttft=0.7, e2e=9.0))
+    assert m.exposition() == render(reg) != text
