@@ -53,7 +53,7 @@ from lanewatch.exporters.prometheus import (
 log = logging.getLogger(__name__)
 
 Sink = Callable[[RequestTiming], None]
-WINDOW_REFRESH_S = 1.0  # the window's quantiles on /metrics are at most this old (while records come)
+WINDOW_REFRESH_S = 1.0  # the window's quantiles on /metrics are this old at most (more for a big window)
 WINDOW_IDLE_REFRESH_S = 5.0  # and at most this old when none come (records still leave the window)
 
 
@@ -322,14 +322,17 @@ class CollectorService:
         self._window_text = await asyncio.to_thread(window_exposition, snap, now, lane_order(self.cfg))
 
     async def _window_loop(self, stop: asyncio.Event) -> None:
-        idle = 0.0
+        idle, pause = 0.0, WINDOW_REFRESH_S
         while not stop.is_set():
             if self.window.version != self._window_version or idle >= WINDOW_IDLE_REFRESH_S:
+                started = time.monotonic()
                 await self.refresh_window()
+                # A big window takes a while to summarise: keep that under a tenth of a core.
+                pause = max(WINDOW_REFRESH_S, 10 * (time.monotonic() - started))
                 idle = 0.0
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=WINDOW_REFRESH_S)
-            idle += WINDOW_REFRESH_S
+                await asyncio.wait_for(stop.wait(), timeout=pause)
+            idle += pause
 
     def health(self) -> dict[str, Any]:
         """What /healthz answers: ok, and how the parts stand."""
