@@ -171,6 +171,11 @@ class LaneConfig(Section):
     cacert: Path | None = None
     insecure: bool = False  # skip TLS verification (-k)
     api_key_file: Path | None = None  # sent upstream as the bearer token; never logged
+    # The model names this lane's upstreams serve; the first is what a request for another model
+    # is rewritten to when it is served here (a degrade shift, a routing rule). Empty: not declared,
+    # requests pass with the model they name.
+    models: list[str] = Field(default_factory=list)
+    model_map: dict[str, str] = Field(default_factory=dict)  # requested model -> one of `models`
 
     @field_validator("upstreams")
     @classmethod
@@ -179,6 +184,29 @@ class LaneConfig(Section):
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"{url!r} must start with http:// or https://")
         return [u.rstrip("/") for u in value]
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, value: list[str]) -> list[str]:
+        if any(not name.strip() for name in value):
+            raise ValueError("model names must not be empty")
+        dupes = sorted({n for n in value if value.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate model names {dupes}")
+        return value
+
+    @model_validator(mode="after")
+    def _map_targets_served(self) -> LaneConfig:
+        if self.model_map and not self.models:
+            raise ValueError("model_map needs models: the names this lane serves")
+        for requested, served in self.model_map.items():
+            if not requested.strip():
+                raise ValueError("model_map: a requested model name must not be empty")
+            if requested in self.models:
+                raise ValueError(f"model_map: {requested!r} is served by this lane itself; drop the entry")
+            if served not in self.models:
+                raise ValueError(f"model_map: {requested!r} -> {served!r}, not one of models {self.models}")
+        return self
 
 
 class RegexRoute(Section):

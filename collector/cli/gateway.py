@@ -32,6 +32,12 @@ def gateway(
     upstream: list[str] = typer.Option(
         [], "--upstream", help="LANE=URL; repeat for more lanes, or for more servers in one lane's pool."
     ),
+    model: list[str] = typer.Option(
+        [],
+        "--model",
+        help="LANE=NAME: a model the lane serves (repeat for more; the first is what requests shifted "
+        "there are rewritten to). Replaces that lane's gateway.lanes.<lane>.models.",
+    ),
     lane_order: str | None = typer.Option(
         None, "--lane-order", help="Lanes fastest first, comma separated (default: as first named)."
     ),
@@ -75,6 +81,7 @@ def gateway(
             host,
             port,
             upstream,
+            model,
             lane_order,
             default_lane,
             admin_token_file,
@@ -111,6 +118,7 @@ def _gateway_config(
     host: str | None,
     port: int | None,
     upstream: list[str],
+    models: list[str],
     lane_order: str | None,
     default_lane: str | None,
     admin_token_file: Path | None,
@@ -125,6 +133,8 @@ def _gateway_config(
         data["lane_order"] = []
     elif cacert or insecure:
         data["lanes"] = {k: {**v, "cacert": cacert, "insecure": insecure} for k, v in data["lanes"].items()}
+    for lane, names in _models_from_flags(models, set(data["lanes"])).items():
+        data["lanes"][lane] = {**data["lanes"][lane], "models": names, "model_map": {}}
     if lane_order:
         data["lane_order"] = [s.strip() for s in lane_order.split(",") if s.strip()]
     server = dict(data["server"])
@@ -156,6 +166,19 @@ def _lanes_from_flags(flags: list[str], cacert: Path | None, insecure: bool) -> 
         lane: LaneConfig(upstreams=urls, cacert=cacert, insecure=insecure).model_dump()
         for lane, urls in lanes.items()
     }
+
+
+def _models_from_flags(flags: list[str], lanes: set[str]) -> dict[str, list[str]]:
+    """`--model LANE=NAME` flags -> each named lane's models, in the order given."""
+    out: dict[str, list[str]] = {}
+    for flag in flags:
+        lane, sep, name = (part.strip() for part in flag.partition("="))
+        if not sep or not lane or not name:
+            raise ValueError(f"--model {flag!r}: expected LANE=NAME, e.g. fast=Qwen/Qwen2.5-0.5B-Instruct")
+        if lane not in lanes:
+            raise ValueError(f"--model {flag!r}: no lane {lane!r}; lanes: {', '.join(sorted(lanes))}")
+        out.setdefault(lane, []).append(name)
+    return out
 
 
 def _serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:

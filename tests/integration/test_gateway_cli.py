@@ -81,6 +81,8 @@ def test_gateway_process_serves_metrics_records_and_admin(tmp_path: Path) -> Non
         ([], "no lanes"),
         (["--upstream", "fast=http://a:1", "--lane-order", "fast,slow"], "gateway: unknown lanes ['slow']"),
         (["--upstream", "fast=http://a:1", "--default-lane", "slow"], "gateway: unknown lanes ['slow']"),
+        (["--upstream", "fast=http://a:1", "--model", "small"], "expected LANE=NAME"),
+        (["--upstream", "fast=http://a:1", "--model", "mid=small"], "no lane 'mid'; lanes: fast"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_problem(args: list[str], message: str) -> None:
@@ -104,3 +106,18 @@ def test_environment_overrides_apply_without_a_config_file() -> None:
     cmd = [str(Path(sys.executable).parent / "lanewatch"), "gateway", "--upstream", "fast=http://127.0.0.1:9"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "gateway: unknown lanes ['batchlane']" in done.stderr
+
+
+def test_model_flags_declare_lane_models(tmp_path: Path) -> None:
+    with (
+        start_test_upstream(tmp_path, first_ms=1.0, gap_ms=1.0) as up,
+        start_gateway(
+            tmp_path, [f"fast={up}", f"slow={up}"], "--model", "fast=small", "--model", "slow=big"
+        ) as gw,
+    ):
+        url = f"{gw.url}/v1/chat/completions"
+        shifted = httpx.post(url, json=chat_body(model="big"), headers={"x-lanewatch-lane": "fast"})
+        unknown = httpx.post(url, json=chat_body(model="gpt-4o"))
+    assert shifted.status_code == 200 and shifted.headers["x-lanewatch-model"] == "big -> small"
+    assert unknown.status_code == 404
+    assert "Lanes serve fast: small; slow: big." in unknown.json()["error"]["message"]
