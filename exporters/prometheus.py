@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from lanewatch.collector.timing import RequestTiming, breakdown
-from lanewatch.collector.window import METRICS, QUANTILES, Window, convergence_ratio
+from lanewatch.collector.record.timing import RequestTiming, breakdown
+from lanewatch.collector.record.window import METRICS, QUANTILES, Window, convergence_ratio
 from lanewatch.exporters import exposition, names
 from lanewatch.exporters.series_budget import LabelCap, SeriesBudget, fold, is_overflow
 
 if TYPE_CHECKING:
-    from lanewatch.collector.gpu import GpuSample
-    from lanewatch.collector.join import JoinStats  # noqa: F401  (named in a string base below)
-    from lanewatch.collector.scrape import ServerStats
+    from lanewatch.collector.collect.gpu import GpuSample
+    from lanewatch.collector.collect.scrape import ServerStats
+    from lanewatch.collector.record.join import JoinStats  # noqa: F401  (named in a string base below)
 
 LabelValues = tuple[str, ...]
 

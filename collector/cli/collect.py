@@ -42,9 +42,9 @@ def collect(
     import logging
     import signal
 
+    from lanewatch.collector.collect.service import CollectorService, serve
     from lanewatch.collector.config import ConfigError, load_config
-    from lanewatch.collector.service import CollectorService, serve
-    from lanewatch.collector.suites import parse_shard
+    from lanewatch.collector.probe.suites import parse_shard
 
     logging.basicConfig(
         level=log_level.value.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 from pydantic import ValidationError
 
+from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import ConfigError, ExportConfig, GatewayConfig, LaneConfig, load_config
-from lanewatch.collector.secretfile import read_secret_or_none
 
 from .app import app
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from lanewatch.collector.gateway import Gateway, RecordSink
     from lanewatch.collector.gateway.shipper import RecordShipper
-    from lanewatch.collector.timing import RequestTiming
+    from lanewatch.collector.record.timing import RequestTiming
 
 
 @app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
@@ -289,7 +289,7 @@ def _fan_out(sinks: list[RecordSink]) -> RecordSink:
 
 
 def _jsonl_sink(path: Path) -> RecordSink:
-    from lanewatch.collector.recordfile import record_line
+    from lanewatch.collector.record.files import record_line
 
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a", encoding="utf-8", buffering=1)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from lanewatch.collector.config import RequestClass, Target, Timeouts
-    from lanewatch.collector.timing import RequestTiming
+    from lanewatch.collector.record.timing import RequestTiming
 
 # Rows of the summary table: (label, how to read it off a record).
 ROWS: tuple[str, ...] = ("dns", "connect", "tls", "send", "ttfb", "ttft", "itl", "tpot", "e2e")
@@ -182,7 +182,7 @@ class ListenError(Exception):
 
 
 def _listen_address(value: str | None) -> tuple[str, int] | None:
-    from lanewatch.collector.otlp_http import parse_listen
+    from lanewatch.collector.collect.otlp_http import parse_listen
 
     if value is None:
         return None
@@ -211,7 +211,7 @@ async def _run(
     listen: tuple[str, int] | None = None,
     join_wait_s: float = 6.0,
 ) -> list[RequestTiming]:
-    from lanewatch.collector.probe import Prober, spec_for
+    from lanewatch.collector.probe.prober import Prober, spec_for
     from lanewatch.exporters import otlp
 
     records: list[RequestTiming] = []
@@ -224,8 +224,8 @@ async def _run(
 
     join, receiver = None, None
     if listen is not None:
-        from lanewatch.collector.otlp_http import SpanReceiver, endpoint_url
-        from lanewatch.collector.probe_join import LoopJoin, OrderedJoin
+        from lanewatch.collector.collect.otlp_http import SpanReceiver, endpoint_url
+        from lanewatch.collector.probe.join import LoopJoin, OrderedJoin
 
         join = LoopJoin(OrderedJoin(join_wait_s), emit)
         receiver = SpanReceiver(*listen, join.spans_from_thread)
@@ -281,7 +281,7 @@ def summary_table(
     """p50/p95/p99 of every phase (ms) over the ok requests; queue/prefill/decode when asked or joined."""
     from rich.table import Table
 
-    from lanewatch.collector.window import record_value, summarize
+    from lanewatch.collector.record.window import record_value, summarize
 
     ok = [r for r in records if r.ok]
     title = f"{target.url} · {target.model} · {class_name} · {connection}"

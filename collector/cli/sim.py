@@ -119,7 +119,7 @@ def _check_tls(tls: bool, cert_out: Path | None, cert: Path | None, key: Path | 
 
 
 def _read_token(path: Path) -> str:
-    from lanewatch.collector.secretfile import read_secret
+    from lanewatch.collector.common.secrets import read_secret
 
     try:
         return read_secret(path, "admin token file")

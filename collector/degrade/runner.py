@@ -12,7 +12,7 @@ from pathlib import Path
 import uvicorn
 from prometheus_client import CollectorRegistry
 
-from lanewatch.collector import secretfile
+from lanewatch.collector.common import secrets
 from lanewatch.collector.config import DegradeConfig
 
 from .adapters import Adapter, AdapterError, DryRunAdapter, GatewayAdapter, Retry, WebhookAdapter
@@ -34,7 +34,7 @@ class SetupError(Exception):
 def read_secret(path: Path, what: str) -> str:
     """A token or key from a file; SetupError says what is wrong with it (never the secret)."""
     try:
-        return secretfile.read_secret(path, what)
+        return secrets.read_secret(path, what)
     except ValueError as exc:
         raise SetupError(str(exc)) from None
 

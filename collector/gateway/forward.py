@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from time import perf_counter
 
-from lanewatch.collector.timing import ErrorKind, error_kind_for_status
+from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from .content_tap import ContentTap
 from .core import Gateway

@@ -18,7 +18,7 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from lanewatch.collector.content import (
+from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
     Message,
@@ -27,8 +27,8 @@ from lanewatch.collector.content import (
     prompt_text,
     request_messages,
 )
-from lanewatch.collector.record_rules import MAX_ATTR_CHARS, MAX_LABEL_CHARS, RecordError, clean_text
-from lanewatch.collector.timing import Api, RequestTiming
+from lanewatch.collector.record.rules import MAX_ATTR_CHARS, MAX_LABEL_CHARS, RecordError, clean_text
+from lanewatch.collector.record.timing import Api, RequestTiming
 
 from .content_tap import ContentTap
 from .core import Gateway

@@ -20,10 +20,10 @@ import httpx
 import pytest
 from rich.console import Console
 
+from lanewatch.collector.collect.gpu import load_nvml
 from lanewatch.collector.demo import KINDS, DemoResult, Options, Plan, Stack, run_demo
 from lanewatch.collector.demo.configs import MODELS
 from lanewatch.collector.demo.events import Event, story_complete
-from lanewatch.collector.gpu import load_nvml
 from tests.conftest import require_binary
 from tests.e2e.panels import Panel, dashboard_panels
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lanewatch.collector.record_rules import MAX_LABEL_CHARS
-from lanewatch.collector.recordfile import read_records
+from lanewatch.collector.record.files import read_records
+from lanewatch.collector.record.rules import MAX_LABEL_CHARS
 from lanewatch.exporters import names
 from tests.servers import SimHandle, free_port, lanewatch_command
 

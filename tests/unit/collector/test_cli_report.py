@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
-from lanewatch.collector.recordfile import record_line
+from lanewatch.collector.record.files import record_line
 from tests.unit.exporters.sample_records import EVENTS, sample_records
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import ExportConfig, GatewayConfig, LanewatchConfig
-from lanewatch.collector.service import CollectorService
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names
 from lanewatch.exporters.series_budget import SeriesBudget, fold
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lanewatch.collector.config import load_config, load_yaml_model
+from lanewatch.collector.common.yamlfile import load_yaml_model
+from lanewatch.collector.config import load_config
 from lanewatch.collector.degrade.policy import PolicySpec, load_policy
 from lanewatch.collector.demo.configs import (
     DEMO_RULES,
