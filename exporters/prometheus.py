@@ -1,11 +1,12 @@
 """Prometheus exposition of lanewatch's state: custom Collectors over an injected registry.
 
 `RequestMetrics` (request_metrics.py, re-exported here) turns records into histograms and
-counters (the request metrics every alert and dashboard reads); `WindowMetrics`, `ServerMetrics`, `GpuMetrics` and
-`JoinMetrics` render gauges from the window, the scrape windows, NVML samples and the
-OTLP join. Nothing is module-level state: each Collector registers on the registry it is
-given, renders from its own state in `collect()`, and so tests compare exact text.
-Every name comes from names.py and is documented in README.md ("Metrics").
+counters (the request metrics every alert and dashboard reads); `WindowMetrics`,
+`ServerMetrics`, `GpuMetrics` and `JoinMetrics` render gauges from the window, the scrape
+windows, NVML samples and the OTLP join. Nothing is module-level state: each Collector
+registers on the registry it is given, renders from its own state in `collect()`, and so
+tests compare exact text. Every name comes from names.py and is documented in README.md
+("Metrics") or docs/.
 """
 
 from __future__ import annotations
