@@ -173,6 +173,7 @@ class ExportResult:
     body: bytes
     spans: list[ServerSpan] = field(default_factory=list)
     rejected: int = 0  # spans left out (bad times, past the per-request bound)
+    reason: str = ""  # why the first of them was
 
 
 def span_problem(span: ServerSpan) -> str | None:
@@ -225,8 +226,8 @@ def handle_export(
     if rejected:
         answer.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=rejected, error_message=why))
     if as_json:
-        return ExportResult(200, JSON, json.dumps(MessageToDict(answer)).encode(), spans, rejected)
-    return ExportResult(200, PROTOBUF, answer.SerializeToString(), spans, rejected)
+        return ExportResult(200, JSON, json.dumps(MessageToDict(answer)).encode(), spans, rejected, why)
+    return ExportResult(200, PROTOBUF, answer.SerializeToString(), spans, rejected, why)
 
 
 def too_large(content_type: str | None, limit: int) -> ExportResult:

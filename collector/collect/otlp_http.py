@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import threading
 import time
@@ -25,6 +26,7 @@ from lanewatch.collector.common.bodies import read_limited
 if TYPE_CHECKING:
     import uvicorn
 
+log = logging.getLogger(__name__)
 TRACES_PATH = "/v1/traces"
 MAX_BODY_BYTES = 8 * 1024 * 1024  # as the collector's otlp.max_body_bytes default
 MAX_SPANS_PER_REQUEST = 2048  # as the collector's otlp.max_spans_per_request default
@@ -60,6 +62,8 @@ def traces_endpoint(
         else:
             encoding = request.headers.get("content-encoding")
             result = handle_export(body, ctype, encoding, max_body_bytes, max_spans)
+            if result.rejected:
+                log.warning("rejected %d llm_request spans (%s)", result.rejected, result.reason)
             receive(result.spans)
         return Response(result.body, status_code=result.status, media_type=result.media_type)
 
