@@ -154,6 +154,10 @@ class ExportConfig(Section):
     max_series: int = Field(default=10_000, ge=100)
     max_series_per_family: int = Field(default=4_000, ge=100)
     window_s: float = Field(default=300.0, gt=0)  # rolling window for quantiles and fits
+    # Goodput (lanewatch_goodput_requests_total): each request judged against the latency SLOs of
+    # this SLO spec (default: the bundled alerts/slos.yaml, whose rules read the counter).
+    goodput: bool = True
+    slo_spec: Path | None = None
 
 
 class ServerConfig(Section):
@@ -161,6 +165,9 @@ class ServerConfig(Section):
 
     host: str = "127.0.0.1"
     port: int = Field(default=9464, ge=0, le=65535)
+    max_connections: int = Field(default=256, ge=1)  # requests past it are answered 503
+    keep_alive_s: int = Field(default=5, ge=1)  # an idle kept-alive connection is closed after this
+    head_timeout_s: float = Field(default=10.0, gt=0)  # a request head must be complete within this
 
 
 LANE_NAME = r"^[A-Za-z0-9_.-]{1,32}$"

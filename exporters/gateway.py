@@ -64,7 +64,7 @@ class GatewayCollector(Collector):
         )
         yield _counter(
             names.GATEWAY_SHED_TOTAL,
-            "Requests refused with 429 because their lane sheds their class.",
+            "Requests refused with 429 because their lane sheds their class, by the lane routed to.",
             (names.LANE, names.REQUEST_CLASS),
             v.shed,
         )

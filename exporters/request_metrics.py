@@ -17,6 +17,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from lanewatch.collector.record.goodput import Goodput, outcome, routed_lane
 from lanewatch.collector.record.timing import RequestTiming, breakdown
 from lanewatch.collector.record.window import METRICS, QUANTILES
 from lanewatch.exporters import exposition, names
@@ -91,11 +92,14 @@ class RequestMetrics(Collector):
         self,
         registry: CollectorRegistry | None,
         max_label_values: int = 200,
+        goodput: Goodput | None = None,
         max_series: int = 10_000,
         max_series_per_family: int = 4_000,
     ) -> None:
         self._lock = threading.Lock()
         self._cap = LabelCap(max_label_values)
+        self._goodput = goodput  # None: no goodput counter
+        self._judged: dict[LabelValues, float] = {}
         self._budget = SeriesBudget(max_series, max_series_per_family)
         self._groups: set[LabelValues] = set()  # window groups admitted (cap_group)
         # (family, labels) -> its exposition line prefixes; as bounded as the series (the budget)
@@ -106,6 +110,18 @@ class RequestMetrics(Collector):
         self._requests: dict[LabelValues, float] = {}
         self._errors: dict[LabelValues, float] = {}
         self._tokens: dict[LabelValues, float] = {}
+        # The counter families in exposition order: (name, help, extra labels, series).
+        self._counters: list[tuple[str, str, tuple[str, ...], dict[LabelValues, float]]] = [
+            (name, doc, extra, series)
+            for (name, doc, extra), series in zip(
+                _COUNTERS, (self._requests, self._errors, self._tokens), strict=True
+            )
+        ]
+        if goodput is not None:
+            self._counters.append(
+                (names.GOODPUT_REQUESTS_TOTAL, _GOODPUT_HELP, (names.OUTCOME,), self._judged)
+            )
+        self._budgeted = (*_BUDGETED, *((names.GOODPUT_REQUESTS_TOTAL,) if goodput is not None else ()))
         if registry is not None:
             registry.register(self)
 
@@ -150,6 +166,18 @@ class RequestMetrics(Collector):
                 self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "output"), record.output_tokens)
             if record.ok:
                 self._observe_latencies(record, labels)
+            if self._goodput is not None:
+                self._judge(record, labels, self._goodput)
+
+    def _judge(self, record: RequestTiming, labels: LabelValues, goodput: Goodput) -> None:
+        result = outcome(goodput, record)
+        if result is None:
+            return
+        lane = self._cap.value(names.LANE, routed_lane(record))
+        routed = tuple(
+            lane if label == names.LANE else v for label, v in zip(names.REQUEST_LABELS, labels, strict=True)
+        )
+        self._inc(names.GOODPUT_REQUESTS_TOTAL, self._judged, (*routed, result))
 
     def _observe_latencies(self, r: RequestTiming, labels: LabelValues) -> None:
         single = {
@@ -202,17 +230,17 @@ class RequestMetrics(Collector):
                 n: {k: (h.family_buckets(HISTOGRAMS[n][1]), h.total) for k, h in s.items()}
                 for n, s in self._hists.items()
             }
-            requests, errors, tokens = dict(self._requests), dict(self._errors), dict(self._tokens)
+            counters = [(name, doc, extra, dict(series)) for name, doc, extra, series in self._counters]
             folded = dict(self._budget.folded)
         for name, (doc, _, extra) in HISTOGRAMS.items():
             fam = HistogramMetricFamily(name, doc + _otel(name), labels=[*names.REQUEST_LABELS, *extra])
             for labels, (buckets, total) in sorted(hists[name].items()):
                 fam.add_metric(list(labels), buckets, total)
             yield fam
-        for (name, doc, extra), series in zip(_COUNTERS, (requests, errors, tokens), strict=True):
+        for name, doc, extra, series in counters:
             yield _counter(name, doc, extra, series)
         overflow = CounterMetricFamily(names.SERIES_OVERFLOW_TOTAL, _OVERFLOW_HELP, labels=[names.FAMILY])
-        for family in _BUDGETED:
+        for family in self._budgeted:
             overflow.add_metric([family], folded.get(family, 0))
         yield overflow
 
@@ -231,7 +259,7 @@ class RequestMetrics(Collector):
                 if texts.get((n, k), _NOT_RENDERED)[0] != h.version
             ]
             keys = {n: self._sorted_keys(n, s) for n, s in self._hists.items()}
-            counters = (dict(self._requests), dict(self._errors), dict(self._tokens))
+            counters = [(name, doc, extra, dict(series)) for name, doc, extra, series in self._counters]
             folded = dict(self._budget.folded)
         for name, labels, counts, total, version in changed:
             texts[(name, labels)] = (version, self._histogram_text(name, labels, counts, total))
@@ -240,7 +268,7 @@ class RequestMetrics(Collector):
         for name, (doc, _, _) in HISTOGRAMS.items():
             out.append(exposition.header(name, doc + _otel(name), "histogram"))
             out.extend(texts[(name, labels)][1] for labels in keys[name])
-        for (name, doc, extra), series in zip(_COUNTERS, counters, strict=True):
+        for name, doc, extra, series in counters:
             out.append(exposition.header(name, doc + _otel(name), "counter"))
             labelnames = (*names.REQUEST_LABELS, *extra)
             for labels, value in sorted(series.items()):
@@ -249,7 +277,7 @@ class RequestMetrics(Collector):
                     prefix = cache[(name, labels)] = exposition.sample_prefix(name, labelnames, labels)
                 out.append(prefix + exposition.number(value))
         out.append(exposition.header(names.SERIES_OVERFLOW_TOTAL, _OVERFLOW_HELP, "counter"))
-        for family in _BUDGETED:
+        for family in self._budgeted:
             prefix = exposition.sample_prefix(names.SERIES_OVERFLOW_TOTAL, (names.FAMILY,), (family,))
             out.append(prefix + exposition.number(folded.get(family, 0)))
         return "".join(out)
@@ -281,6 +309,8 @@ class RequestMetrics(Collector):
             yield HistogramMetricFamily(name, doc, labels=[*names.REQUEST_LABELS, *extra])
         for name in (names.REQUESTS_TOTAL, names.REQUEST_ERRORS_TOTAL, names.TOKENS_TOTAL):
             yield CounterMetricFamily(name, "")
+        if self._goodput is not None:
+            yield CounterMetricFamily(names.GOODPUT_REQUESTS_TOTAL, "")
         yield CounterMetricFamily(names.SERIES_OVERFLOW_TOTAL, "")
 
 
@@ -288,6 +318,10 @@ _COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (names.REQUESTS_TOTAL, "Finished requests, successful or not.", ()),
     (names.REQUEST_ERRORS_TOTAL, "Failed requests by error kind.", (names.ERROR_KIND,)),
     (names.TOKENS_TOTAL, "Tokens by type (input = prompt, output = generated).", (names.TOKEN_TYPE,)),
+)
+_GOODPUT_HELP = (
+    "Requests by whether they met every latency SLO of the lane they were routed to (met), "
+    "missed one (missed) or failed (failed); lane is the routed lane."
 )
 _OVERFLOW_HELP = (
     "Observations folded into the __overflow__ label value: the family's series budget was spent."

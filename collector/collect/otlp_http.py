@@ -109,6 +109,8 @@ class SpanReceiver:
         """Bind (OSError when the address is taken), serve on a thread; returns the bound port."""
         import uvicorn
 
+        from lanewatch.collector.common.uvicorn_limits import ServeLimits, uvicorn_config
+
         app = FastAPI(title="lanewatch probe span receiver", docs_url=None, redoc_url=None, openapi_url=None)
         app.add_api_route(
             TRACES_PATH, traces_endpoint(self._max_body_bytes, self._on_spans), methods=["POST"]
@@ -117,7 +119,7 @@ class SpanReceiver:
         # Listening from here on: senders queue in the backlog even before the thread's loop accepts.
         self._sock = socket.create_server((self.host, self._requested_port), family=family, backlog=128)
         self.port = self._sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn_config(app, ServeLimits(), log_level="warning", lifespan="off", access_log=False)
         server = uvicorn.Server(config)
         self._server = server
         sock = self._sock

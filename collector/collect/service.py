@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
 from lanewatch.collector.collect.gpu import GpuSample, GpuSampler, load_nvml
 from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_http import TRACES_PATH, traces_endpoint
@@ -37,7 +38,9 @@ from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, Ser
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.probe.spans import TRACER_NAME
-from lanewatch.collector.record.files import record_line
+from lanewatch.collector.record.files import open_for_append, record_line
+from lanewatch.collector.record.goodput import Goodput
+from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 from lanewatch.collector.record.join import Joiner, JoinStats
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.collector.record.window import Window
@@ -81,9 +84,8 @@ class RecordsWriter:
     """Appends records to a JSONL file, one `RequestTiming.to_json()` per line, flushed per line."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._file: IO[str] = open_for_append(path)
 
     def write(self, record: RequestTiming) -> None:
         """Append one record."""
@@ -93,6 +95,16 @@ class RecordsWriter:
     def close(self) -> None:
         """Close the file."""
         self._file.close()
+
+
+def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
+    """The goodput judge from an SLO spec (the bundled default without a path); None when off.
+
+    A spec that does not load raises SpecError, naming each bad field and line.
+    """
+    if not enabled:
+        return None
+    return goodput_from_spec(load_spec(spec_path or DEFAULT_SPEC))
 
 
 def lane_order(cfg: LanewatchConfig) -> list[str]:
@@ -121,7 +133,11 @@ class CollectorService:
         self.window = Window(cfg.export.window_s)
         ex = cfg.export
         self.metrics = RequestMetrics(
-            self.registry, ex.max_label_values, ex.max_series, ex.max_series_per_family
+            self.registry,
+            ex.max_label_values,
+            load_goodput(ex.goodput, ex.slo_spec),
+            max_series=ex.max_series,
+            max_series_per_family=ex.max_series_per_family,
         )
         # /metrics renders three parts (render_metrics): these, which read the loop's live state
         # and are small; the window's, from a copy; the request metrics' own exposition.
@@ -396,7 +412,10 @@ async def serve(
     """Serve the HTTP app and run the service until `stop`; `on_listening` gets the bound port."""
     import uvicorn
 
-    config = uvicorn.Config(service.app(), host=host, port=port, log_level="warning", lifespan="off")
+    from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
+
+    limits = limits_of(service.cfg.server)
+    config = uvicorn_config(service.app(), limits, host=host, port=port, log_level="warning", lifespan="off")
     sock = listen_socket(host, port)  # bound before anything runs: a taken port fails here, clearly
     on_listening(sock.getsockname()[1])
     server = uvicorn.Server(config)

@@ -13,6 +13,7 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from lanewatch.collector.common import secrets
+from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
 from lanewatch.collector.config import DegradeConfig
 
 from .adapters import Adapter, AdapterError, DryRunAdapter, GatewayAdapter, Retry, WebhookAdapter
@@ -134,7 +135,14 @@ async def serve(cfg: DegradeConfig) -> None:
     service = DegradeService(policy, store, adapters, metrics)
     service.resume()
     app = create_app(service, metrics, token, cfg.max_body_bytes)
-    config = uvicorn.Config(app, host=cfg.server.host, port=cfg.server.port, log_level="info", lifespan="off")
+    config = uvicorn_config(
+        app,
+        limits_of(cfg.server),
+        host=cfg.server.host,
+        port=cfg.server.port,
+        log_level="info",
+        lifespan="off",
+    )
     server = _Server(config)
     stop = asyncio.Event()
     driver = asyncio.create_task(service.run(stop, cfg.tick_s, cfg.reconcile_interval_s))

@@ -197,7 +197,7 @@ def _ask_usage(body: dict[str, Any]) -> bool:
 
 def _shed(gw: Gateway, decision: Decision, cls: str) -> Response:
     lane = decision.served_lane
-    gw.stats.shed[(lane, cls)] += 1
+    gw.stats.shed[(decision.routed_lane, cls)] += 1  # against the lane promised (goodput counts it so)
     _count(gw, decision.routed_lane, lane, decision.actions)
     return error_response(
         429,

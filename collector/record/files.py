@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -95,6 +97,17 @@ def read_records(path: Path, *, skip_bad: bool = False) -> RecordsRead:
     """Read a records.jsonl file (see parse_record_lines)."""
     with path.open("rb") as f:  # bytes: a line that is not UTF-8 gets its number too
         return parse_record_lines(f, skip_bad=skip_bad)
+
+
+def open_for_append(path: Path) -> IO[str]:
+    """A records file opened to append lines (line-buffered), its folder made as needed.
+
+    A new file is created owner-only (0600): records can carry prompt and response text when
+    record_content is on. An existing file keeps the mode its owner gave it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
 
 
 def record_line(record: RequestTiming) -> str:

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lanewatch.collector.collect.gpu import GpuSample
 from lanewatch.collector.collect.scrape import ServerStats
+from lanewatch.collector.record.goodput import Bound, Goodput
 from lanewatch.collector.record.join import JoinStats
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 from lanewatch.collector.record.window import Window, quantile
@@ -239,3 +240,37 @@ def test_exposition_writes_what_generate_latest_writes() -> None:
     m.observe(rec(cls="c3", ttft=0.7, e2e=9.0))  # one series changed, and one new
     m.observe(rec(cls="late", ttft=0.7, e2e=9.0))
     assert m.exposition() == render(reg) != text
+
+
+def test_goodput_counts_each_request_by_outcome_against_the_lane_it_was_routed_to() -> None:
+    goodput = Goodput(
+        bounds={"fast": (Bound("ttft", 0.5),), "slow": (Bound("ttft", 2.0), Bound("e2e", 30.0))},
+        excluded_errors={"slow": frozenset({"client_disconnect"})},
+    )
+    registry = CollectorRegistry()
+    metrics = RequestMetrics(registry, goodput=goodput)
+    shifted = dataclasses.replace(rec(lane="fast", ttft=1.0), attrs={"routed_lane": "slow"})
+    for r in (
+        rec(lane="fast", ttft=0.4),
+        rec(lane="fast", ttft=0.6),  # over the fast lane's 0.5 s
+        shifted,  # served fast in 1 s, judged by the slow lane's 2 s: met, counted for slow
+        rec(lane="slow", error=ErrorKind.HTTP_5XX),
+        rec(lane="slow", error=ErrorKind.CLIENT_DISCONNECT),  # excluded: not counted
+    ):
+        metrics.observe(r)
+    text = render(registry)
+    assert metrics.exposition() == text  # the gateway's and collector's /metrics write it so
+    name = names.GOODPUT_REQUESTS_TOTAL
+    assert value(text, name, lane="fast", outcome="met") == 1
+    assert value(text, name, lane="fast", outcome="missed") == 1
+    assert value(text, name, lane="slow", outcome="met") == 1
+    assert value(text, name, lane="slow", outcome="failed") == 1
+    assert sum(v for (n, _), v in samples(text).items() if n == name) == 4
+    # without a goodput judge there is no such family
+    assert names.GOODPUT_REQUESTS_TOTAL not in render_plain()
+
+
+def render_plain() -> str:
+    registry = CollectorRegistry()
+    RequestMetrics(registry).observe(rec())
+    return render(registry)

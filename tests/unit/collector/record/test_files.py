@@ -86,3 +86,33 @@ def test_read_records_names_a_line_that_is_not_utf8(tmp_path: Path) -> None:
     with pytest.raises(RecordFileError, match=r"^line 2: not UTF-8 text$"):
         read_records(path)
     assert read_records(path, skip_bad=True).records == (GOOD,)
+
+
+def test_records_files_are_created_owner_only_and_appended_to(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from lanewatch.collector.cli.gateway import _jsonl_sink
+    from lanewatch.collector.collect.service import RecordsWriter
+    from lanewatch.collector.record.files import open_for_append
+
+    old = os.umask(0o022)  # the usual umask would leave them world-readable
+    try:
+        record = GOOD
+        writer = RecordsWriter(tmp_path / "collector" / "records.jsonl")
+        writer.write(record)
+        writer.close()
+        _jsonl_sink(tmp_path / "gateway" / "records.jsonl")(record)
+        with open_for_append(tmp_path / "collector" / "records.jsonl") as again:
+            again.write(record_line(record))
+        for who in ("collector", "gateway"):
+            path = tmp_path / who / "records.jsonl"
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, who
+        assert len(read_records(tmp_path / "collector" / "records.jsonl").records) == 2
+        shared = tmp_path / "shared.jsonl"
+        shared.write_text("")
+        shared.chmod(0o640)  # an operator's choice for an existing file is kept
+        open_for_append(shared).close()
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
