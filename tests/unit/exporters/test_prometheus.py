@@ -208,7 +208,9 @@ def test_join_metrics() -> None:
 
 
 def test_readme_documents_every_exported_metric() -> None:
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    root = Path(__file__).parents[3]
+    # README.md, or a page of docs/ (where the README's sections move)
+    readme = "\n".join(p.read_text() for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))])
     reg = CollectorRegistry()
     RequestMetrics(reg).observe(rec(server=True))
     window = Window()
@@ -221,7 +223,23 @@ def test_readme_documents_every_exported_metric() -> None:
     families = {fam.name for fam in text_string_to_metric_families(render(reg))}
     assert len(families) > 30
     missing = sorted(f for f in families if f"`{f}`" not in readme and f"`{f}_total`" not in readme)
-    assert not missing, f"README.md does not document {missing}"
+    assert not missing, f"neither README.md nor docs/ documents {missing}"
+
+
+def test_exposition_writes_what_generate_latest_writes() -> None:
+    reg = CollectorRegistry()
+    m = RequestMetrics(reg, max_label_values=10, max_series=400, max_series_per_family=200)
+    for i in range(30):  # past the budget: overflow series and counts are in both
+        m.observe(rec(cls=f"c{i}", ttft=0.01 * i, e2e=0.5 + i))
+    m.observe(rec(error=ErrorKind.HTTP_5XX, ttft=None, e2e=None, out=0))  # type: ignore[arg-type]
+    m.observe(dataclasses.replace(rec(), model='we"ird\\name\nx'))
+    text = render(reg)
+    assert 'lanewatch_series_overflow_total{family="lanewatch_ttft_seconds"} 0.0' not in text
+    assert m.exposition() == text
+    assert m.exposition() == text  # the cached lines write the same again
+    m.observe(rec(cls="c3", ttft=0.7, e2e=9.0))  # one series changed, and one new
+    m.observe(rec(cls="late", ttft=0.7, e2e=9.0))
+    assert m.exposition() == render(reg) != text
 
 
 def test_goodput_counts_each_request_by_outcome_against_the_lane_it_was_routed_to() -> None:
@@ -241,6 +259,7 @@ def test_goodput_counts_each_request_by_outcome_against_the_lane_it_was_routed_t
     ):
         metrics.observe(r)
     text = render(registry)
+    assert metrics.exposition() == text  # the gateway's and collector's /metrics write it so
     name = names.GOODPUT_REQUESTS_TOTAL
     assert value(text, name, lane="fast", outcome="met") == 1
     assert value(text, name, lane="fast", outcome="missed") == 1
