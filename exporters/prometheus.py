@@ -5,7 +5,7 @@ alert and dashboard reads); `WindowMetrics`, `ServerMetrics`, `GpuMetrics` and
 `JoinMetrics` render gauges from the window, the scrape windows, NVML samples and the
 OTLP join. Nothing is module-level state: each Collector registers on the registry it is
 given, renders from its own state in `collect()`, and so tests compare exact text.
-Every name comes from names.py and is documented in README.md ("Metrics").
+Every name comes from names.py and is documented in docs/metrics.md.
 """
 
 from __future__ import annotations
