@@ -78,7 +78,7 @@ def _source_files() -> Iterator[Path]:
         for path in (ROOT / folder).rglob("*"):
             if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts:
                 yield path
-    yield ROOT / "README.md"
+    yield from (ROOT / name for name in ("README.md", "Makefile", "pyproject.toml"))
 
 
 def test_no_text_points_outside_the_repository() -> None:
