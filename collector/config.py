@@ -122,6 +122,8 @@ class OtlpReceiverConfig(Section):
     join_wait_s: float = Field(default=5.0, ge=0)  # how long a record waits for its span
     max_pending: int = Field(default=10_000, ge=1)  # bound on records and spans held
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # llm_request spans taken from one POST (vLLM's exporter sends 512 at most by default)
+    max_spans_per_request: int = Field(default=2048, ge=1)
 
 
 class IngestConfig(Section):
@@ -147,6 +149,10 @@ class ExportConfig(Section):
     records_path: Path | None = None  # JSONL, one RequestTiming per line
     record_content: bool = False  # prompt and response text stay out unless turned on
     max_label_values: int = Field(default=200, ge=1)  # per label; then OVERFLOW_VALUE
+    # Series (sample lines) the request metrics may expose, in all and per family; new label
+    # sets past either fold into OVERFLOW_VALUE. 10,000 keeps /metrics near 1.5 MB.
+    max_series: int = Field(default=10_000, ge=100)
+    max_series_per_family: int = Field(default=4_000, ge=100)
     window_s: float = Field(default=300.0, gt=0)  # rolling window for quantiles and fits
     # Goodput (lanewatch_goodput_requests_total): each request judged against the latency SLOs of
     # this SLO spec (default: the bundled alerts/slos.yaml, whose rules read the counter).

@@ -45,6 +45,9 @@ TOKENS_TOTAL: Final = f"{PREFIX}_tokens_total"  # counter, label token_type
 # lane the request was ROUTED to, `outcome` met | missed | failed.
 GOODPUT_REQUESTS_TOTAL: Final = f"{PREFIX}_goodput_requests_total"  # counter
 SSE_BAD_DATA_TOTAL: Final = f"{PREFIX}_sse_bad_data_total"  # counter, undecodable SSE events
+# counter, label family: observations folded into OVERFLOW_VALUE because the series budget was spent
+SERIES_OVERFLOW_TOTAL: Final = f"{PREFIX}_series_overflow_total"
+FAMILY: Final = "family"  # a metric family's name
 
 # ---------------------------------------------------------------- window analysis (gauges)
 WINDOW_QUANTILE_SECONDS: Final = f"{PREFIX}_window_quantile_seconds"  # phase, quantile
@@ -97,7 +100,7 @@ GATEWAY_SHIPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_shipped_records_total"
 GATEWAY_SHIP_SEND_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_ship_send_failures_total"  # retried later
 GATEWAY_SHIP_DROPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_ship_dropped_records_total"  # reason
 GATEWAY_SHIP_QUEUED_RECORDS: Final = f"{PREFIX}_gateway_ship_queued_records"  # gauge
-REASON: Final = "reason"  # queue_full | rejected | unencodable | shutdown
+REASON: Final = "reason"  # queue_full | rejected | refused | unencodable | shutdown
 SERVED_LANE: Final = "served_lane"
 UPSTREAM: Final = "upstream"
 DEGRADED: Final = "degraded"  # comma list of degrade actions applied, or "none"

@@ -125,8 +125,10 @@ async def healthz(gw: Gateway, _request: Request, _conn: FrontConn) -> Response:
 
 
 async def metrics(gw: Gateway, _request: Request, _conn: FrontConn) -> Response:
-    """The Prometheus text the wiring (cli) gave the gateway."""
+    """The Prometheus text the wiring (cli) gave the gateway, rendered on a worker thread."""
     if gw.metrics_text is None:
         return error_response(404, "metrics are not enabled")
-    body, content_type = gw.metrics_text()
+    # Off the loop: a full series budget takes tens of ms to render, and streams must not wait.
+    # The collectors copy what they read under their lock or as one dict copy (exporters/).
+    body, content_type = await asyncio.to_thread(gw.metrics_text)
     return Response(200, body, content_type=content_type)

@@ -224,6 +224,22 @@ def test_metrics_page_documents_every_exported_metric() -> None:
     assert not missing, f"docs/metrics.md does not document {missing}"
 
 
+def test_exposition_writes_what_generate_latest_writes() -> None:
+    reg = CollectorRegistry()
+    m = RequestMetrics(reg, max_label_values=10, max_series=400, max_series_per_family=200)
+    for i in range(30):  # past the budget: overflow series and counts are in both
+        m.observe(rec(cls=f"c{i}", ttft=0.01 * i, e2e=0.5 + i))
+    m.observe(rec(error=ErrorKind.HTTP_5XX, ttft=None, e2e=None, out=0))  # type: ignore[arg-type]
+    m.observe(dataclasses.replace(rec(), model='we"ird\\name\nx'))
+    text = render(reg)
+    assert 'lanewatch_series_overflow_total{family="lanewatch_ttft_seconds"} 0.0' not in text
+    assert m.exposition() == text
+    assert m.exposition() == text  # the cached lines write the same again
+    m.observe(rec(cls="c3", ttft=0.7, e2e=9.0))  # one series changed, and one new
+    m.observe(rec(cls="late", ttft=0.7, e2e=9.0))
+    assert m.exposition() == render(reg) != text
+
+
 def test_goodput_counts_each_request_by_outcome_against_the_lane_it_was_routed_to() -> None:
     goodput = Goodput(
         bounds={"fast": (Bound("ttft", 0.5),), "slow": (Bound("ttft", 2.0), Bound("e2e", 30.0))},
@@ -241,6 +257,7 @@ def test_goodput_counts_each_request_by_outcome_against_the_lane_it_was_routed_t
     ):
         metrics.observe(r)
     text = render(registry)
+    assert metrics.exposition() == text  # the gateway's and collector's /metrics write it so
     name = names.GOODPUT_REQUESTS_TOTAL
     assert value(text, name, lane="fast", outcome="met") == 1
     assert value(text, name, lane="fast", outcome="missed") == 1
