@@ -63,14 +63,17 @@ DEMO_OUT ?= out/demo
 run: $(STAMP) tools
 	$(BIN)/lanewatch demo --out $(DEMO_OUT)
 
-# Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap); commit the result.
+# Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap, docs/slo-spec.md);
+# commit the result.
 generate: $(STAMP)
 	$(BIN)/lanewatch alerts build
 	$(BIN)/lanewatch dashboards build
+	$(BIN)/lanewatch alerts docs
 
 # Fail when a generated file is stale (make test runs the same checks).
 check-generated: $(STAMP)
-	$(BIN)/pytest -q tests/unit/alerts/test_generated.py tests/unit/dashboards/test_dashboards.py -k "fresh or rebuilds"
+	$(BIN)/pytest -q tests/unit/alerts/test_generated.py tests/unit/alerts/test_specdoc.py \
+	  tests/unit/dashboards/test_dashboards.py -k "fresh or rebuilds"
 
 # Every benchmark, side by side in one run (a few minutes): writes bench/results.json and bench/results.md.
 bench: $(STAMP) tools

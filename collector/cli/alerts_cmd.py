@@ -94,6 +94,30 @@ def check(
         _promtool(binary, render.rule_file(parsed, groups))
 
 
+@alerts_app.command("docs")
+def docs(
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="File to write. Default: docs/slo-spec.md of this source tree.",
+        show_default=False,
+    ),
+) -> None:
+    """Write the SLO spec reference (every field, type, default) generated from the spec models."""
+    from lanewatch.alerts import specdoc
+
+    path = out or specdoc.DOCS_PAGE
+    if out is None and not path.parent.is_dir():
+        typer.echo(f"{path.parent} does not exist (not a source checkout): pass --out FILE", err=True)
+        raise typer.Exit(1)
+    text = specdoc.render()
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        typer.echo(f"unchanged {path}")
+        return
+    path.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {path}")
+
+
 def _promtool(binary: str, text: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "rules.yml"

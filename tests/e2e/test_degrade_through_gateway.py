@@ -3,7 +3,7 @@
 A firing TTFT burn-rate alert on the slow lane makes the gateway serve slow-lane requests
 from the fast lane (50%, then 100%); the resolved alert restores the slow lane. The gateway
 here is the real one (`lanewatch gateway` over two test upstreams), so this checks the
-admin API contract (CONTRACTS.md section 2) from both ends.
+admin API contract (docs/gateway.md) from both ends.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A real HTTP server on 127.0.0.1 implementing the gateway admin API contract (CONTRACTS.md §2).
+"""A real HTTP server on 127.0.0.1 implementing the gateway admin API contract (docs/gateway.md).
 
 It stands in for the lanewatch gateway until that lands: `GET`/`PUT /admin/degrade` with a
 bearer token, the whole state replaced declaratively, 400 with a reason (and no change) for
