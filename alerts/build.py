@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from lanewatch.collector.common.packagedata import data_path, source_checkout
+from lanewatch.collector.common.packagedata import checkout_root, data_path
 
 from . import render, rules
 from .model import Spec
@@ -18,15 +18,9 @@ GENERATED_DIR: Final = data_path("lanewatch.alerts", "generated")
 KUBERNETES_DIR: Final = data_path("lanewatch.deploy", "kubernetes")
 
 
-class NoCheckoutError(RuntimeError):
-    """A default output folder asked for where there is none: lanewatch is installed, not a checkout."""
-
-
 def checkout_dirs() -> tuple[Path, Path]:
     """alerts/generated and deploy/kubernetes of the source checkout (NoCheckoutError when installed)."""
-    root = source_checkout()
-    if root is None:
-        raise NoCheckoutError("lanewatch runs from an install, not a source checkout: pass --out DIR")
+    root = checkout_root()
     return root / "alerts" / "generated", root / "deploy" / "kubernetes"
 
 

@@ -10,7 +10,7 @@ from typing import Any, Final
 import yaml
 from grafanalib._gen import DashboardEncoder
 
-from lanewatch.collector.common.packagedata import data_path, source_checkout
+from lanewatch.collector.common.packagedata import checkout_root, data_path
 
 from .degrade import dashboard_degrade
 from .lanes import dashboard_lanes
@@ -68,16 +68,10 @@ def configmap(files: dict[str, str]) -> str:
     return f"# {GENERATED_BY}\n" + yaml.safe_dump(manifest, sort_keys=False, width=10_000, allow_unicode=True)
 
 
-class NoCheckoutError(RuntimeError):
-    """No --out where there is no default: lanewatch is installed, not a source checkout."""
-
-
 def outputs(out: Path | None = None, kubernetes: Path | None = None) -> dict[Path, str]:
     """Path -> text of every generated file; without `out`, the source checkout's folders."""
     if out is None:
-        root = source_checkout()
-        if root is None:
-            raise NoCheckoutError("lanewatch runs from an install, not a source checkout: pass --out DIR")
+        root = checkout_root()
         out = root / "dashboards" / "generated"
         kubernetes = kubernetes or root / "deploy" / "kubernetes"
     files = dashboard_files()

@@ -45,6 +45,7 @@ def build(
     """Write rule files (headed "generated — do not edit"); exit 1 on an invalid spec."""
     from lanewatch.alerts import build as builder
     from lanewatch.alerts.spec import BUNDLED_SPECS, SpecError, load_spec
+    from lanewatch.collector.common.packagedata import NoCheckoutError
 
     try:
         if spec is None and out is None and kubernetes is None:
@@ -58,7 +59,7 @@ def build(
     except SpecError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
-    except builder.NoCheckoutError as exc:
+    except NoCheckoutError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
     changed = set(builder.write(outputs))

@@ -32,7 +32,8 @@ def build(
 ) -> None:
     """Write every dashboard's JSON (headed "generated — do not edit" in its description)."""
     from lanewatch.alerts.build import write
-    from lanewatch.dashboards.build import NoCheckoutError, outputs
+    from lanewatch.collector.common.packagedata import NoCheckoutError
+    from lanewatch.dashboards.build import outputs
 
     try:
         files = outputs(out, kubernetes)

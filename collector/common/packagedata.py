@@ -6,11 +6,15 @@ import functools
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["PackageDataError", "data_path", "source_checkout"]
+__all__ = ["NoCheckoutError", "PackageDataError", "checkout_root", "data_path", "source_checkout"]
 
 
 class PackageDataError(RuntimeError):
     """Package data that is not on the filesystem (a zipped install), or missing."""
+
+
+class NoCheckoutError(RuntimeError):
+    """A default output folder asked for where there is none: lanewatch is installed, not a checkout."""
 
 
 def data_path(package: str, name: str = "") -> Path:
@@ -31,3 +35,11 @@ def source_checkout() -> Path | None:
     """The root of the source checkout lanewatch runs from (editable install), or None when installed."""
     root = data_path("lanewatch.alerts").resolve().parent
     return root if (root / "pyproject.toml").is_file() and (root / "deploy").is_dir() else None
+
+
+def checkout_root() -> Path:
+    """The source checkout's root; NoCheckoutError (which says to pass --out) when running installed."""
+    root = source_checkout()
+    if root is None:
+        raise NoCheckoutError("lanewatch runs from an install, not a source checkout: pass --out DIR")
+    return root
