@@ -44,6 +44,7 @@ class SimConfig:
     max_num_seqs: int | None = None
     admin_token: str | None = None
     otlp_endpoint: str | None = None
+    otlp_protocol: str = "grpc"  # as OTEL_EXPORTER_OTLP_TRACES_PROTOCOL for vLLM: grpc or http/protobuf
     faults: FaultSpec = field(default_factory=FaultSpec)
     api_key: str | None = None  # like `vllm serve --api-key`: required on /v1/*
 
@@ -88,7 +89,7 @@ class Simulator:
     async def start(self) -> None:
         """Start the engine (and the span exporter) in the running loop."""
         if self.cfg.otlp_endpoint:
-            self.recorder.spans = SpanSink(self.cfg.otlp_endpoint)
+            self.recorder.spans = SpanSink(self.cfg.otlp_endpoint, protocol=self.cfg.otlp_protocol)
         self.runner.start()
 
     async def stop(self) -> None:

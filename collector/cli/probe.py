@@ -16,9 +16,14 @@ import typer
 from .app import app
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.table import Table
 
     from lanewatch.collector.config import RequestClass, Target, Timeouts
+    from lanewatch.collector.otlp import ServerSpan
+    from lanewatch.collector.otlp_grpc import ThreadedGrpcReceiver
+    from lanewatch.collector.otlp_http import SpanReceiver
     from lanewatch.collector.timing import RequestTiming
 
 # Rows of the summary table: (label, how to read it off a record).
@@ -91,15 +96,22 @@ def probe_command(
         "127.0.0.1 unless given; port 0 picks a free one) and join each to its probe by trace id, "
         "adding queue, prefill and decode. The URL to give vLLM is printed on stderr.",
     ),
+    otlp_grpc_listen: str | None = typer.Option(
+        None,
+        "--otlp-grpc-listen",
+        metavar="[HOST:]PORT",
+        help="As --otlp-listen, over OTLP/gRPC: what vLLM sends when OTEL_EXPORTER_OTLP_TRACES_PROTOCOL "
+        "is unset (4317 by convention). Either or both may be given.",
+    ),
     join_wait: float = typer.Option(
         6.0,
         "--join-wait",
         min=0.0,
         metavar="S",
-        help="With --otlp-listen: how long each request waits for its span (s). vLLM sends spans in "
-        "batches every 5 s (OTEL_BSP_SCHEDULE_DELAY=5000 by default). A request whose span does not "
-        "come in time (vLLM not sending here, a failed request, a lost span) keeps queue_s, "
-        "prefill_s and decode_s null.",
+        help="With --otlp-listen or --otlp-grpc-listen: how long each request waits for its span (s). "
+        "vLLM sends spans in batches every 5 s (OTEL_BSP_SCHEDULE_DELAY=5000 by default). "
+        "A request whose span does not come in time (vLLM not sending here, a failed request, "
+        "a lost span) keeps queue_s, prefill_s and decode_s null.",
     ),
 ) -> None:
     """Send N streamed requests to URL and show where the time went, phase by phase.
@@ -131,7 +143,8 @@ def probe_command(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    listen = _listen_address(otlp_listen)
+    listen = _listen_address(otlp_listen, "--otlp-listen")
+    grpc_listen = _listen_address(otlp_grpc_listen, "--otlp-grpc-listen")
     try:
         connection = "cold" if cold else "warm"
         records = asyncio.run(
@@ -146,6 +159,7 @@ def probe_command(
                 otlp_endpoint,
                 record_content,
                 listen=listen,
+                grpc_listen=grpc_listen,
                 join_wait_s=join_wait,
             )
         )
@@ -153,14 +167,16 @@ def probe_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     except ListenError as exc:
-        typer.echo(f"error: --otlp-listen {otlp_listen}: {exc}", err=True)
+        value = otlp_listen if exc.option == "--otlp-listen" else otlp_grpc_listen
+        typer.echo(f"error: {exc.option} {value}: {exc}", err=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     if not json_out:
         from rich.console import Console
 
-        table = summary_table(records, target, rclass.name, connection, server_rows=listen is not None)
+        listening = listen is not None or grpc_listen is not None
+        table = summary_table(records, target, rclass.name, connection, server_rows=listening)
         Console().print(table)
         for line in error_lines(records):
             typer.echo(line, err=True)
@@ -178,10 +194,14 @@ def _request_class(name: str, cfg: Any) -> RequestClass:
 
 
 class ListenError(Exception):
-    """The --otlp-listen address cannot be bound (taken, or not this machine's)."""
+    """A span receiver's address cannot be bound (taken, or not this machine's); `option` names its flag."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
 
 
-def _listen_address(value: str | None) -> tuple[str, int] | None:
+def _listen_address(value: str | None, option: str) -> tuple[str, int] | None:
     from lanewatch.collector.otlp_http import parse_listen
 
     if value is None:
@@ -189,7 +209,7 @@ def _listen_address(value: str | None) -> tuple[str, int] | None:
     try:
         return parse_listen(value)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--otlp-listen") from None
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def _target_name(url: str) -> str:
@@ -209,6 +229,7 @@ async def _run(
     record_content: bool = False,
     *,
     listen: tuple[str, int] | None = None,
+    grpc_listen: tuple[str, int] | None = None,
     join_wait_s: float = 6.0,
 ) -> list[RequestTiming]:
     from lanewatch.collector.probe import Prober, spec_for
@@ -222,23 +243,17 @@ async def _run(
             sys.stdout.write(json.dumps(record.to_json()) + "\n")
             sys.stdout.flush()
 
-    join, receiver = None, None
-    if listen is not None:
-        from lanewatch.collector.otlp_http import SpanReceiver, endpoint_url
+    join = None
+    receivers: list[SpanReceiver | ThreadedGrpcReceiver] = []
+    if listen is not None or grpc_listen is not None:
         from lanewatch.collector.probe_join import LoopJoin, OrderedJoin
 
         join = LoopJoin(OrderedJoin(join_wait_s), emit)
-        receiver = SpanReceiver(*listen, join.spans_from_thread)
         try:
-            port = await asyncio.to_thread(receiver.start)
-        except OSError as exc:
-            raise ListenError(f"cannot listen: {exc.strerror or exc}") from None
-        url = endpoint_url(receiver.host, port)
-        typer.echo(
-            f"lanewatch probe: receiving vLLM spans at {url}\n"
-            f"  run vLLM with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf --otlp-traces-endpoint {url}",
-            err=True,
-        )
+            receivers = await _start_receivers(listen, grpc_listen, join.spans_from_thread)
+        except ListenError:
+            join.close()
+            raise
     provider = otlp.tracer_provider(otlp_endpoint, service_name="lanewatch-probe")
     try:
         async with Prober(
@@ -264,10 +279,55 @@ async def _run(
         finally:
             if join is not None:
                 join.close()  # a second Ctrl-C: what is still held goes out unjoined
-            if receiver is not None:
+            for receiver in receivers:
                 receiver.stop()  # not to_thread: it must run even while the task is being cancelled
             otlp.shutdown(provider, timeout_s=2.0)
     return records
+
+
+async def _start_receivers(
+    listen: tuple[str, int] | None,
+    grpc_listen: tuple[str, int] | None,
+    sink: Callable[[list[ServerSpan]], None],
+) -> list[SpanReceiver | ThreadedGrpcReceiver]:
+    """Start the HTTP and/or gRPC span receivers, each on its own thread; print where vLLM should send."""
+    from lanewatch.collector.otlp_grpc import ThreadedGrpcReceiver, grpc_endpoint_url
+    from lanewatch.collector.otlp_http import SpanReceiver, endpoint_url
+
+    started: list[SpanReceiver | ThreadedGrpcReceiver] = []
+    lines = []
+    try:
+        if listen is not None:
+            http = SpanReceiver(*listen, sink)
+            started.append(http)
+            url = endpoint_url(http.host, await _bind(http, "--otlp-listen"))
+            lines.append(
+                f"lanewatch probe: receiving vLLM spans over OTLP/HTTP at {url}\n"
+                "  run vLLM with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf "
+                f"--otlp-traces-endpoint {url}"
+            )
+        if grpc_listen is not None:
+            grpc = ThreadedGrpcReceiver(*grpc_listen, sink)
+            started.append(grpc)
+            url = grpc_endpoint_url(grpc.host, await _bind(grpc, "--otlp-grpc-listen"))
+            lines.append(
+                f"lanewatch probe: receiving vLLM spans over OTLP/gRPC at {url}\n"
+                f"  run vLLM with --otlp-traces-endpoint {url} "
+                "(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL unset or grpc)"
+            )
+    except ListenError:
+        for receiver in started:
+            receiver.stop()
+        raise
+    typer.echo("\n".join(lines), err=True)
+    return started
+
+
+async def _bind(receiver: SpanReceiver | ThreadedGrpcReceiver, option: str) -> int:
+    try:
+        return await asyncio.to_thread(receiver.start)
+    except OSError as exc:
+        raise ListenError(option, f"cannot listen: {exc.strerror or exc}") from None
 
 
 def summary_table(

@@ -43,7 +43,16 @@ def sim(
     otlp_endpoint: str | None = typer.Option(
         None,
         "--otlp-endpoint",
-        help="OTLP/HTTP traces URL for llm_request spans, e.g. http://127.0.0.1:4318/v1/traces.",
+        help="Where llm_request spans go, as vllm serve --otlp-traces-endpoint: http://HOST:4317 over "
+        "gRPC, or a full http://HOST:4318/v1/traces URL with --otlp-protocol http/protobuf.",
+    ),
+    otlp_protocol: str = typer.Option(
+        "grpc",
+        "--otlp-protocol",
+        envvar="OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        show_envvar=True,
+        help="How spans are sent, as vLLM reads it from the same variable: grpc (vLLM's default, "
+        "no TLS) or http/protobuf.",
     ),
     admin_token_file: Path | None = typer.Option(
         None,
@@ -76,6 +85,10 @@ def sim(
     _check_tls(tls, cert_out, cert, key)
     if otlp_endpoint is not None and not otlp_endpoint.startswith(("http://", "https://")):
         raise typer.BadParameter("must be an http:// or https:// URL", param_hint="--otlp-endpoint")
+    from lanewatch.simulator.tracing import PROTOCOLS
+
+    if otlp_protocol not in PROTOCOLS:
+        raise typer.BadParameter(f"must be one of {', '.join(PROTOCOLS)}", param_hint="--otlp-protocol")
     token = _read_token(admin_token_file) if admin_token_file else None
     try:
         spec = parse_faults(_faults_json(faults)) if faults else FaultSpec()
@@ -84,7 +97,17 @@ def sim(
     prof = PROFILES[profile.value]
     if api_key is not None and not api_key.strip():
         raise typer.BadParameter("is empty", param_hint="--api-key")
-    cfg = SimConfig(prof, model or prof.model.name, seed, max_num_seqs, token, otlp_endpoint, spec, api_key)
+    cfg = SimConfig(
+        prof,
+        model or prof.model.name,
+        seed,
+        max_num_seqs,
+        token,
+        otlp_endpoint,
+        otlp_protocol,
+        spec,
+        api_key,
+    )
     keyfile = key
     if tls:
         pair = tls_mod.self_signed()
