@@ -16,6 +16,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from lanewatch.collector.content import INPUT_MESSAGES, OUTPUT_MESSAGES, input_messages, output_messages
+from lanewatch.collector.error_detail import SPAN_ATTRIBUTE, status_description
 from lanewatch.collector.timing import Api, RequestTiming
 
 # OpenTelemetry GenAI semantic conventions (../shared/reference/client-timing.md).
@@ -88,7 +89,11 @@ def finish_probe_span(
         span.set_attribute("lanewatch.ttft_s", record.ttft_s)
     if record.error is not None:
         span.set_attribute("error.type", record.error.value)
-        span.set_status(Status(StatusCode.ERROR, record.error.value))
+        if record.error_message is not None:
+            span.set_attribute(SPAN_ATTRIBUTE, record.error_message)
+        span.set_status(
+            Status(StatusCode.ERROR, status_description(record.error.value, record.error_message))
+        )
     parent = trace.set_span_in_context(span)
     for name, (begin, end) in intervals.items():
         child = tracer.start_span(

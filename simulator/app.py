@@ -47,6 +47,7 @@ class SimConfig:
     otlp_protocol: str = "grpc"  # as OTEL_EXPORTER_OTLP_TRACES_PROTOCOL for vLLM: grpc or http/protobuf
     faults: FaultSpec = field(default_factory=FaultSpec)
     api_key: str | None = None  # like `vllm serve --api-key`: required on /v1/*
+    per_request_metrics: bool = False  # like `vllm serve --enable-per-request-metrics`
 
 
 class Simulator:
@@ -71,7 +72,7 @@ class Simulator:
             "num_gpu_blocks": str(econf.num_kv_blocks),
         }
         metrics = VllmMetrics(self.registry, cfg.model, econf.max_model_len, state, cache_info)
-        self.recorder = Recorder(TruthStore(), metrics, None, cfg.profile)
+        self.recorder = Recorder(TruthStore(), metrics, None, cfg.profile, cfg.per_request_metrics)
         self.runner = EngineRunner(self.engine, factors=self._factors, on_step=metrics.on_step)
         self.on_refuse: Callable[[float], None] = lambda _s: None
         self._ids = itertools.count()

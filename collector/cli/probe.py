@@ -367,18 +367,25 @@ def summary_table(
     shown = ", ".join(f"{k} ×{v}" for k, v in sorted(tokens.items(), key=str)) or "-"
     table.caption = f"ok {len(ok)}/{len(records)} · output tokens: {shown}"
     if server_rows:
-        joined = sum(r.has_server_phases for r in ok)
+        joined = sum(r.phases_source == "span" for r in ok)
         table.caption += f" · server spans joined {joined}/{len(ok)}"
+    reported = sum(r.phases_source == "response" for r in ok)
+    if reported:
+        table.caption += f" · phases from vLLM's per-request metrics {reported}/{len(ok)}"
     table.caption_justify = "left"
     return table
 
 
 def error_lines(records: list[RequestTiming]) -> list[str]:
-    """One line per error kind with its count (and HTTP statuses seen)."""
+    """One line per error kind with its count (and HTTP statuses seen), then the server's messages."""
     kinds = Counter(r.error.value for r in records if r.error is not None)
     lines = []
     for kind, n in sorted(kinds.items()):
-        statuses = sorted({r.status for r in records if r.error and r.error.value == kind and r.status})
+        failed = [r for r in records if r.error and r.error.value == kind]
+        statuses = sorted({r.status for r in failed if r.status})
         extra = f" (HTTP {', '.join(map(str, statuses))})" if statuses else ""
         lines.append(f"error {kind}: {n} of {len(records)}{extra}")
+        messages = Counter(r.error_message for r in failed if r.error_message)
+        for message, m in messages.most_common(3):  # already one line, <= 200 chars, redacted
+            lines.append(f"  {m} × {message}" if m > 1 else f"  {message}")
     return lines

@@ -66,6 +66,12 @@ def sim(
         show_envvar=True,
         help="As vllm serve: /v1/* requires `Authorization: Bearer <key>` (prefer the env var to argv).",
     ),
+    per_request_metrics: bool = typer.Option(
+        False,
+        "--enable-per-request-metrics",
+        help="As vllm serve: put `metrics` (queue, TTFT from scheduling, generation time, mean ITL, "
+        "tokens per second) on the final usage chunk and on non-streamed bodies.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for output text and fault draws."),
     faults: str | None = typer.Option(
         None, "--faults", help="Faults from the start: a JSON object or @FILE (see POST /admin/faults)."
@@ -107,6 +113,7 @@ def sim(
         otlp_protocol,
         spec,
         api_key,
+        per_request_metrics,
     )
     keyfile = key
     if tls:
