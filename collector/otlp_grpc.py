@@ -95,10 +95,10 @@ class GrpcSpanReceiver:
         address = f"{host}:{self._requested_port}"
         try:
             port = server.add_insecure_port(address)
-        except RuntimeError as exc:  # grpcio raises this when it cannot bind
-            raise OSError(f"cannot listen on {address}: {exc}") from None
+        except RuntimeError:  # grpcio raises this when it cannot bind (older versions return 0)
+            port = 0
         if port == 0:
-            raise OSError(f"cannot listen on {address}")
+            raise OSError(f"cannot bind {address} (taken, or not an address of this machine)")
         await server.start()
         self._server, self.port = server, port
         return port

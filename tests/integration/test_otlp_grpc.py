@@ -89,10 +89,10 @@ async def test_a_taken_port_is_an_os_error_not_a_second_listener() -> None:
     first = GrpcSpanReceiver("127.0.0.1", 0, lambda spans: None)
     port = await first.start()
     try:
-        with pytest.raises(OSError, match=f"127.0.0.1:{port}"):
+        with pytest.raises(OSError, match=rf"127\.0\.0\.1:{port}"):
             await GrpcSpanReceiver("127.0.0.1", port, lambda spans: None).start()
         threaded = ThreadedGrpcReceiver("127.0.0.1", port, lambda spans: None)
-        with pytest.raises(OSError, match=r"Address already in use|Failed to bind"):
+        with pytest.raises(OSError, match=r"cannot bind 127\.0\.0\.1"):
             threaded.start()
     finally:
         await first.stop()
