@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lanewatch.collector.config import ConfigIssue
+from lanewatch.collector.common.yamlfile import ConfigIssue
 from lanewatch.exporters import names
 
 from . import burnrate, lanes, thresholds

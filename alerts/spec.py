@@ -16,8 +16,8 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from lanewatch.collector.config import ConfigIssue, validation_issues, yaml_line_index
-from lanewatch.collector.timing import ErrorKind
+from lanewatch.collector.common.yamlfile import ConfigIssue, validation_issues, yaml_line_index
+from lanewatch.collector.record.timing import ErrorKind
 from lanewatch.exporters import names
 
 from . import model, openslo

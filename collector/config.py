@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+# ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
+from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
+from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
+from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_issues
+
 ENV_PREFIX = "LANEWATCH__"
-M = TypeVar("M", bound=BaseModel)
 
 
 class Section(BaseModel):
@@ -129,7 +132,7 @@ class OtlpReceiverConfig(Section):
     @classmethod
     def _listen(cls, value: str | None) -> str | None:
         if value is not None:
-            from lanewatch.collector.otlp_http import parse_listen
+            from lanewatch.collector.collect.otlp_http import parse_listen
 
             parse_listen(value)  # ValueError names the expected form
         return value
@@ -166,6 +169,9 @@ class ServerConfig(Section):
 
     host: str = "127.0.0.1"
     port: int = Field(default=9464, ge=0, le=65535)
+    max_connections: int = Field(default=256, ge=1)  # requests past it are answered 503
+    keep_alive_s: int = Field(default=5, ge=1)  # an idle kept-alive connection is closed after this
+    head_timeout_s: float = Field(default=10.0, gt=0)  # a request head must be complete within this
 
 
 LANE_NAME = r"^[A-Za-z0-9_.-]{1,32}$"
@@ -179,6 +185,11 @@ class LaneConfig(Section):
     cacert: Path | None = None
     insecure: bool = False  # skip TLS verification (-k)
     api_key_file: Path | None = None  # sent upstream as the bearer token; never logged
+    # The model names this lane's upstreams serve; the first is what a request for another model
+    # is rewritten to when it is served here (a degrade shift, a routing rule). Empty: not declared,
+    # requests pass with the model they name.
+    models: list[str] = Field(default_factory=list)
+    model_map: dict[str, str] = Field(default_factory=dict)  # requested model -> one of `models`
 
     @field_validator("upstreams")
     @classmethod
@@ -187,6 +198,29 @@ class LaneConfig(Section):
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"{url!r} must start with http:// or https://")
         return [u.rstrip("/") for u in value]
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, value: list[str]) -> list[str]:
+        if any(not name.strip() for name in value):
+            raise ValueError("model names must not be empty")
+        dupes = sorted({n for n in value if value.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate model names {dupes}")
+        return value
+
+    @model_validator(mode="after")
+    def _map_targets_served(self) -> LaneConfig:
+        if self.model_map and not self.models:
+            raise ValueError("model_map needs models: the names this lane serves")
+        for requested, served in self.model_map.items():
+            if not requested.strip():
+                raise ValueError("model_map: a requested model name must not be empty")
+            if requested in self.models:
+                raise ValueError(f"model_map: {requested!r} is served by this lane itself; drop the entry")
+            if served not in self.models:
+                raise ValueError(f"model_map: {requested!r} -> {served!r}, not one of models {self.models}")
+        return self
 
 
 class RegexRoute(Section):
@@ -397,93 +431,13 @@ class LanewatchConfig(BaseSettings):
         return (env_settings, init_settings)
 
 
-class ConfigIssue(BaseModel):
-    """One problem found in a config: where, and what is wrong."""
-
-    path: str
-    message: str
-    line: int | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.path} (line {self.line})" if self.line else self.path
-        return f"{where}: {self.message}"
-
-
-class ConfigError(Exception):
-    """A config that cannot be used; `issues` lists every problem found."""
-
-    def __init__(self, source: str, issues: list[ConfigIssue]) -> None:
-        self.source = source
-        self.issues = issues
-        super().__init__("\n".join([f"invalid config {source}:", *(f"  {i}" for i in issues)]))
-
-
 def load_config(path: Path | None = None) -> LanewatchConfig:
     """Load and validate the config file (if any) with `LANEWATCH__` environment overrides."""
     data: dict[str, Any] = {}
     lines: dict[tuple[str, ...], int] = {}
     if path is not None:
-        data, lines = _read_yaml(path)
+        data, lines = read_yaml_mapping(path)
     try:
         return LanewatchConfig(**data)
     except ValidationError as exc:
         raise ConfigError(str(path) if path else "(defaults)", validation_issues(exc, lines)) from None
-
-
-def load_yaml_model(path: Path, model: type[M]) -> M:
-    """Load one YAML file into `model`; ConfigError names every bad field with its line."""
-    data, lines = _read_yaml(path)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(str(path), validation_issues(exc, lines)) from None
-
-
-def _read_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(path), [ConfigIssue(path="(file)", message=exc.strerror or str(exc))]) from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError(str(path), [ConfigIssue(path="(yaml)", message=str(exc), line=line)]) from None
-    if data is None:
-        return {}, {}
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), [ConfigIssue(path="(root)", message="must be a mapping", line=1)])
-    lines: dict[tuple[str, ...], int] = {}
-    yaml_line_index(node, (), lines)
-    return data, lines
-
-
-def yaml_line_index(node: yaml.Node | None, prefix: tuple[str, ...], out: dict[tuple[str, ...], int]) -> None:
-    """Record the line of every key and list item under `node`, keyed by its path."""
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            path = (*prefix, str(key.value))
-            out[path] = key.start_mark.line + 1
-            yaml_line_index(value, path, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            path = (*prefix, str(i))
-            out[path] = item.start_mark.line + 1
-            yaml_line_index(item, path, out)
-
-
-def validation_issues(exc: ValidationError, lines: dict[tuple[str, ...], int]) -> list[ConfigIssue]:
-    """Turn pydantic errors into issues carrying the nearest YAML line."""
-    issues = []
-    for err in exc.errors():
-        loc = tuple(str(p) for p in err["loc"])
-        line = None
-        for n in range(len(loc), 0, -1):  # nearest enclosing key that YAML placed
-            if loc[:n] in lines:
-                line = lines[loc[:n]]
-                break
-        path = ".".join(loc) or "(root)"
-        issues.append(ConfigIssue(path=path, message=err["msg"], line=line))
-    return issues

@@ -1,7 +1,7 @@
 """The gateway's own metrics as a custom prometheus_client Collector over its live counters.
 
 The gateway's stats object is read through the `GatewayView` protocol, so exporters
-imports nothing of the gateway (DESIGN.md: exporters may import collector.timing only).
+imports nothing of the gateway (exporters may import collector.record and collector.common only).
 """
 
 from __future__ import annotations

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from lanewatch.collector.timing import RequestTiming, breakdown
-from lanewatch.collector.window import QUANTILES, Window, convergence_ratio
+from lanewatch.collector.record.timing import RequestTiming, breakdown
+from lanewatch.collector.record.window import QUANTILES, Window, convergence_ratio
 from lanewatch.exporters import names
 
 if TYPE_CHECKING:
-    from lanewatch.collector.gpu import GpuSample
-    from lanewatch.collector.join import JoinStats  # noqa: F401  (named in a string base below)
-    from lanewatch.collector.scrape import ServerStats
+    from lanewatch.collector.collect.gpu import GpuSample
+    from lanewatch.collector.collect.scrape import ServerStats
+    from lanewatch.collector.record.join import JoinStats  # noqa: F401  (named in a string base below)
 
 LabelValues = tuple[str, ...]
 

@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from importlib import resources
 
-from lanewatch.collector.window import Summary
+from lanewatch.collector.record.window import Summary
 
 from .charts import (
     Band,

@@ -1,6 +1,6 @@
 """What the report shows, computed from records and events: pure, no markup, no I/O.
 
-Statistics come from collector/window.py (quantile, group_stats, flatness, the fit, the
+Statistics come from collector/record/window.py (quantile, group_stats, flatness, the fit, the
 rolling Window); this module only groups records and picks what each chart needs.
 """
 
@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lanewatch.collector.timing import BREAKDOWN_PARTS, SERVER_WAIT, RequestTiming, breakdown
-from lanewatch.collector.window import (
+from lanewatch.collector.record.timing import BREAKDOWN_PARTS, SERVER_WAIT, RequestTiming, breakdown
+from lanewatch.collector.record.window import (
     GroupStats,
     LinearFit,
     Window,

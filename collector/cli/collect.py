@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from .app import app
+from .fail import RUNTIME, fail
 
 
 class LogLevel(StrEnum):
@@ -49,9 +50,9 @@ def collect(
     import logging
     import signal
 
+    from lanewatch.collector.collect.service import CollectorService, serve
     from lanewatch.collector.config import ConfigError, load_config
-    from lanewatch.collector.service import CollectorService, serve
-    from lanewatch.collector.suites import parse_shard
+    from lanewatch.collector.probe.suites import parse_shard
 
     logging.basicConfig(
         level=log_level.value.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -70,17 +71,15 @@ def collect(
     try:
         parse_shard(probe.shard)
     except ValueError as exc:
-        typer.echo(f"--shard: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail("collect", f"--shard: {exc}")
     otlp = cfg.otlp
     if otlp_grpc_listen is not None:
-        from lanewatch.collector.otlp_http import parse_listen
+        from lanewatch.collector.collect.otlp_http import parse_listen
 
         try:
             parse_listen(otlp_grpc_listen)
         except ValueError as exc:
-            typer.echo(f"--otlp-grpc-listen: {exc}", err=True)
-            raise typer.Exit(2) from None
+            fail("collect", f"--otlp-grpc-listen: {exc}")
         otlp = otlp.model_copy(update={"grpc_listen": otlp_grpc_listen})
     cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export, "otlp": otlp})
 
@@ -101,8 +100,8 @@ def collect(
                 err=True,
             )
             if service.grpc_port is not None and otlp.grpc_listen is not None:
-                from lanewatch.collector.otlp_grpc import grpc_endpoint_url
-                from lanewatch.collector.otlp_http import parse_listen
+                from lanewatch.collector.collect.otlp_grpc import grpc_endpoint_url
+                from lanewatch.collector.collect.otlp_http import parse_listen
 
                 url = grpc_endpoint_url(parse_listen(otlp.grpc_listen)[0], service.grpc_port)
                 typer.echo(f"lanewatch collect: OTLP/gRPC spans at {url}", err=True)
@@ -112,5 +111,4 @@ def collect(
     try:
         asyncio.run(main())
     except (OSError, ValueError) as exc:  # a taken port, an unreadable or empty ingest token file
-        typer.echo(f"lanewatch collect: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail("collect", exc, RUNTIME)

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 from pydantic import ValidationError
 
+from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import ConfigError, ExportConfig, GatewayConfig, LaneConfig, load_config
-from lanewatch.collector.secretfile import read_secret_or_none
 
 from .app import app
+from .fail import RUNTIME, USAGE, fail
+
+_log = logging.getLogger("lanewatch.gateway")
+ADMIN_INSECURE_WARNING = (
+    "--admin-insecure: /admin/degrade accepts changes WITHOUT authentication; anyone who can "
+    "reach this port can shift, cap or shed traffic. Use --admin-token-file outside development."
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -19,7 +27,7 @@ if TYPE_CHECKING:
 
     from lanewatch.collector.gateway import Gateway, RecordSink
     from lanewatch.collector.gateway.shipper import RecordShipper
-    from lanewatch.collector.timing import RequestTiming
+    from lanewatch.collector.record.timing import RequestTiming
 
 
 @app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
@@ -31,6 +39,12 @@ def gateway(
     port: int | None = typer.Option(None, "--port", help="Port to listen on (default: 8080)."),
     upstream: list[str] = typer.Option(
         [], "--upstream", help="LANE=URL; repeat for more lanes, or for more servers in one lane's pool."
+    ),
+    model: list[str] = typer.Option(
+        [],
+        "--model",
+        help="LANE=NAME: a model the lane serves (repeat for more; the first is what requests shifted "
+        "there are rewritten to). Replaces that lane's gateway.lanes.<lane>.models.",
     ),
     lane_order: str | None = typer.Option(
         None, "--lane-order", help="Lanes fastest first, comma separated (default: as first named)."
@@ -75,6 +89,7 @@ def gateway(
             host,
             port,
             upstream,
+            model,
             lane_order,
             default_lane,
             admin_token_file,
@@ -89,14 +104,22 @@ def gateway(
         # an unreadable or empty token file: say so now, not at the first send
         read_secret_or_none(cfg.collector_token_file, "collector_token_file")
     except ValidationError as exc:
-        problems = map(_problem, exc.errors())
-        typer.echo("\n".join(["lanewatch gateway: invalid settings:", *problems]), err=True)
-        raise typer.Exit(2) from None
+        fail("gateway", "\n".join(["invalid settings:", *map(_problem, exc.errors())]))
     except (ConfigError, ValueError, OSError) as exc:
-        typer.echo(f"lanewatch gateway: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail("gateway", exc)
     export = full.export.model_copy(update={"record_content": True}) if record_content else full.export
-    _serve(cfg, export, records or full.export.records_path)
+    try:
+        _serve(cfg, export, records or full.export.records_path)
+    except StartupError as exc:
+        fail("gateway", exc, exc.code)
+
+
+class StartupError(Exception):
+    """The gateway could not start; the message says what to fix, `code` is the exit status."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _problem(error: Any) -> str:
@@ -111,6 +134,7 @@ def _gateway_config(
     host: str | None,
     port: int | None,
     upstream: list[str],
+    models: list[str],
     lane_order: str | None,
     default_lane: str | None,
     admin_token_file: Path | None,
@@ -125,6 +149,8 @@ def _gateway_config(
         data["lane_order"] = []
     elif cacert or insecure:
         data["lanes"] = {k: {**v, "cacert": cacert, "insecure": insecure} for k, v in data["lanes"].items()}
+    for lane, names in _models_from_flags(models, set(data["lanes"])).items():
+        data["lanes"][lane] = {**data["lanes"][lane], "models": names, "model_map": {}}
     if lane_order:
         data["lane_order"] = [s.strip() for s in lane_order.split(",") if s.strip()]
     server = dict(data["server"])
@@ -158,6 +184,19 @@ def _lanes_from_flags(flags: list[str], cacert: Path | None, insecure: bool) -> 
     }
 
 
+def _models_from_flags(flags: list[str], lanes: set[str]) -> dict[str, list[str]]:
+    """`--model LANE=NAME` flags -> each named lane's models, in the order given."""
+    out: dict[str, list[str]] = {}
+    for flag in flags:
+        lane, sep, name = (part.strip() for part in flag.partition("="))
+        if not sep or not lane or not name:
+            raise ValueError(f"--model {flag!r}: expected LANE=NAME, e.g. fast=Qwen/Qwen2.5-0.5B-Instruct")
+        if lane not in lanes:
+            raise ValueError(f"--model {flag!r}: no lane {lane!r}; lanes: {', '.join(sorted(lanes))}")
+        out.setdefault(lane, []).append(name)
+    return out
+
+
 def _serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
     import asyncio
     import contextlib
@@ -184,9 +223,19 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
 
     from lanewatch.collector.gateway import GatewayServer
 
-    gw = _build_gateway(cfg, export, records)
+    try:  # unreadable or empty secret files, a records path that cannot be opened
+        gw = _build_gateway(cfg, export, records)
+    except (ValueError, OSError) as exc:
+        raise StartupError(str(exc), USAGE) from None
     server = GatewayServer(gw)
-    await server.start(cfg.server.host, cfg.server.port)
+    try:
+        await server.start(cfg.server.host, cfg.server.port)
+    except OSError as exc:
+        await server.close()
+        where = f"{cfg.server.host}:{cfg.server.port}"
+        raise StartupError(f"cannot listen on {where}: {exc.strerror or exc}", RUNTIME) from None
+    if cfg.admin_insecure and gw.admin_token is None:
+        _log.warning(ADMIN_INSECURE_WARNING)
     admin = "on" if gw.admin_token or cfg.admin_insecure else "off"
     typer.echo(
         f"lanewatch gateway on http://{cfg.server.host}:{cfg.server.port} lanes {', '.join(gw.lane_order)} "
@@ -259,10 +308,12 @@ def _fan_out(sinks: list[RecordSink]) -> RecordSink:
 
 
 def _jsonl_sink(path: Path) -> RecordSink:
-    from lanewatch.collector.recordfile import record_line
+    from lanewatch.collector.record.files import open_for_append, record_line
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = path.open("a", encoding="utf-8", buffering=1)
+    try:
+        handle = open_for_append(path)
+    except OSError as exc:
+        raise OSError(f"records file {path}: cannot open: {exc.strerror or exc}") from None
 
     def write(record: RequestTiming) -> None:
         handle.write(record_line(record))

@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 
     from rich.table import Table
 
+    from lanewatch.collector.collect.otlp import ServerSpan
+    from lanewatch.collector.collect.otlp_grpc import ThreadedGrpcReceiver
+    from lanewatch.collector.collect.otlp_http import SpanReceiver
     from lanewatch.collector.config import RequestClass, Target, Timeouts
-    from lanewatch.collector.otlp import ServerSpan
-    from lanewatch.collector.otlp_grpc import ThreadedGrpcReceiver
-    from lanewatch.collector.otlp_http import SpanReceiver
-    from lanewatch.collector.timing import RequestTiming
+    from lanewatch.collector.record.timing import RequestTiming
 
 # Rows of the summary table: (label, how to read it off a record).
 ROWS: tuple[str, ...] = ("dns", "connect", "tls", "send", "ttfb", "ttft", "itl", "tpot", "e2e")
@@ -202,7 +202,7 @@ class ListenError(Exception):
 
 
 def _listen_address(value: str | None, option: str) -> tuple[str, int] | None:
-    from lanewatch.collector.otlp_http import parse_listen
+    from lanewatch.collector.collect.otlp_http import parse_listen
 
     if value is None:
         return None
@@ -232,7 +232,7 @@ async def _run(
     grpc_listen: tuple[str, int] | None = None,
     join_wait_s: float = 6.0,
 ) -> list[RequestTiming]:
-    from lanewatch.collector.probe import Prober, spec_for
+    from lanewatch.collector.probe.prober import Prober, spec_for
     from lanewatch.exporters import otlp
 
     records: list[RequestTiming] = []
@@ -246,7 +246,7 @@ async def _run(
     join = None
     receivers: list[SpanReceiver | ThreadedGrpcReceiver] = []
     if listen is not None or grpc_listen is not None:
-        from lanewatch.collector.probe_join import LoopJoin, OrderedJoin
+        from lanewatch.collector.probe.join import LoopJoin, OrderedJoin
 
         join = LoopJoin(OrderedJoin(join_wait_s), emit)
         try:
@@ -291,8 +291,8 @@ async def _start_receivers(
     sink: Callable[[list[ServerSpan]], None],
 ) -> list[SpanReceiver | ThreadedGrpcReceiver]:
     """Start the HTTP and/or gRPC span receivers, each on its own thread; print where vLLM should send."""
-    from lanewatch.collector.otlp_grpc import ThreadedGrpcReceiver, grpc_endpoint_url
-    from lanewatch.collector.otlp_http import SpanReceiver, endpoint_url
+    from lanewatch.collector.collect.otlp_grpc import ThreadedGrpcReceiver, grpc_endpoint_url
+    from lanewatch.collector.collect.otlp_http import SpanReceiver, endpoint_url
 
     started: list[SpanReceiver | ThreadedGrpcReceiver] = []
     lines = []
@@ -341,7 +341,7 @@ def summary_table(
     """p50/p95/p99 of every phase (ms) over the ok requests; queue/prefill/decode when asked or joined."""
     from rich.table import Table
 
-    from lanewatch.collector.window import record_value, summarize
+    from lanewatch.collector.record.window import record_value, summarize
 
     ok = [r for r in records if r.ok]
     title = f"{target.url} · {target.model} · {class_name} · {connection}"

@@ -38,7 +38,7 @@ def write_report(
     records_path: Path, output: Path, summary_path: Path | None = None, *, skip_bad: bool = False
 ) -> ReportWritten:
     """Read records (and events from summary.json, given or beside the records) and write the HTML report."""
-    from lanewatch.collector.recordfile import RecordFileError, read_records
+    from lanewatch.collector.record.files import RecordFileError, read_records
     from lanewatch.exporters.report import render_report
     from lanewatch.exporters.report_data import build_report
 

@@ -36,8 +36,11 @@ __all__ = [
 # deploy/ of a source checkout (the demo runs from one: `make run` installs it editable).
 DEPLOY_DIR: Final = Path(__file__).resolve().parents[2] / "deploy"
 DEMO_RULES: Final = GENERATED_DIR / "lanewatch-demo-rules.yml"
-MODEL: Final = "lanewatch-demo"  # both lanes serve it, so a shift needs no model rewrite
 LANES: Final = ("fast", "slow")  # fastest first
+# Each lane's simulator serves its own model name, as a small and a big model would: a request
+# served by the other lane (a degrade shift, the short-answer rule) is rewritten by the gateway.
+MODELS: Final = {"fast": "lanewatch-demo-small", "slow": "lanewatch-demo-big"}
+MODEL: Final = MODELS["slow"]  # what the demo's traffic asks for; the gateway picks the tier
 DEGRADE_RECEIVER: Final = "lanewatch-degrade"
 
 
@@ -209,12 +212,19 @@ def lanewatch_config(layout: Layout, probe_interval_s: float = 2.0) -> dict[str,
             "name": f"vllm-{lane}",
             "url": layout.sim_url(lane),
             "lane": lane,
-            "model": MODEL,
+            "model": MODELS[lane],
             "cacert": str(layout.cert(lane)),
         }
         for lane in LANES
     ]
-    lanes = {lane: {"upstreams": [layout.sim_url(lane)], "cacert": str(layout.cert(lane))} for lane in LANES}
+    lanes = {
+        lane: {
+            "upstreams": [layout.sim_url(lane)],
+            "cacert": str(layout.cert(lane)),
+            "models": [MODELS[lane]],
+        }
+        for lane in LANES
+    }
     return {
         "targets": targets,
         "probe": {"interval_s": probe_interval_s, "concurrency": 16, "timeouts": {"ttft_s": 20.0}},

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from .configs import LANES, MODEL, Layout, write_configs, write_secrets
+from .configs import LANES, MODELS, Layout, write_configs, write_secrets
 from .supervisor import ChildExited, Supervisor, lanewatch_command
 
 __all__ = ["Stack", "StartupError", "Tools", "commands"]
@@ -60,7 +60,7 @@ def commands(layout: Layout, tools: Tools) -> dict[str, list[str]]:
     for lane in LANES:
         cmds[f"sim-{lane}"] = [
             *lw, "sim", "--profile", lane, "--host", "127.0.0.1", "--port", str(layout.sim_port(lane)),
-            "--tls", "--cert-out", str(layout.cert(lane)), "--model", MODEL,
+            "--tls", "--cert-out", str(layout.cert(lane)), "--model", MODELS[lane],
             "--otlp-endpoint", f"{layout.collector_url}/v1/traces", "--otlp-protocol", "http/protobuf",
             "--admin-token-file", str(layout.token_file("sim-admin")), "--seed", str(layout.seed),
         ]  # fmt: skip

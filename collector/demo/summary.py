@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 
 from .events import Event, story_complete
 from .records import lane_stats

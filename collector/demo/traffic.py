@@ -21,12 +21,13 @@ from typing import Any
 import aiohttp
 
 from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass
-from lanewatch.collector.prompts import prompt_text
+from lanewatch.collector.probe.prompts import prompt_text
 
 __all__ = ["MIX", "Served", "Traffic", "TrafficClass", "next_arrival", "pick_class", "routed_lane"]
 
 LANE_HEADER = "x-lanewatch-lane"
 DEGRADED_HEADER = "x-lanewatch-degraded"
+MODEL_HEADER = "x-lanewatch-model"  # `<requested> -> <served>`
 CLASS_HEADER = "x-lanewatch-class"
 FAST_MAX_TOKENS = 32
 MAX_HISTORY = 100_000  # the gateway's rule in configs.lanewatch_config: up to this goes fast
@@ -76,6 +77,7 @@ class Served:
     served: str
     degraded: str
     status: int
+    model: str = ""  # the gateway's x-lanewatch-model: `<requested> -> <served>`
 
 
 class Traffic:
@@ -164,16 +166,16 @@ class Traffic:
             async with session.post(self.url, data=json.dumps(body), headers=_headers(cls)) as resp:
                 # Counted at the headers, which name the serving lane: the view follows a shift at once.
                 lane, degraded = resp.headers.get(LANE_HEADER, "?"), resp.headers.get(DEGRADED_HEADER, "")
-                self._served(cls, resp.status, lane, degraded)
+                self._served(cls, resp.status, lane, degraded, resp.headers.get(MODEL_HEADER, ""))
                 async for _ in resp.content.iter_any():
                     pass
         except (aiohttp.ClientError, TimeoutError) as exc:
             self.errors[type(exc).__name__] += 1
 
-    def _served(self, cls: TrafficClass, status: int, lane: str, degraded: str) -> None:
+    def _served(self, cls: TrafficClass, status: int, lane: str, degraded: str, model: str) -> None:
         if status != 200:
             self.errors[f"http_{status}"] += 1
-        served = Served(time.time(), cls.name, routed_lane(cls), lane, degraded, status)
+        served = Served(time.time(), cls.name, routed_lane(cls), lane, degraded, status, model)
         self.recent.append(served)
         self.history.append(served)
         self._trim()

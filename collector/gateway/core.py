@@ -10,11 +10,12 @@ from collections.abc import Callable
 
 import aiohttp
 
+from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import GatewayConfig, LaneConfig
-from lanewatch.collector.secretfile import read_secret_or_none
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 
 from .degrade_state import DegradeState, LaneDegrade, Shifter
+from .lane_models import LaneModels
 from .pool import LanePool, Upstream
 from .routing import RouteTable
 from .shipper import RecordShipper
@@ -44,6 +45,7 @@ class Gateway:
         self.cfg = cfg
         self.lane_order = cfg.ordered_lanes
         self.routes = RouteTable.from_config(cfg)
+        self.models = LaneModels.from_config(cfg)
         self.pools = {
             name: LanePool.of(name, lane.upstreams, cfg.eject_after_failures)
             for name, lane in cfg.lanes.items()

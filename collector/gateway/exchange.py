@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lanewatch.collector.content import Message
-from lanewatch.collector.timing import Api, ErrorKind
+from lanewatch.collector.record.content import Message
+from lanewatch.collector.record.timing import Api, ErrorKind
 
 from .degrade_state import Decision
 from .leg import LegTimes
 from .pool import Upstream
 from .tap import StreamTap
 
-__all__ = ["DEGRADED_HEADER", "LANE_HEADER", "Exchange"]
+__all__ = ["DEGRADED_HEADER", "LANE_HEADER", "MODEL_HEADER", "Exchange"]
 
 LANE_HEADER = "x-lanewatch-lane"
 DEGRADED_HEADER = "x-lanewatch-degraded"
+MODEL_HEADER = "x-lanewatch-model"  # `<requested> -> <served>`
 
 
 @dataclass(slots=True)
@@ -26,7 +27,7 @@ class Exchange:
     t0: float  # perf_counter() when the gateway took the request
     started_at: float  # wall clock of the same moment
     request_class: str
-    model: str
+    model: str  # the model the serving lane was asked for (the client's, unless rewritten)
     decision: Decision
     actions: tuple[str, ...]  # degrade actions applied, in header order
     upstream: Upstream | None = None
@@ -39,10 +40,14 @@ class Exchange:
     trace_id: str | None = None
     end: float | None = None
     prompt: list[Message] | None = None  # the request's messages, kept only with record_content
+    model_header: str | None = None  # x-lanewatch-model's value; None when the body names no model
+    requested_model: str | None = None  # set only when the gateway rewrote the model
 
     def lane_headers(self) -> dict[str, str]:
-        """`x-lanewatch-lane` and, when a degrade applied, `x-lanewatch-degraded`."""
+        """`x-lanewatch-lane`, `x-lanewatch-model` and, when a degrade applied, `x-lanewatch-degraded`."""
         headers = {LANE_HEADER: self.decision.served_lane}
+        if self.model_header is not None:
+            headers[MODEL_HEADER] = self.model_header
         if self.actions:
             headers[DEGRADED_HEADER] = ",".join(self.actions)
         return headers

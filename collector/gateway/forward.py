@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from time import perf_counter
 
-from lanewatch.collector.error_detail import clean, error_detail
-from lanewatch.collector.timing import ErrorKind, error_kind_for_status
+from lanewatch.collector.common.error_detail import clean, error_detail
+from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from .content_tap import ContentTap
 from .core import Gateway

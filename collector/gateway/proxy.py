@@ -17,7 +17,9 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from lanewatch.collector.content import (
+from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
+from lanewatch.collector.common.response_metrics import with_response_metrics
+from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
     Message,
@@ -26,9 +28,7 @@ from lanewatch.collector.content import (
     prompt_text,
     request_messages,
 )
-from lanewatch.collector.error_detail import SPAN_ATTRIBUTE, error_detail
-from lanewatch.collector.response_metrics import with_response_metrics
-from lanewatch.collector.timing import Api, RequestTiming
+from lanewatch.collector.record.timing import Api, RequestTiming
 
 from .content_tap import ContentTap
 from .core import Gateway
@@ -37,6 +37,7 @@ from .errors import error_response
 from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
 from .forward import Flight, begin, forward
 from .front import FrontConn, Request, Response
+from .lane_models import header_value, serve_as
 from .routing import RouteError, choose_lane, route_input
 from .tap import StreamTap
 from .tracing import TraceIds
@@ -124,6 +125,10 @@ def _admit(
     cls = (request.headers.get(gw.cfg.class_header) or gw.cfg.default_class).strip().lower()
     if not _CLASS.match(cls):
         raise _Reject(error_response(400, f"bad request class {cls[:40]!r}", param=gw.cfg.class_header))
+    requested = body.get("model")
+    requested = requested if isinstance(requested, str) else None
+    if requested is not None and gw.models.complete and not gw.models.known(requested):
+        raise _Reject(error_response(404, gw.models.unknown_model_message(requested), param="model"))
     try:
         routed = choose_lane(gw.routes, route_input(body, request.headers.get(LANE_HEADER)))
     except RouteError as exc:
@@ -132,7 +137,10 @@ def _admit(
     if decision.shed:
         raise _Reject(_shed(gw, decision, cls))
     actions: tuple[str, ...] = decision.actions
-    changed = False
+    served = serve_as(gw.models, decision.served_lane, requested) if requested is not None else None
+    rewritten = changed = served != requested
+    if rewritten:
+        body["model"] = served  # re-encoded below, with any other change, in one dumps
     if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens):
         actions = (*actions, "cap_max_tokens")
         changed = True
@@ -143,8 +151,10 @@ def _admit(
     elif changed or strip:
         raw = json.dumps(body, separators=(",", ":")).encode()
     _count(gw, decision.routed_lane, decision.served_lane, actions)
-    model = body.get("model")
-    ex = Exchange(api, t0, started_at, cls, model if isinstance(model, str) else "", decision, actions)
+    ex = Exchange(api, t0, started_at, cls, served or "", decision, actions)
+    if requested is not None and served is not None:
+        ex.model_header = header_value(requested, served)
+        ex.requested_model = requested if rewritten else None
     if gw.record_content:
         ex.prompt = request_messages(body, api)
     return raw, ex, strip
@@ -209,7 +219,7 @@ def _span_attributes(request: Request, ex: Exchange) -> dict[str, AttributeValue
         "http.request.method": request.method,
         "url.path": request.path,
         "gen_ai.operation.name": "chat" if ex.api == "chat" else "text_completion",
-        "gen_ai.request.model": ex.model,
+        "gen_ai.request.model": ex.requested_model or ex.model,
         "lanewatch.lane": ex.decision.routed_lane,
         "lanewatch.served_lane": ex.decision.served_lane,
         "lanewatch.request_class": ex.request_class,
@@ -250,6 +260,8 @@ def _record(ex: Exchange) -> RequestTiming:
     tokens_from_usage = tap is not None and tap.has_usage
     output = (tap.completion_tokens if tokens_from_usage else tap.content_events) if tap is not None else None
     attrs = {"routed_lane": ex.decision.routed_lane, "degraded": ",".join(ex.actions) or "none"}
+    if ex.requested_model is not None:
+        attrs["requested_model"] = ex.requested_model[:200]
     if up is not None:
         attrs["upstream"] = up.name
     record = RequestTiming(

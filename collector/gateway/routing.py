@@ -1,14 +1,16 @@
 """Which lane a request goes to: pure rules over what the request body and headers say.
 
 Order (first match wins): the `x-lanewatch-lane` header, the model-name map, a regex on
-the last user message, prompt length in characters, max_tokens; then the default lane.
+the last user message, prompt length in characters, max_tokens; then the fastest lane
+that declares the requested model when the default lane does not serve it; then the
+default lane.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lanewatch.collector.config import GatewayConfig
@@ -53,6 +55,8 @@ class RouteTable:
     regexes: tuple[tuple[re.Pattern[str], str], ...] = ()
     prompt_chars: tuple[_Range, ...] = ()
     max_tokens: tuple[_Range, ...] = ()
+    # model -> the fastest lane declaring it, for models the default lane does not declare
+    served_elsewhere: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: GatewayConfig) -> RouteTable:
@@ -68,6 +72,7 @@ class RouteTable:
             regexes=tuple((re.compile(r.pattern), r.lane) for r in rules.message_regex),
             prompt_chars=tuple(_Range(r.lane, r.min, r.max) for r in rules.prompt_chars),
             max_tokens=tuple(_Range(r.lane, r.min, r.max) for r in rules.max_tokens),
+            served_elsewhere=_served_elsewhere(cfg, default),
         )
 
 
@@ -97,7 +102,26 @@ def choose_lane(table: RouteTable, req: RouteInput) -> Routed:
     for rng in table.max_tokens:
         if rng.holds(req.max_tokens):
             return Routed(rng.lane, "max_tokens")
+    if req.model is not None and req.model in table.served_elsewhere:
+        return Routed(table.served_elsewhere[req.model], "served_model")
     return Routed(table.default_lane, "default")
+
+
+def _served_elsewhere(cfg: GatewayConfig, default: str) -> dict[str, str]:
+    """Models some lane declares but the default lane does not -> the fastest lane declaring each.
+
+    Without this a request naming the small model would go to the default (big) lane and be
+    rewritten to the big model there; the client asked for the small one.
+    """
+    default_lane = cfg.lanes[default]
+    if not default_lane.models:  # the default lane serves what it is asked: nothing to steer
+        return {}
+    out: dict[str, str] = {}
+    for lane in cfg.ordered_lanes:
+        for model in cfg.lanes[lane].models:
+            if model not in default_lane.models:
+                out.setdefault(model, lane)
+    return out
 
 
 def route_input(body: Mapping[str, Any], header_lane: str | None) -> RouteInput:

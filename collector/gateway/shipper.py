@@ -21,15 +21,15 @@ from typing import Protocol
 import aiohttp
 
 from lanewatch.collector.config import ShippingConfig
-from lanewatch.collector.record_batch import encode_batch, encode_record
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.batch import encode_batch, encode_record
+from lanewatch.collector.record.timing import RequestTiming
 
 from .ship_policy import backoff_s, due, requeue, take, verdict
 
 __all__ = ["HttpPost", "Post", "RecordShipper", "ShipStats"]
 
 log = logging.getLogger("lanewatch.gateway.ship")
-RECORDS_PATH = "/v1/records"  # the collector's (collector/records_http.py)
+RECORDS_PATH = "/v1/records"  # the collector's (collector/collect/records_http.py)
 _ENCODE_SLICE = 8  # records encoded between loop turns: ~0.2 ms of JSON at a time
 
 

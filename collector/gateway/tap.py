@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from lanewatch.collector.response_metrics import METRICS_KEY, ResponseMetrics, metrics_in
+from lanewatch.collector.common.response_metrics import METRICS_KEY, ResponseMetrics, metrics_in
 
 __all__ = ["StreamTap"]
 

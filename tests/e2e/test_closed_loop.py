@@ -20,9 +20,10 @@ import httpx
 import pytest
 from rich.console import Console
 
+from lanewatch.collector.collect.gpu import load_nvml
 from lanewatch.collector.demo import KINDS, DemoResult, Options, Plan, Stack, run_demo
+from lanewatch.collector.demo.configs import MODELS
 from lanewatch.collector.demo.events import Event, story_complete
-from lanewatch.collector.gpu import load_nvml
 from tests.conftest import require_binary
 from tests.e2e.panels import Panel, dashboard_panels
 
@@ -153,6 +154,10 @@ def test_fault_pages_shifts_and_recovers_and_every_panel_has_data(tmp_path: Path
     assert during and after and before, (len(during), len(after), len(before))
     assert all(s.served == "fast" and "shift" in s.degraded for s in during)
     assert all(s.served == "slow" and not s.degraded for s in after + before)
+    # The lanes serve different models: a shifted request was asked of the fast lane as its model.
+    big, small = MODELS["slow"], MODELS["fast"]
+    assert all(s.model == f"{big} -> {small}" for s in during)
+    assert all(s.model == f"{big} -> {big}" for s in after + before)
 
     # The fault's alerts and nothing else: no target down, no TPOT, no fast-lane alert.
     assert fired <= EXPECTED_ALERTS, f"unexpected alerts: {fired - EXPECTED_ALERTS}"

@@ -13,7 +13,7 @@ import pytest
 
 from lanewatch.collector.gateway.errors import error_body
 from lanewatch.collector.gateway.front import FrontConn, FrontLimits, FrontServer, Handler, Request, Response
-from lanewatch.collector.timing import ErrorKind
+from lanewatch.collector.record.timing import ErrorKind
 
 from .gateway_harness import chat_body, eventually, one_lane
 

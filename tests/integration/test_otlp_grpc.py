@@ -19,10 +19,10 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.otlp import ServerSpan
-from lanewatch.collector.otlp_grpc import METHOD, SERVICE, GrpcSpanReceiver, ThreadedGrpcReceiver
+from lanewatch.collector.collect.otlp import ServerSpan
+from lanewatch.collector.collect.otlp_grpc import METHOD, SERVICE, GrpcSpanReceiver, ThreadedGrpcReceiver
 from tests.servers import free_port, lanewatch_command, start_simulator
-from tests.unit.collector.test_otlp import protobuf_body, sdk_spans
+from tests.unit.collector.collect.test_otlp import protobuf_body, sdk_spans
 
 from .test_probe_cli import lanewatch
 from .test_probe_join import PHASES, assert_phases_match_truth

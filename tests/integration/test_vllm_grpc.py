@@ -23,9 +23,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from lanewatch.collector.collect.service import CollectorService, serve
 from lanewatch.collector.config import LanewatchConfig
-from lanewatch.collector.service import CollectorService, serve
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import free_port, lanewatch_command, stop_process, wait_http
 
 from .gateway_harness import start_gateway

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
-from lanewatch.collector.recordfile import record_line
+from lanewatch.collector.record.files import record_line
 from tests.unit.exporters.sample_records import EVENTS, sample_records
 
 
@@ -109,3 +109,22 @@ def test_help_describes_every_option() -> None:
     assert code == 0
     for option in ("--output", "--summary", "--skip-bad", "self-contained", "offline"):
         assert option in out
+
+
+def test_control_characters_from_records_are_escaped_in_the_page(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    hostile = [
+        replace(r, lane=f"slow\x00{i % 2}\x07", model="m\x1b[31m\x7f\x85")
+        for i, r in enumerate(sample_records(40))
+    ]
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(record_line(r) for r in hostile), encoding="utf-8")
+    code, _, err = _invoke(str(records))
+    assert (code, err) == (0, "")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    raw = sorted(
+        {f"U+{ord(c):04X}" for c in page if (ord(c) < 0x20 and c not in "\t\n\r") or 0x7F <= ord(c) <= 0x9F}
+    )
+    assert raw == []
+    assert "slow\\x000\\x07" in page and "m\\x1b[31m\\x7f\\x85" in page  # shown, not dropped

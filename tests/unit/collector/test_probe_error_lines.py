@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lanewatch.collector.cli.probe import error_lines
-from lanewatch.collector.timing import ErrorKind, RequestTiming
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 
 def record(error: ErrorKind | None, status: int | None = None, message: str | None = None) -> RequestTiming:

@@ -87,3 +87,14 @@ def test_the_lanewatch_config_loads() -> None:
     models = {t.name: t.model for t in cfg.targets}
     for name in ("vllm-fast", "vllm-slow"):
         assert f"--model={models[name]}" in compose()["services"][name]["command"]
+
+
+def test_each_gateway_lane_declares_the_model_its_vllm_serves() -> None:
+    cfg = load_config(COMPOSE / "lanewatch.yaml")
+    for lane in ("fast", "slow"):
+        assert cfg.gateway.lanes[lane].models == [t.model for t in cfg.targets if t.lane == lane], (
+            f"lane {lane}: gateway models and the target's model differ"
+        )
+        (model,) = cfg.gateway.lanes[lane].models
+        assert f"--model={model}" in compose()["services"][f"vllm-{lane}"]["command"]
+    assert cfg.gateway.lanes["fast"].models != cfg.gateway.lanes["slow"].models  # a shift rewrites

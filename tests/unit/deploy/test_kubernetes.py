@@ -117,6 +117,14 @@ def test_embedded_config_and_policy_load(tmp_path: Path) -> None:
     (tmp_path / "lanewatch.yaml").write_text(config["data"]["lanewatch.yaml"])
     cfg = load_config(tmp_path / "lanewatch.yaml")
     assert [t.lane for t in cfg.targets] == ["fast", "slow"]
+    vllm_args = {
+        d["metadata"]["labels"]["lane"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
+        for d in of_kind("Deployment")
+        if d["metadata"]["name"].startswith("vllm-")
+    }
+    for target in cfg.targets:  # each lane declares the model its vLLM serves, so a shift can rewrite
+        assert cfg.gateway.lanes[target.lane].models == [target.model]
+        assert f"--model={target.model}" in vllm_args[target.lane]
     (policy,) = [d for d in of_kind("ConfigMap") if d["metadata"]["name"] == "lanewatch-degrade-policy"]
     (tmp_path / "policy.yaml").write_text(policy["data"]["policy.yaml"])
     assert load_policy(tmp_path / "policy.yaml").lane_order == ("fast", "slow")

@@ -7,11 +7,11 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.gpu import GpuSample
-from lanewatch.collector.join import JoinStats
-from lanewatch.collector.scrape import ServerStats
-from lanewatch.collector.timing import ErrorKind, RequestTiming
-from lanewatch.collector.window import Window, quantile
+from lanewatch.collector.collect.gpu import GpuSample
+from lanewatch.collector.collect.scrape import ServerStats
+from lanewatch.collector.record.join import JoinStats
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
+from lanewatch.collector.record.window import Window, quantile
 from lanewatch.exporters import names
 from lanewatch.exporters.prometheus import (
     GpuMetrics,

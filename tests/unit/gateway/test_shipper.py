@@ -11,8 +11,8 @@ import pytest
 from lanewatch.collector.config import ShippingConfig
 from lanewatch.collector.gateway.ship_policy import backoff_s, due, requeue, take, verdict
 from lanewatch.collector.gateway.shipper import RecordShipper
-from lanewatch.collector.record_batch import parse_batch
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.batch import parse_batch
+from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names
 from lanewatch.exporters.gateway import ShipperCollector
 

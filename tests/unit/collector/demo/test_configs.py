@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lanewatch.collector.config import load_config, load_yaml_model
+from lanewatch.collector.common.yamlfile import load_yaml_model
+from lanewatch.collector.config import load_config
 from lanewatch.collector.degrade.policy import PolicySpec, load_policy
 from lanewatch.collector.demo.configs import (
     DEMO_RULES,
     DEPLOY_DIR,
+    MODELS,
     Layout,
     TemplateError,
     alertmanager_config,
@@ -22,6 +24,7 @@ from lanewatch.collector.demo.configs import (
     write_configs,
     write_secrets,
 )
+from lanewatch.collector.demo.stack import Tools, commands
 
 
 def layout(tmp_path: Path) -> Layout:
@@ -119,9 +122,21 @@ def test_written_configs_load_in_the_parts_that_read_them(tmp_path: Path) -> Non
     assert yaml.safe_load(lay.prometheus_yaml.read_text())["rule_files"] == [str(DEMO_RULES)]
 
 
-def test_both_lanes_serve_one_model_so_a_shift_needs_no_rewrite(tmp_path: Path) -> None:
+def test_the_lanes_serve_different_models_and_the_gateway_knows_which(tmp_path: Path) -> None:
     cfg = lanewatch_config(layout(tmp_path))
-    assert len({t["model"] for t in cfg["targets"]}) == 1
+    probed = {t["lane"]: t["model"] for t in cfg["targets"]}
+    assert probed == MODELS and len(set(probed.values())) == 2  # so a shift exercises the rewrite
+    assert {lane: c["models"] for lane, c in cfg["gateway"]["lanes"].items()} == {
+        lane: [model] for lane, model in MODELS.items()
+    }
+    sims = {
+        name: argv
+        for name, argv in commands(layout(tmp_path), Tools(None, None)).items()
+        if name.startswith("sim-")
+    }
+    for lane, model in MODELS.items():
+        argv = sims[f"sim-{lane}"]
+        assert argv[argv.index("--model") + 1] == model
 
 
 def test_missing_deploy_dir_says_the_demo_needs_a_source_checkout(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from lanewatch.collector.demo.events import Event
 from lanewatch.collector.demo.live import Snapshot, event_line, render, stage_text
 from lanewatch.collector.demo.summary import build_summary, loop_timings, write_summary
 from lanewatch.collector.demo.timeline import Plan
-from lanewatch.collector.timing import RequestTiming
-from lanewatch.collector.window import summarize
+from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.collector.record.window import summarize
 from lanewatch.exporters.report_data import parse_events
 
 T0 = 1_800_000_000.0

@@ -1,0 +1,83 @@
+"""Which model a lane serves a request with: the lanes' declared models and the rewrite. Pure.
+
+A lane that declares its models (gateway.lanes.<lane>.models) serves only those. A request
+that lands on a lane not serving its `model` (shifted there by a degrade, or sent there by
+a routing rule) is asked of that lane under another name: the lane's `model_map` entry for
+the requested name, else the lane's first model. When every lane declares its models, a
+model no lane serves or maps is refused with a 404 before routing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lanewatch.collector.config import GatewayConfig
+
+__all__ = ["LaneModels", "header_value", "serve_as"]
+
+_HEADER_MAX = 200  # characters of each name in x-lanewatch-model
+
+
+@dataclass(frozen=True, slots=True)
+class LaneModels:
+    """Every lane's served models (first: the default target of a rewrite) and model maps."""
+
+    served: Mapping[str, tuple[str, ...]]  # lane -> models; a lane absent declared none
+    maps: Mapping[str, Mapping[str, str]]  # lane -> {requested model -> one of the lane's models}
+    order: tuple[str, ...]  # lanes fastest first: who serves a model first
+    names: frozenset[str]  # every model some lane serves or maps (checked on every request)
+    complete: bool  # every lane declared its models, so a model none serves is known to be unknown
+
+    @classmethod
+    def from_config(cls, cfg: GatewayConfig) -> LaneModels:
+        """The lanes' declarations of a validated gateway config."""
+        lanes, order = cfg.lanes, tuple(cfg.ordered_lanes)
+        served = {name: tuple(lane.models) for name, lane in lanes.items() if lane.models}
+        maps = {name: dict(lane.model_map) for name, lane in lanes.items() if lane.model_map}
+        names = frozenset(m for models in served.values() for m in models) | {
+            k for m in maps.values() for k in m
+        }
+        complete = bool(order) and all(lane in served for lane in order)
+        return cls(served=served, maps=maps, order=order, names=names, complete=complete)
+
+    def known(self, model: str) -> bool:
+        """Some lane serves `model` or maps it."""
+        return model in self.names
+
+    def first_lane_serving(self, model: str) -> str | None:
+        """The fastest lane that serves `model` itself (not through a map), or None."""
+        for lane in self.order:
+            if model in self.served.get(lane, ()):
+                return lane
+        return None
+
+    def unknown_model_message(self, model: str) -> str:
+        """The 404's message: the model asked for and every lane's models."""
+        listing = "; ".join(f"{lane}: {', '.join(self.served.get(lane, ()))}" for lane in self.order)
+        return f"The model `{model[:200]}` does not exist on this gateway. Lanes serve {listing}."
+
+
+def serve_as(models: LaneModels, lane: str, requested: str) -> str:
+    """The model `lane` is asked for when a request for `requested` is served there."""
+    own: Sequence[str] | None = models.served.get(lane)
+    if own is None or requested in own:  # a lane that declared nothing is asked as the client asked
+        return requested
+    mapped = models.maps.get(lane, {}).get(requested)
+    return mapped if mapped is not None else own[0]
+
+
+def header_value(requested: str, served: str) -> str:
+    """`x-lanewatch-model`'s value, `<requested> -> <served>`, safe for a header line.
+
+    The requested name comes from the client: control characters (a CR or LF would end the
+    header) and non-ASCII become '?', and each name is cut to 200 characters.
+    """
+    return f"{_printable(requested)} -> {_printable(served)}"
+
+
+def _printable(name: str) -> str:
+    text = name[:_HEADER_MAX]
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(c if c.isascii() and c.isprintable() else "?" for c in text)
