@@ -150,12 +150,12 @@ async def test_tap_records_join_spans_sent_over_grpc_at_the_collector(
     grpc_vllm: GrpcVllm, tmp_path: Path
 ) -> None:
     http_port = free_port()
-    cfg = LanewatchConfig(
-        scrape={"enabled": False},
-        gpu={"enabled": False},
-        probe={"enabled": False},
-        otlp={"join_wait_s": 20.0, "grpc_listen": f"127.0.0.1:{grpc_vllm.grpc_port}"},
-    )  # type: ignore[arg-type]
+    cfg = LanewatchConfig.model_validate({
+        "scrape": {"enabled": False},
+        "gpu": {"enabled": False},
+        "probe": {"enabled": False},
+        "otlp": {"join_wait_s": 20.0, "grpc_listen": f"127.0.0.1:{grpc_vllm.grpc_port}"},
+    })  # fmt: skip
     svc = CollectorService(cfg, registry=CollectorRegistry(), source_factory=None)
     seen: list[RequestTiming] = []
     svc.add_listener(seen.append)

@@ -22,7 +22,7 @@ VLLM_400 = {
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        (json.dumps(VLLM_400), VLLM_400["error"]["message"]),  # type: ignore[index]
+        (json.dumps(VLLM_400), VLLM_400["error"]["message"]),
         ('{"object": "error", "message": "old style", "type": "BadRequestError", "code": 400}', "old style"),
         ('{"detail": "Not Found"}', "Not Found"),
         ('{"error": "plain string"}', "plain string"),
