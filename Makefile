@@ -71,9 +71,9 @@ vllm:
 	@if [ "$(VLLM_VERSION)" = "$(VLLM_DEFAULT)" ] && [ -d "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" ]; then \
 	  ln -sfn "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" .venv-vllm; fi
 
-# Only the real-vLLM tests (one server for the session, a few minutes).
+# Only the tests marked vllm (a shared server for tests/vllm, a few minutes).
 test-vllm: $(STAMP) vllm
-	$(BIN)/pytest -q -m vllm tests/vllm
+	$(BIN)/pytest -q -m vllm
 
 # Refresh tests/fixtures/vllm-$(VLLM_VERSION)/ (page, spans, how it was served) from a real server.
 vllm-fixtures: $(STAMP) vllm
