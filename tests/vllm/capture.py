@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 
 from .contract import FIXTURES, decode_spans, families
-from .engine import SpanRelay, find_install, start_vllm, supports_flag, version
+from .engine import find_install, start_vllm, supports_flag, version
+from .relay import SpanRelay
 from .traffic import exercise, wait_for
 
 

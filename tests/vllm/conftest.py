@@ -7,10 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from .engine import Install, SpanRelay, VllmHandle, find_install, start_vllm, supports_flag
-
-# With it, the final usage chunk carries vLLM's own per-request timings (0.32 has it).
-PER_REQUEST_METRICS = "--enable-per-request-metrics"
+from .engine import PER_REQUEST_METRICS, Install, VllmHandle, find_install, start_vllm, supports_flag
+from .relay import SpanRelay
 
 
 def _in_ci() -> bool:
@@ -30,7 +28,7 @@ def vllm_install() -> Install:
 
 @pytest.fixture(scope="session")
 def span_relay() -> Iterator[SpanRelay]:
-    """Where the session's vLLM sends its spans."""
+    """Where the session's vLLM sends its spans (OTLP/gRPC, its default)."""
     relay = SpanRelay()
     yield relay
     relay.close()
@@ -40,7 +38,7 @@ def span_relay() -> Iterator[SpanRelay]:
 def vllm_server(
     vllm_install: Install, span_relay: SpanRelay, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[VllmHandle]:
-    """`vllm serve` of the tiny model, spans over OTLP/HTTP to the relay; its log is kept for failures."""
+    """`vllm serve` of the tiny model in its default span mode (gRPC) to the relay; its log is kept."""
     extra = [PER_REQUEST_METRICS] if supports_flag(vllm_install, PER_REQUEST_METRICS) else []
     folder = tmp_path_factory.mktemp("vllm")
     with start_vllm(vllm_install, folder, "tiny", span_relay.url, *extra) as handle:

@@ -1,19 +1,16 @@
-"""A real `vllm serve` (the CPU build made by `make vllm`) on 127.0.0.1, and a span relay in front of it.
+"""A real `vllm serve` (the CPU build made by `make vllm`) on 127.0.0.1.
 
 `find_install` locates the cached venv and models; `start_vllm` runs one server in its own
-process group with the environment the CPU build needs; `SpanRelay` receives vLLM's OTLP/HTTP
-exports, keeps every body, and forwards each to whichever lanewatch receivers a test adds.
+process group with the environment the CPU build needs, exporting spans in vLLM's default
+mode (OTLP/gRPC, no protocol variable set) when given an endpoint.
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.server
 import os
 import subprocess
-import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +30,10 @@ CPU_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
     "VLLM_TARGET_DEVICE": "cpu",
 }
+# With it, the final usage chunk carries vLLM's own per-request timings (0.32 has it).
+PER_REQUEST_METRICS = "--enable-per-request-metrics"
+# OpenTelemetry's protocol variables; with neither set, vLLM's span exporter speaks OTLP/gRPC.
+DEFAULT_MODE_UNSET = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def supports_flag(inst: Install, flag: str) -> bool:
 def start_vllm(
     inst: Install, folder: Path, model: str = "tiny", otlp_url: str | None = None, *extra: str
 ) -> Iterator[VllmHandle]:
-    """Run `vllm serve` on a free port until the block exits; its log stays in `folder`."""
+    """Run `vllm serve` on a free port until the block exits, spans over gRPC to `otlp_url`."""
     port = free_port()
     args = [
         str(inst.vllm), "serve", str(inst.model(model)), "--served-model-name", model,
@@ -117,9 +118,10 @@ def start_vllm(
         "--max-model-len", str(MAX_MODEL_LEN), *extra,
     ]  # fmt: skip
     env = {**os.environ, **CPU_ENV}
+    for name in DEFAULT_MODE_UNSET:
+        env.pop(name, None)  # unset, vLLM exports over gRPC (no TLS): its default, what is under test
     if otlp_url:
         args += ["--otlp-traces-endpoint", otlp_url]
-        env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = "http/protobuf"
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / f"vllm-{model}-{port}.log"
     started = time.monotonic()
@@ -134,61 +136,3 @@ def start_vllm(
         yield VllmHandle(url, model, MAX_MODEL_LEN, inst.version, proc, log_path, tuple(args), took)
     finally:
         stop_process(proc)
-
-
-class SpanRelay:
-    """An OTLP/HTTP traces endpoint that keeps every export body and forwards it to added receivers."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        self._downstream: list[str] = []
-        self._lock = threading.Lock()
-        relay = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                relay.received(body, self.headers.get("content-type") or "application/x-protobuf")
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")  # an empty ExportTraceServiceResponse
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1/traces"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="span-relay", daemon=True)
-        self._thread.start()
-
-    def received(self, body: bytes, content_type: str) -> None:
-        """Keep one export body and pass it on."""
-        with self._lock:
-            self.bodies.append(body)
-            targets = list(self._downstream)
-        for url in targets:
-            req = urllib.request.Request(url, body, {"content-type": content_type}, method="POST")
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(req, timeout=5).close()
-
-    @contextmanager
-    def forwarding_to(self, url: str) -> Iterator[None]:
-        """Forward exports to `url` (a lanewatch /v1/traces) until the block exits."""
-        with self._lock:
-            self._downstream.append(url)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._downstream.remove(url)
-
-    def snapshot(self) -> list[bytes]:
-        """The bodies received so far."""
-        with self._lock:
-            return list(self.bodies)
-
-    def close(self) -> None:
-        """Stop serving."""
-        self._server.shutdown()
-        self._server.server_close()

@@ -16,7 +16,8 @@ from lanewatch.collector.collect.scrape import PHASE_HISTOGRAMS
 from lanewatch.exporters import names
 from tests.servers import free_port, lanewatch_command, stop_process, wait_http
 
-from .engine import SpanRelay, VllmHandle
+from .engine import VllmHandle
+from .relay import SpanRelay
 from .traffic import exercise
 
 pytestmark = pytest.mark.vllm

@@ -1,9 +1,15 @@
-"""`lanewatch probe --otlp-listen` on a real vLLM: joins, and the client and server clocks agree."""
+"""`lanewatch probe` on a real vLLM: spans join over either receiver, and client and server clocks agree.
+
+The session's vLLM exports over OTLP/gRPC (its default); the relay hands each export to the
+probe's gRPC receiver (`--otlp-grpc-listen`) as the same call, or to its HTTP receiver
+(`--otlp-listen`) as a POST of the same protobuf bytes.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +19,8 @@ import yaml
 from tests.servers import free_port, lanewatch_command
 
 from .contract import decode_spans
-from .engine import SpanRelay, VllmHandle
+from .engine import MAX_MODEL_LEN, PER_REQUEST_METRICS, VllmHandle
+from .relay import SpanRelay
 from .traffic import wait_for
 
 pytestmark = pytest.mark.vllm
@@ -27,6 +34,8 @@ DECODE_LIMIT_S = 0.100
 # machine that is late by a few ms, so `network` can exceed the real time before vLLM's arrival
 # stamp (seen: 2.3 and 7.0 ms at load average ~20 on 2 cores, on 2 probes in 100 each run).
 CLIENT_JITTER_S = 0.015
+# The response's per-request metrics and the span come from the same engine timestamps.
+RESPONSE_METRICS_S = 0.002
 
 
 def server_spans(relay: SpanRelay) -> dict[str, dict[str, Any]]:
@@ -34,25 +43,41 @@ def server_spans(relay: SpanRelay) -> dict[str, dict[str, Any]]:
     return {s["trace_id"]: s["attributes"] for s in decode_spans(relay.snapshot())}
 
 
+def listening(relay: SpanRelay, receiver: str, port: int) -> tuple[list[str], AbstractContextManager[None]]:
+    """The probe's flag for `receiver` on `port`, and the relay forwarding there."""
+    address = f"127.0.0.1:{port}"
+    if receiver == "grpc":
+        return ["--otlp-grpc-listen", address], relay.forwarding_over_grpc_to(address)
+    return ["--otlp-listen", address], relay.forwarding_to(f"http://{address}/v1/traces")
+
+
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("receiver", ["grpc", "http"])
 def test_probes_join_real_spans_and_the_phases_nest(
-    vllm_server: VllmHandle, span_relay: SpanRelay, tmp_path: Path
+    vllm_server: VllmHandle, span_relay: SpanRelay, tmp_path: Path, receiver: str
 ) -> None:
     # A short class keeps 100 probes near a minute on a busy 2-core machine (tiny: ~0.1-1 s each).
     cfg = tmp_path / "probe.yaml"
     cfg.write_text(
         yaml.safe_dump({"probe": {"classes": [{"name": "brief", "prompt_words": 8, "max_tokens": 4}]}})
     )
-    port = free_port()
     args = [*lanewatch_command(), "probe", vllm_server.url, "-m", vllm_server.model, "-n", str(PROBES)]
-    args += ["-c", str(cfg), "--class", "brief", "--json", "--otlp-listen", f"127.0.0.1:{port}"]
-    with span_relay.forwarding_to(f"http://127.0.0.1:{port}/v1/traces"):
-        done = subprocess.run(args, capture_output=True, text=True, timeout=540)
+    flags, forwarding = listening(span_relay, receiver, free_port())
+    with forwarding:
+        done = subprocess.run([*args, "-c", str(cfg), "--class", "brief", "--json", *flags],
+                              capture_output=True, text=True, timeout=540)  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(lines) == PROBES and all(line["error"] is None for line in lines), done.stdout[-2000:]
-    joined = [line for line in lines if line["queue_s"] is not None]
-    assert len(joined) >= 0.99 * PROBES, f"{len(joined)}/{PROBES} joined"
+    # Span-joined only: with per-request metrics an unjoined record takes its phases from the response.
+    joined = [line for line in lines if line["phases_source"] == "span"]
+    print(f"probes joined over {receiver}: {len(joined)}/{PROBES}")
+    assert len(joined) >= 0.99 * PROBES, f"{len(joined)}/{PROBES} joined over {receiver}"
+    assert PER_REQUEST_METRICS in vllm_server.args
+    for line in joined:  # the response's metrics and the span come from the same engine timestamps
+        assert line["response_queue_s"] is not None and line["response_ttft_s"] is not None
+        assert abs(line["queue_s"] - line["response_queue_s"]) <= RESPONSE_METRICS_S, line
+        assert abs(line["prefill_s"] - line["response_ttft_s"]) <= RESPONSE_METRICS_S, line
 
     trace_ids = {line["trace_id"] for line in joined}
     assert wait_for(lambda: trace_ids <= set(server_spans(span_relay)))
@@ -83,3 +108,17 @@ def test_probes_join_real_spans_and_the_phases_nest(
     decode_off.sort()
     assert decode_off[len(decode_off) // 2] <= DECODE_TOLERANCE_S, decode_off[-10:]
     assert decode_off[-1] <= DECODE_LIMIT_S, decode_off[-10:]
+
+
+def test_a_request_over_the_context_reports_vllms_reason(vllm_server: VllmHandle, tmp_path: Path) -> None:
+    cfg = tmp_path / "probe.yaml"
+    cfg.write_text(
+        yaml.safe_dump({"probe": {"classes": [{"name": "huge", "prompt_words": 8, "max_tokens": 100_000}]}})
+    )
+    args = [*lanewatch_command(), "probe", vllm_server.url, "-m", vllm_server.model, "-c", str(cfg)]
+    done = subprocess.run([*args, "--class", "huge", "--json"], capture_output=True, text=True, timeout=120)
+    (line,) = [json.loads(x) for x in done.stdout.splitlines()]
+    assert done.returncode == 1 and line["status"] == 400
+    # vLLM 0.32: "max_tokens=100000 cannot be greater than max_model_len=2048. Please request fewer ..."
+    print(f"error_message: {line['error_message']}")
+    assert str(MAX_MODEL_LEN) in line["error_message"] and len(line["error_message"]) <= 200, line

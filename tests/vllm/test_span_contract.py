@@ -8,7 +8,8 @@ import pytest
 from lanewatch.simulator.tracing import SpanData, _attributes
 
 from .contract import attribute_kinds, decode_spans
-from .engine import SpanRelay, VllmHandle
+from .engine import VllmHandle
+from .relay import SpanRelay
 from .traffic import send, wait_for
 
 pytestmark = pytest.mark.vllm
