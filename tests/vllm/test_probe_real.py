@@ -1,15 +1,14 @@
-"""`lanewatch probe` on a real vLLM: spans join over either receiver, and client and server clocks agree.
+"""`lanewatch probe` on a real vLLM: spans join over gRPC, and the client and server clocks agree.
 
 The session's vLLM exports over OTLP/gRPC (its default); the relay hands each export to the
-probe's gRPC receiver (`--otlp-grpc-listen`) as the same call, or to its HTTP receiver
-(`--otlp-listen`) as a POST of the same protobuf bytes.
+probe's gRPC receiver (`--otlp-grpc-listen`) as the same call. (The HTTP receiver decodes the
+same bytes; test_collect_real joins real spans through the collector's.)
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -43,18 +42,9 @@ def server_spans(relay: SpanRelay) -> dict[str, dict[str, Any]]:
     return {s["trace_id"]: s["attributes"] for s in decode_spans(relay.snapshot())}
 
 
-def listening(relay: SpanRelay, receiver: str, port: int) -> tuple[list[str], AbstractContextManager[None]]:
-    """The probe's flag for `receiver` on `port`, and the relay forwarding there."""
-    address = f"127.0.0.1:{port}"
-    if receiver == "grpc":
-        return ["--otlp-grpc-listen", address], relay.forwarding_over_grpc_to(address)
-    return ["--otlp-listen", address], relay.forwarding_to(f"http://{address}/v1/traces")
-
-
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("receiver", ["grpc", "http"])
 def test_probes_join_real_spans_and_the_phases_nest(
-    vllm_server: VllmHandle, span_relay: SpanRelay, tmp_path: Path, receiver: str
+    vllm_server: VllmHandle, span_relay: SpanRelay, tmp_path: Path
 ) -> None:
     # A short class keeps 100 probes near a minute on a busy 2-core machine (tiny: ~0.1-1 s each).
     cfg = tmp_path / "probe.yaml"
@@ -62,17 +52,17 @@ def test_probes_join_real_spans_and_the_phases_nest(
         yaml.safe_dump({"probe": {"classes": [{"name": "brief", "prompt_words": 8, "max_tokens": 4}]}})
     )
     args = [*lanewatch_command(), "probe", vllm_server.url, "-m", vllm_server.model, "-n", str(PROBES)]
-    flags, forwarding = listening(span_relay, receiver, free_port())
-    with forwarding:
-        done = subprocess.run([*args, "-c", str(cfg), "--class", "brief", "--json", *flags],
-                              capture_output=True, text=True, timeout=540)  # fmt: skip
+    address = f"127.0.0.1:{free_port()}"
+    args += ["-c", str(cfg), "--class", "brief", "--json", "--otlp-grpc-listen", address]
+    with span_relay.forwarding_over_grpc_to(address):
+        done = subprocess.run(args, capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(lines) == PROBES and all(line["error"] is None for line in lines), done.stdout[-2000:]
     # Span-joined only: with per-request metrics an unjoined record takes its phases from the response.
     joined = [line for line in lines if line["phases_source"] == "span"]
-    print(f"probes joined over {receiver}: {len(joined)}/{PROBES}")
-    assert len(joined) >= 0.99 * PROBES, f"{len(joined)}/{PROBES} joined over {receiver}"
+    print(f"probes joined over gRPC: {len(joined)}/{PROBES}")
+    assert len(joined) >= 0.99 * PROBES, f"{len(joined)}/{PROBES} joined"
     assert PER_REQUEST_METRICS in vllm_server.args
     for line in joined:  # the response's metrics and the span come from the same engine timestamps
         assert line["response_queue_s"] is not None and line["response_ttft_s"] is not None
