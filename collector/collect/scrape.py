@@ -136,6 +136,9 @@ class ServerSnapshot:
     gauges: Mapping[str, float] = field(default_factory=dict)
     counters: Mapping[str, float] = field(default_factory=dict)
     histograms: Mapping[str, Buckets] = field(default_factory=dict)
+    # Families lanewatch reads that the page had (current names), and the older names it read them by.
+    families: frozenset[str] = frozenset()
+    legacy_names: frozenset[str] = frozenset()
 
     @property
     def up(self) -> bool:
@@ -184,7 +187,27 @@ def canonical_name(sample_name: str) -> tuple[str, bool]:
     return sample_name, False
 
 
-_WANTED = tuple(sorted({*_HISTOGRAMS, *GAUGES, *COUNTERS, *names.VLLM_LEGACY_ALIASES}))
+_READ = frozenset(names.VLLM_READ_FAMILIES)
+_WANTED = tuple(sorted({*_HISTOGRAMS, *GAUGES, *COUNTERS, *_READ, *names.VLLM_LEGACY_ALIASES}))
+
+
+def missing_families(present: Iterable[str]) -> tuple[str, ...]:
+    """The families lanewatch reads that a page lacked (features such as speculative decoding aside)."""
+    have = set(present)
+    return tuple(
+        f for f in names.VLLM_READ_FAMILIES if f not in have and f not in names.VLLM_OPTIONAL_FAMILIES
+    )
+
+
+def family_of(sample_name: str) -> str:
+    """The family a sample belongs to: a histogram's name without _bucket/_sum/_count."""
+    for suffix in _HIST_SUFFIXES:
+        base = sample_name.removesuffix(suffix)
+        if base != sample_name and base in _HISTOGRAMS:
+            return base
+    return sample_name
+
+
 CHUNK_LINES = 16  # lines per parser call: prometheus_client's parser costs ~30-80 µs a line here
 
 
@@ -204,6 +227,8 @@ class MetricsParser:
     def __init__(self) -> None:
         self._current, self._legacy = _Parsed(), _Parsed()
         self._samples = 0
+        self.families: set[str] = set()  # families lanewatch reads, seen under their current names
+        self.legacy_names: set[str] = set()  # older names of families lanewatch reads, seen
         self.error: str | None = None
 
     def feed(self, chunk: str) -> None:
@@ -214,6 +239,11 @@ class MetricsParser:
             for family in text_string_to_metric_families(chunk):
                 for sample in family.samples:
                     name, is_legacy = canonical_name(sample.name)
+                    read = family_of(name)
+                    if read in _READ and not is_legacy:
+                        self.families.add(read)
+                    elif read in _READ:
+                        self.legacy_names.add(sample.name.removesuffix(name[len(read) :]))
                     (self._legacy if is_legacy else self._current).add(
                         name, sample.labels, float(sample.value)
                     )
@@ -240,7 +270,19 @@ class MetricsParser:
             gauges, counters, histograms = self.result()
         except ValueError as exc:
             return ServerSnapshot(target, lane, at, duration_s, error=f"parse: {exc}")
-        return ServerSnapshot(target, lane, at, duration_s, None, gauges, counters, histograms)
+        return ServerSnapshot(
+            target,
+            lane,
+            at,
+            duration_s,
+            None,
+            gauges,
+            counters,
+            histograms,
+            frozenset(self.families | {names.VLLM_LEGACY_ALIASES[o] for o in self.legacy_names}),
+            # An older name beside its current one (0.9 and 0.10 expose both) is not read.
+            frozenset(o for o in self.legacy_names if names.VLLM_LEGACY_ALIASES[o] not in self.families),
+        )
 
 
 def parse_metrics(text: str) -> tuple[dict[str, float], dict[str, float], dict[str, Buckets]]:
@@ -290,6 +332,8 @@ class ServerStats:
     prefix_cache_hit_ratio: float | None = None
     spec_decode_acceptance_ratio: float | None = None
     preemptions: float = 0.0  # preemptions seen since start (reset-aware)
+    # Families lanewatch reads that the last good page lacked under every name (current names).
+    missing_families: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +402,7 @@ class ServerWindow:
             if self._has_counter(names.VLLM_SPEC_DECODE_NUM_DRAFT_TOKENS_TOTAL)
             else gauges.get(names.VLLM_LEGACY_SPEC_DECODE_DRAFT_ACCEPTANCE_RATE),
             preemptions=self._preemptions,
+            missing_families=missing_families(self._last_up.families) if self._last_up is not None else (),
         )
 
     def window_histogram(self, metric: str) -> Buckets | None:

@@ -30,6 +30,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
+from lanewatch.collector.collect.family_notices import FamilyNotices
 from lanewatch.collector.collect.gpu import GpuSample, GpuSampler, load_nvml
 from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_http import TRACES_PATH, traces_endpoint
@@ -150,6 +151,7 @@ class CollectorService:
         # A target's CA bundle (or -k) applies to its scrape as to its probes.
         self.scrape_tls = {t.name: (t.cacert, t.insecure) for t in scraped}
         self.server_windows = {t.name: ServerWindow(t.name, t.lane, cfg.scrape.window_s) for t in scraped}
+        self._family_notices = FamilyNotices()
         self._others.register(
             ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
         )
@@ -204,6 +206,8 @@ class CollectorService:
     def add_snapshot(self, snap: ServerSnapshot) -> None:
         """A scrape result for its target's window."""
         self.server_windows[snap.target].add(snap)
+        for line in self._family_notices.notices(snap):
+            log.warning("%s", line)
 
     def _emit_all(self, records: Iterable[RequestTiming]) -> None:
         for r in records:
