@@ -2,13 +2,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from lanewatch.collector.collect.otlp import ServerSpan
-from lanewatch.collector.collect.scrape import ServerSnapshot
+from lanewatch.collector.collect.scrape import ServerSnapshot, snapshot_from_text
 from lanewatch.collector.collect.service import CollectorService, lane_order, shard_targets
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.timing import RequestTiming
@@ -110,6 +112,26 @@ def test_scrape_snapshots_reach_metrics_and_unscraped_targets_are_absent() -> No
     assert 'lanewatch_scrape_up{lane="fast",target="a"} 0.0' in out
     assert 'lanewatch_scrape_errors_total{lane="fast",target="a"} 1.0' in out
     assert 'target="b"' not in out
+
+
+def test_an_older_vllm_page_reports_its_missing_family_in_metrics_and_logs_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    svc, _ = service(config(), clock)
+    page = (Path(__file__).parents[3] / "fixtures" / "vllm-0.8-from-source" / "metrics.txt").read_text()
+    with caplog.at_level(logging.WARNING, logger="lanewatch.collector.collect.service"):
+        for _ in range(2):
+            svc.add_snapshot(snapshot_from_text("a", "fast", page, clock.now, 0.01))
+    out = text(svc)
+    tpot = names.VLLM_REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS
+    assert f'{names.SCRAPE_MISSING_FAMILIES}{{family="{tpot}",lane="fast",target="a"}} 1.0' in out
+    assert out.count(names.SCRAPE_MISSING_FAMILIES + "{") == 1
+    assert (
+        'lanewatch_server_kv_cache_usage_ratio{lane="fast",target="a"} 0.125' in out
+    )  # read by its old name
+    missing = [r for r in caplog.records if tpot in r.getMessage()]
+    assert len(missing) == 1  # two scrapes, one line
 
 
 def test_shards_split_targets_between_collectors() -> None:
