@@ -128,7 +128,7 @@ DIRECTION: Final = "direction"  # apply | escalate | restore
 OUTCOME: Final = "outcome"
 
 # ---------------------------------------------------------------- vLLM names read by rules and dashboards
-# vLLM's V1 engine names (v0.33.0 source); older names below.
+# vLLM's own metric names (V1 engine), as its /metrics page serves them; older names below.
 VLLM_LABELS: Final = ("model_name", "engine")
 VLLM_NUM_REQUESTS_RUNNING: Final = "vllm:num_requests_running"
 VLLM_NUM_REQUESTS_WAITING: Final = "vllm:num_requests_waiting"
