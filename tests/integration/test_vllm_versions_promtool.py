@@ -130,3 +130,24 @@ def test_without_the_older_names_the_renamed_panels_would_be_empty(tmp_path: Pat
     assert ok.returncode == 0, ok.stdout + ok.stderr
     wrong = run_promtool(tmp_path, page, [(current_only, True)])
     assert wrong.returncode != 0
+
+
+def test_both_names_side_by_side_are_not_counted_twice(tmp_path: Path) -> None:
+    """vLLM 0.9 and 0.10 expose a renamed counter under both names: `or` keeps one of them."""
+    old = OLD_PAGE.read_text()
+    hits = next(
+        float(line.rsplit(" ", 1)[1])
+        for line in old.splitlines()
+        if line.startswith("vllm:gpu_prefix_cache_hits_total{")
+    )
+    both = old + f'{names.VLLM_PREFIX_CACHE_HITS_TOTAL}{{engine="0",model_name="tiny"}} {hits}\n'
+    new, old_name = names.VLLM_PREFIX_CACHE_HITS_TOTAL, "vllm:gpu_prefix_cache_hits_total"
+    either = f"sum by (lane, instance) (rate({new}[5m]) or rate({old_name}[5m]))"
+    plain_sum = f"sum by (lane, instance) (rate({new}[5m])) + sum by (lane, instance) (rate({old_name}[5m]))"
+    per_second = hits / 60  # the input series grow by the page's value each minute
+    exact = [
+        f"abs({either} - {per_second}) < bool 1e-9",  # one of the two
+        f"abs({plain_sum} - {2 * per_second}) < bool 1e-9",  # the check can fail: both, summed
+    ]
+    ok = run_promtool(tmp_path, both, [(f"({e}) == 1", True) for e in exact])
+    assert ok.returncode == 0, ok.stdout + ok.stderr
