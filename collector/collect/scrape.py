@@ -1,8 +1,9 @@
 """vLLM's /metrics, scraped per target: parse → snapshot → delta → windowed quantiles.
 
 Everything but `scrape_once` and `run_scrape_loop` is pure. A `ServerSnapshot` holds one
-scrape's cumulative values (summed over vLLM's `engine`/`model_name` label sets, old V0
-names mapped to V1 ones); `ServerWindow` turns consecutive snapshots into reset-aware
+scrape's cumulative values (summed over vLLM's `engine`/`model_name` label sets, older
+names mapped to current ones through the rename table in exporters/names.py) and which of
+the families lanewatch reads the page had; `ServerWindow` turns consecutive snapshots into reset-aware
 deltas and answers quantiles from the buckets (Prometheus' `histogram_quantile`
 semantics) and ratios over the last `window_s` seconds. vLLM's queue/prefill/decode
 buckets start at 0.3 s, so for a fast lane these serve trends; exact per-request phases
