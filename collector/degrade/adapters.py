@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from lanewatch.collector.common.headers import SIGNATURE_HEADER, TIMESTAMP_HEADER
+
 from .state import LaneSpec, lanes_to_json
 
 __all__ = [
@@ -40,8 +42,6 @@ __all__ = [
 
 log = logging.getLogger("lanewatch.degrade.adapters")
 
-SIGNATURE_HEADER = "X-Lanewatch-Signature"  # "sha256=<hex HMAC-SHA256 of '<timestamp>.<body>'>"
-TIMESTAMP_HEADER = "X-Lanewatch-Timestamp"  # Unix seconds; receivers should refuse old ones
 Sleep = Callable[[float], Awaitable[None]]
 
 

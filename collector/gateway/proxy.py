@@ -18,6 +18,8 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
+from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
+from lanewatch.collector.common.names import CLASS_NAME_PATTERN
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
@@ -46,13 +48,15 @@ __all__ = ["handle_completion"]
 
 log = logging.getLogger("lanewatch.gateway")
 
-_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_CLASS = re.compile(CLASS_NAME_PATTERN)
+# A lane with its own API key sends it instead of whatever credentials the client sent.
+_LANE_KEY_REPLACES = frozenset({AUTHORIZATION})
 # Hop-by-hop and gateway-owned headers: never passed upstream as the client sent them.
 _HOP = frozenset(
     {
         *("connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer"),
         *("transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"),
-        *("traceparent", "tracestate", "expect", LANE_HEADER),
+        *(TRACEPARENT, TRACESTATE, "expect", LANE_HEADER),
     }
 )
 
@@ -220,8 +224,8 @@ def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> dict[
     """The client's headers less hop-by-hop ones; no Accept-Encoding, so the tap reads plain bytes."""
     out = {k: v for k, v in incoming.items() if k.lower() not in _HOP}
     if api_key is not None:
-        out = {k: v for k, v in out.items() if k.lower() != "authorization"}
-        out["Authorization"] = f"Bearer {api_key}"
+        out = {k: v for k, v in out.items() if k.lower() not in _LANE_KEY_REPLACES}
+        out[AUTHORIZATION] = f"Bearer {api_key}"
     return out
 
 

@@ -25,6 +25,7 @@ import anyio.lowlevel
 import httpx
 from opentelemetry.trace import Tracer
 
+from lanewatch.collector.common.headers import AUTHORIZATION, DEGRADED_HEADER, LANE_HEADER, REQUEST_ID
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk, Usage
 from lanewatch.collector.config import RequestClass, Target, Timeouts
@@ -39,7 +40,6 @@ log = logging.getLogger(__name__)
 
 PATHS: dict[Api, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 SSE_BAD_EVENTS_ATTR = "sse_bad_events"  # record attr: undecodable SSE events in the stream
-LANE_HEADER = "x-lanewatch-lane"  # forces a lane at a lanewatch gateway (CONTRACTS.md §2)
 _ERROR_BODY_LIMIT = 64 * 1024
 _AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
 
@@ -223,7 +223,7 @@ class Prober:
             "x-request-id": request_id,
         }
         if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
+            headers[AUTHORIZATION] = f"Bearer {self._api_key}"
         if self.target.lane != "default":
             headers[LANE_HEADER] = self.target.lane
         return headers
@@ -271,8 +271,8 @@ class Prober:
         self, response: httpx.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
     ) -> None:
         run.status = response.status_code
-        run.request_id = response.headers.get("x-request-id")
-        for name in ("x-lanewatch-lane", "x-lanewatch-degraded"):
+        run.request_id = response.headers.get(REQUEST_ID)
+        for name in (LANE_HEADER, DEGRADED_HEADER):
             if name in response.headers:
                 run.attrs[name.removeprefix("x-lanewatch-")] = response.headers[name][:64]
         if (kind := error_kind_for_status(run.status)) is not None:
