@@ -45,6 +45,7 @@ def collect(
 
     from lanewatch.alerts.spec import SpecError
     from lanewatch.collector.collect.service import CollectorService, load_goodput, serve
+    from lanewatch.collector.common.overrides import Flag, OverrideError, override
     from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.probe.suites import parse_shard
 
@@ -58,15 +59,20 @@ def collect(
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
-    listen = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
-    server = cfg.server.model_copy(update=listen)
-    probe = cfg.probe.model_copy(update={"shard": shard}) if shard is not None else cfg.probe
-    export = cfg.export.model_copy(update={"records_path": records}) if records is not None else cfg.export
+    flags = {
+        "server.host": Flag("--host", host),
+        "server.port": Flag("--port", port),
+        "probe.shard": Flag("--shard", shard),
+        "export.records_path": Flag("--records", records),
+    }
     try:
-        parse_shard(probe.shard)
+        cfg = override(cfg, {path: f for path, f in flags.items() if f.value is not None})
+        parse_shard(cfg.probe.shard)
+    except OverrideError as exc:
+        fail("collect", exc)
     except ValueError as exc:
         fail("collect", f"--shard: {exc}")
-    cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export})
+    server, export = cfg.server, cfg.export
     try:
         load_goodput(export.goodput, export.slo_spec)  # refuse a bad SLO spec before anything starts
     except SpecError as exc:

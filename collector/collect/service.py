@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Response
 from opentelemetry.sdk.trace import TracerProvider
@@ -38,7 +38,7 @@ from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, Ser
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.probe.spans import TRACER_NAME
-from lanewatch.collector.record.files import open_for_append, record_line
+from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.goodput import Goodput
 from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 from lanewatch.collector.record.join import Joiner, JoinStats
@@ -78,23 +78,6 @@ def probe_suite(cfg: LanewatchConfig, sink: Sink, tracer: Tracer | None) -> Reco
     from lanewatch.collector.probe.suites import ProbeSuite
 
     return ProbeSuite(cfg, sink, tracer=tracer)
-
-
-class RecordsWriter:
-    """Appends records to a JSONL file, one `RequestTiming.to_json()` per line, flushed per line."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file: IO[str] = open_for_append(path)
-
-    def write(self, record: RequestTiming) -> None:
-        """Append one record."""
-        self._file.write(record_line(record))
-        self._file.flush()
-
-    def close(self) -> None:
-        """Close the file."""
-        self._file.close()
 
 
 def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
@@ -297,7 +280,7 @@ class CollectorService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self.cfg.gpu.interval_s)
         finally:
-            await asyncio.to_thread(sampler.close)
+            await asyncio.to_thread(sampler.shutdown)
             self.gpu_samples = []
 
     def close(self) -> None:

@@ -72,10 +72,10 @@ class GatewayServer:
         self.port = await self._front.start(host, port)
         return self.port
 
-    async def close(self) -> None:
+    async def shutdown(self) -> None:
         """Stop accepting, drop connections (their handlers finish and record), stop the gateway."""
         await self._front.close()
-        await self.gw.close()
+        await self.gw.shutdown()
 
 
 def _json(data: Any, status: int = 200) -> Response:

@@ -94,7 +94,7 @@ class RecordShipper:
         self._last_send = self._clock()
         self._task = asyncio.create_task(self._run(), name="record-shipper")
 
-    async def close(self) -> None:
+    async def shutdown(self) -> None:
         """Stop the task, then send what is queued within `shutdown_s`; the rest counts as dropped."""
         self._closing = True
         self._wake.set()
