@@ -78,7 +78,7 @@ def commands(layout: Layout, tools: Tools) -> dict[str, list[str]]:
         *lw, "degrade", "serve", "--host", "127.0.0.1", "--port", str(layout.degrade_port),
         "--token-file", str(layout.token_file("degrade")), "--gateway", layout.gateway_url,
         "--gateway-token-file", str(layout.token_file("gateway-admin")),
-        "--state-dir", str(layout.workdir / "degrade-state"), "-c", str(layout.policy_yaml),
+        "--state-dir", str(layout.workdir / "degrade-state"), "--policy", str(layout.policy_yaml),
         "--tick-s", "0.5", "--reconcile-interval-s", "5", "--log-level", "warning",
     ]  # fmt: skip
     if tools.alertmanager:
