@@ -282,7 +282,7 @@ async def _run(
             if join is not None:
                 join.close()  # a second Ctrl-C: what is still held goes out unjoined
             if receiver is not None:
-                receiver.stop()  # not to_thread: it must run even while the task is being cancelled
+                receiver.shutdown()  # not to_thread: it must run even while the task is being cancelled
             otlp.shutdown(provider, timeout_s=2.0)
     return records
 

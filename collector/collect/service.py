@@ -64,9 +64,9 @@ class RecordSource(Protocol):
     """A source that hands records to a sink until stopped (the probe suite)."""
 
     async def run(self) -> None:
-        """Produce records until `stop()`."""
+        """Produce records until `shutdown()`."""
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
         """Ask `run` to return."""
 
 
@@ -230,11 +230,11 @@ class CollectorService:
         finally:
             stop.set()
             if source is not None and probe_task is not None:
-                source.stop()
+                source.shutdown()
                 await asyncio.gather(probe_task, return_exceptions=True)
             await self.drain()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.close()
+            self.shutdown()
 
     async def drain(self) -> None:
         """Give records still waiting for a span their full wait (spans keep arriving meanwhile)."""
@@ -283,7 +283,7 @@ class CollectorService:
             await asyncio.to_thread(sampler.shutdown)
             self.gpu_samples = []
 
-    def close(self) -> None:
+    def shutdown(self) -> None:
         """Release every waiting record (unjoined) and close the records file."""
         if self.joiner is not None:
             self._emit_all(self.joiner.flush())

@@ -231,7 +231,7 @@ async def run_demo(
                     else:
                         result.interrupted = True
                 finally:
-                    await stack.close()
+                    await stack.shutdown()
         except (StartupError, ChildExited, TemplateError) as exc:
             result.error = str(exc)
         except httpx.HTTPError as exc:  # the fault API or the gateway refused the demo

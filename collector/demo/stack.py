@@ -241,7 +241,7 @@ class Stack:
     def _bearer(self, name: str) -> dict[str, str]:
         return {"authorization": f"Bearer {self.tokens[name]}"}
 
-    async def close(self) -> None:
+    async def shutdown(self) -> None:
         """Close the HTTP clients (the Supervisor ends the processes)."""
         for client in [self._http, *self._sims.values()]:
             await client.aclose()

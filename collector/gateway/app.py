@@ -74,7 +74,7 @@ class GatewayServer:
 
     async def shutdown(self) -> None:
         """Stop accepting, drop connections (their handlers finish and record), stop the gateway."""
-        await self._front.close()
+        await self._front.shutdown()
         await self.gw.shutdown()
 
 
