@@ -41,10 +41,9 @@ def collect(
     (record batches from the gateway) until interrupted."""
     import asyncio
     import logging
-    import signal
 
     from lanewatch.alerts.spec import SpecError
-    from lanewatch.collector.collect.service import CollectorService, load_goodput, serve
+    from lanewatch.collector.collect.service import load_goodput, run_until_signalled
     from lanewatch.collector.common.overrides import Flag, OverrideError, override
     from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.probe.suites import parse_shard
@@ -72,33 +71,12 @@ def collect(
         fail("collect", exc)
     except ValueError as exc:
         fail("collect", f"--shard: {exc}")
-    server, export = cfg.server, cfg.export
     try:
-        load_goodput(export.goodput, export.slo_spec)  # refuse a bad SLO spec before anything starts
+        load_goodput(cfg.export.goodput, cfg.export.slo_spec)  # refuse a bad SLO spec before anything starts
     except SpecError as exc:
         typer.echo(f"export.slo_spec: {exc}", err=True)
         raise typer.Exit(2) from None
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        service = CollectorService(cfg)
-
-        def listening(bound: int) -> None:
-            typer.echo(
-                f"lanewatch collect: http://{server.host}:{bound} (/metrics, /healthz"
-                f"{', /v1/traces' if cfg.otlp.enabled else ''}"
-                f"{', /v1/records' if cfg.ingest.enabled else ''}); "
-                f"{len(cfg.targets)} targets, "
-                f"{len(service.scrape_targets)} scraped",
-                err=True,
-            )
-
-        await serve(service, server.host, server.port, stop, listening)
-
     try:
-        asyncio.run(main())
+        asyncio.run(run_until_signalled(cfg, lambda line: typer.echo(f"lanewatch collect: {line}", err=True)))
     except (OSError, ValueError) as exc:  # a taken port, an unreadable or empty ingest token file
         fail("collect", exc, RUNTIME)

@@ -414,6 +414,29 @@ async def serve(
         sock.close()
 
 
+async def run_until_signalled(cfg: LanewatchConfig, announce: Callable[[str], None]) -> None:
+    """`lanewatch collect`: serve and run the service until SIGINT or SIGTERM; `announce` gets the
+    line saying where it listens. OSError for a taken port, ValueError for an unreadable token file."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    service = CollectorService(cfg)
+    paths = ["/metrics", "/healthz"]
+    paths += ["/v1/traces"] if cfg.otlp.enabled else []
+    paths += ["/v1/records"] if cfg.ingest.enabled else []
+
+    def listening(bound: int) -> None:
+        announce(
+            f"http://{cfg.server.host}:{bound} ({', '.join(paths)}); "
+            f"{len(cfg.targets)} targets, {len(service.scrape_targets)} scraped"
+        )
+
+    await serve(service, cfg.server.host, cfg.server.port, stop, listening)
+
+
 def listen_socket(host: str, port: int) -> socket.socket:
     """A bound TCP socket (OSError when the address is taken or unknown)."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
