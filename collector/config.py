@@ -283,6 +283,13 @@ class GatewayConfig(Section):
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=300.0, gt=0)  # longest wait for the next upstream bytes
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # Client connections: a request head must be complete within head_timeout_s of its first byte
+    # (of the connection, for the first request); an idle keep-alive connection closes after
+    # keepalive_timeout_s; past max_connections open at once a new one is answered 503 and closed
+    # (None: half the process's open-file limit less 64, at most 10,000).
+    head_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    keepalive_timeout_s: float = Field(default=75.0, gt=0, le=3600)
+    max_connections: int | None = Field(default=None, ge=1, le=1_000_000)
     otlp_endpoint: HttpUrl | None = None  # OTLP/HTTP traces URL for the per-request server span
     # Ship tap records to this collector (base URL; POST /v1/records), which joins them to vLLM's
     # spans and exports them; the gateway then exports no request metrics itself.

@@ -19,6 +19,7 @@ from .names import check_class_name
 __all__ = [
     "ACTIONS",
     "LANE_KEYS",
+    "READ_ONLY_KEYS",
     "ActionName",
     "DegradeError",
     "LaneDegrade",
@@ -29,7 +30,7 @@ ActionName = Literal["shift", "cap_max_tokens", "shed"]
 # The router actions, named as the gateway's `x-lanewatch-degraded` header names them.
 ACTIONS: tuple[ActionName, ...] = ("shift", "cap_max_tokens", "shed")
 LANE_KEYS = frozenset({"shift_to", "shift_percent", "cap_max_tokens", "shed_classes"})
-_READ_ONLY_KEYS = frozenset({"lane_order", "version"})
+READ_ONLY_KEYS = frozenset({"lane_order", "version"})
 
 
 class DegradeError(ValueError):
@@ -94,7 +95,7 @@ def parse_lanes(body: Any, lane_order: Sequence[str]) -> dict[str, LaneDegrade]:
     """Validate a PUT body into per-lane degrades; raise DegradeError naming the bad field."""
     if not isinstance(body, dict):
         raise DegradeError("body must be a JSON object with a 'lanes' object")
-    unknown = sorted(set(body) - {"lanes"} - _READ_ONLY_KEYS)
+    unknown = sorted(set(body) - {"lanes"} - READ_ONLY_KEYS)
     if unknown:
         raise DegradeError(f"unknown keys {unknown}; expected 'lanes'")
     lanes = body.get("lanes")

@@ -1,4 +1,4 @@
-"""Per-lane degrade state and its application to one request. Pure.
+"""Per-lane degrade state (the admin API's body, docs/gateway.md) and its application to one request. Pure.
 
 The wire model (one lane's degrade, the PUT body's checks) is collector/common/degrade_wire.py,
 shared with the degrade controller. The state is declarative: a PUT replaces it whole, a lane

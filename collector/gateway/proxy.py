@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Mapping
 from time import perf_counter
 from typing import Any
 
+from multidict import CIMultiDict
 from opentelemetry.util.types import AttributeValue
 
 from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
@@ -97,7 +98,7 @@ async def _proxy(
     ex: Exchange,
     flight: Flight,
     ids: TraceIds,
-    upstream_request: tuple[bytes, dict[str, str], bool],
+    upstream_request: tuple[bytes, CIMultiDict[str], bool],
 ) -> Response | None:
     body, headers, strip = upstream_request
     try:
@@ -220,12 +221,11 @@ def _count(gw: Gateway, lane: str, served: str, actions: tuple[str, ...]) -> Non
         gw.stats.degrade_applied[(lane, action)] += 1
 
 
-def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> dict[str, str]:
-    """The client's headers less hop-by-hop ones; no Accept-Encoding, so the tap reads plain bytes."""
-    out = {k: v for k, v in incoming.items() if k.lower() not in _HOP}
+def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> CIMultiDict[str]:
+    """The client's headers, repeats kept, less hop-by-hop ones and Accept-Encoding (the tap reads plain)."""
+    out = CIMultiDict((k, v) for k, v in incoming.items() if k.lower() not in _HOP)
     if api_key is not None:
-        out = {k: v for k, v in out.items() if k.lower() not in _LANE_KEY_REPLACES}
-        out[AUTHORIZATION] = f"Bearer {api_key}"
+        out[AUTHORIZATION] = f"Bearer {api_key}"  # replaces every Authorization the client sent
     return out
 
 

@@ -5,8 +5,8 @@ Data flows one way, source → record → analysis → exporter. collector/ has 
 `common` (small shared pieces); exporters, alerts and dashboards build on `record` and `common`
 only. `exporters.names` is the conventions module every part may read; exporter implementations
 are wired in only by each command's entry point (the collect service, the gateway's serve module),
-the CLI and the demo. The simulator's contract is
-vLLM's, so it imports nothing of lanewatch; the degrade controller reaches routers over HTTP only.
+the CLI and the demo; no room imports the CLI. The simulator's contract is vLLM's, so it imports
+nothing of lanewatch; the degrade controller reaches routers over HTTP only.
 """
 
 from __future__ import annotations
@@ -17,24 +17,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {
-    "collector": "lanewatch.collector",
-    "exporters": "lanewatch.exporters",
-    "simulator": "lanewatch.simulator",
-    "alerts": "lanewatch.alerts",
-    "dashboards": "lanewatch.dashboards",
-}
+from tests.layout import ROOT, module_name
+
 # All that exporters, alerts and dashboards may take from the collector.
 FROM_COLLECTOR = ("lanewatch.collector.record", "lanewatch.collector.common")
-
-
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
-    parts = [PACKAGES[rel.parts[0]], *rel.parts[1:]]
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -46,7 +32,7 @@ def _is_type_checking(node: ast.If) -> bool:
 
 def _runtime_imports(path: Path) -> Iterator[str]:
     """Absolute names of the lanewatch modules a file imports at run time."""
-    module = _module_name(path)
+    module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
     while stack:
@@ -152,7 +138,7 @@ def test_only_the_cli_imports_the_cli() -> None:
     """Commands' wiring lives in their rooms; the CLI only parses flags and calls it."""
     users = [
         f"{p.relative_to(ROOT)} imports {n}"
-        for folder in PACKAGES
+        for folder in ("collector", "exporters", "alerts", "dashboards", "simulator")
         for p in _files(folder)
         if not str(p.relative_to(ROOT)).startswith("collector/cli/")
         for n in _runtime_imports(p)
