@@ -50,8 +50,6 @@ __all__ = ["handle_completion"]
 log = logging.getLogger("lanewatch.gateway")
 
 _CLASS = re.compile(CLASS_NAME_PATTERN)
-# A lane with its own API key sends it instead of whatever credentials the client sent.
-_LANE_KEY_REPLACES = frozenset({AUTHORIZATION})
 # Hop-by-hop and gateway-owned headers: never passed upstream as the client sent them.
 _HOP = frozenset(
     {
@@ -225,7 +223,8 @@ def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> CIMul
     """The client's headers, repeats kept, less hop-by-hop ones and Accept-Encoding (the tap reads plain)."""
     out = CIMultiDict((k, v) for k, v in incoming.items() if k.lower() not in _HOP)
     if api_key is not None:
-        out[AUTHORIZATION] = f"Bearer {api_key}"  # replaces every Authorization the client sent
+        # Replaces every Authorization the client sent; written in the case clients and servers log.
+        out[AUTHORIZATION.title()] = f"Bearer {api_key}"
     return out
 
 
