@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from lanewatch.collector.common.headers import SIGNATURE_HEADER, TIMESTAMP_HEADER
+from lanewatch.collector.common.headers import AUTHORIZATION, SIGNATURE_HEADER, TIMESTAMP_HEADER
 
 from .state import LaneSpec, lanes_to_json
 
@@ -123,7 +123,7 @@ class GatewayAdapter:
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._client = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s, transport=transport)
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._headers = {AUTHORIZATION: f"Bearer {token}"} if token else {}
         self._retry = retry
         self._sleep = sleep
 

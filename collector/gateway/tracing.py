@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags, TraceState
 from opentelemetry.util.types import AttributeValue
 
-from lanewatch.collector.common.headers import TRACEPARENT
+from lanewatch.collector.common.headers import TRACEPARENT, TRACESTATE
 
 __all__ = ["GatewayTracing", "TraceIds", "parse_traceparent"]
 
@@ -104,13 +104,13 @@ class GatewayTracing:
         if parent is None:
             return TraceIds(self._rng.getrandbits(128) or 1, span_id, sampled=True)
         trace_id, parent_span_id, sampled = parent
-        return TraceIds(trace_id, span_id, sampled, parent_span_id, headers.get("tracestate"))
+        return TraceIds(trace_id, span_id, sampled, parent_span_id, headers.get(TRACESTATE))
 
     def inject(self, ids: TraceIds, carrier: MutableMapping[str, str]) -> None:
         """Write `traceparent` (and the client's `tracestate`) into upstream request headers."""
         carrier[TRACEPARENT] = ids.traceparent
         if ids.tracestate:
-            carrier["tracestate"] = ids.tracestate
+            carrier[TRACESTATE] = ids.tracestate
 
     def record(
         self,

@@ -220,7 +220,7 @@ class Prober:
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
-            "x-request-id": request_id,
+            REQUEST_ID: request_id,
         }
         if self._api_key:
             headers[AUTHORIZATION] = f"Bearer {self._api_key}"
