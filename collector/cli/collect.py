@@ -35,10 +35,17 @@ def collect(
     shard: str | None = typer.Option(
         None, "--shard", help="Own a stable share of the targets: i/N with 0 <= i < N (default: probe.shard)."
     ),
+    otlp_grpc_listen: str | None = typer.Option(
+        None,
+        "--otlp-grpc-listen",
+        metavar="[HOST:]PORT",
+        help="Also receive vLLM's spans over OTLP/gRPC, vLLM's default protocol, on this address "
+        "(4317 by convention; host 127.0.0.1 unless given; default: otlp.grpc_listen).",
+    ),
     log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", help="How much to log."),
 ) -> None:
     """Run the collector: GET /metrics, GET /healthz, POST /v1/traces (OTLP/HTTP) and POST /v1/records
-    (record batches from the gateway) until interrupted."""
+    (record batches from the gateway), and OTLP/gRPC when given an address, until interrupted."""
     import asyncio
     import logging
 
@@ -63,6 +70,7 @@ def collect(
         "server.port": Flag("--port", port),
         "probe.shard": Flag("--shard", shard),
         "export.records_path": Flag("--records", records),
+        "otlp.grpc_listen": Flag("--otlp-grpc-listen", otlp_grpc_listen),
     }
     try:
         cfg = override(cfg, {path: f for path, f in flags.items() if f.value is not None})
@@ -71,6 +79,13 @@ def collect(
         fail("collect", exc)
     except ValueError as exc:
         fail("collect", f"--shard: {exc}")
+    if otlp_grpc_listen is not None:
+        from lanewatch.collector.collect.otlp_http import parse_listen
+
+        try:
+            parse_listen(otlp_grpc_listen)
+        except ValueError as exc:
+            fail("collect", f"--otlp-grpc-listen: {exc}")
     try:
         load_goodput(cfg.export.goodput, cfg.export.slo_spec)  # refuse a bad SLO spec before anything starts
     except SpecError as exc:
