@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, Response
 from opentelemetry.sdk.trace import TracerProvider
@@ -39,7 +39,7 @@ from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, Ser
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.probe.spans import TRACER_NAME
-from lanewatch.collector.record.files import open_for_append, record_line
+from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.goodput import Goodput
 from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 from lanewatch.collector.record.join import Joiner, JoinStats
@@ -68,9 +68,9 @@ class RecordSource(Protocol):
     """A source that hands records to a sink until stopped (the probe suite)."""
 
     async def run(self) -> None:
-        """Produce records until `stop()`."""
+        """Produce records until `shutdown()`."""
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
         """Ask `run` to return."""
 
 
@@ -82,23 +82,6 @@ def probe_suite(cfg: LanewatchConfig, sink: Sink, tracer: Tracer | None) -> Reco
     from lanewatch.collector.probe.suites import ProbeSuite
 
     return ProbeSuite(cfg, sink, tracer=tracer)
-
-
-class RecordsWriter:
-    """Appends records to a JSONL file, one `RequestTiming.to_json()` per line, flushed per line."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file: IO[str] = open_for_append(path)
-
-    def write(self, record: RequestTiming) -> None:
-        """Append one record."""
-        self._file.write(record_line(record))
-        self._file.flush()
-
-    def close(self) -> None:
-        """Close the file."""
-        self._file.close()
 
 
 def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
@@ -255,11 +238,11 @@ class CollectorService:
         finally:
             stop.set()
             if source is not None and probe_task is not None:
-                source.stop()
+                source.shutdown()
                 await asyncio.gather(probe_task, return_exceptions=True)
             await self.drain()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.close()
+            self.shutdown()
 
     async def drain(self) -> None:
         """Give records still waiting for a span their full wait (spans keep arriving meanwhile)."""
@@ -305,10 +288,10 @@ class CollectorService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self.cfg.gpu.interval_s)
         finally:
-            await asyncio.to_thread(sampler.close)
+            await asyncio.to_thread(sampler.shutdown)
             self.gpu_samples = []
 
-    def close(self) -> None:
+    def shutdown(self) -> None:
         """Release every waiting record (unjoined) and close the records file."""
         if self.joiner is not None:
             self._emit_all(self.joiner.flush())
@@ -443,7 +426,7 @@ async def serve(
         await asyncio.gather(server_task, return_exceptions=True)
         sock.close()
         if grpc_receiver is not None:
-            await grpc_receiver.stop()
+            await grpc_receiver.shutdown()
 
 
 async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | None:
@@ -462,6 +445,36 @@ async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | N
     )
     service.grpc_port = await receiver.start()
     return receiver
+
+
+async def run_until_signalled(cfg: LanewatchConfig, announce: Callable[[str], None]) -> None:
+    """`lanewatch collect`: serve and run the service until SIGINT or SIGTERM; `announce` gets the
+    line saying where it listens. OSError for a taken port, ValueError for an unreadable token file."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    service = CollectorService(cfg)
+    paths = ["/metrics", "/healthz"]
+    paths += ["/v1/traces"] if cfg.otlp.enabled else []
+    paths += ["/v1/records"] if cfg.ingest.enabled else []
+
+    def listening(bound: int) -> None:
+        announce(
+            f"http://{cfg.server.host}:{bound} ({', '.join(paths)}); "
+            f"{len(cfg.targets)} targets, {len(service.scrape_targets)} scraped"
+        )
+
+        if service.grpc_port is not None and cfg.otlp.grpc_listen is not None:
+            from lanewatch.collector.collect.otlp_grpc import grpc_endpoint_url
+            from lanewatch.collector.collect.otlp_http import parse_listen
+
+            url = grpc_endpoint_url(parse_listen(cfg.otlp.grpc_listen)[0], service.grpc_port)
+            announce(f"OTLP/gRPC spans at {url}")
+
+    await serve(service, cfg.server.host, cfg.server.port, stop, listening)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

@@ -231,7 +231,7 @@ async def run_demo(
                     else:
                         result.interrupted = True
                 finally:
-                    await stack.close()
+                    await stack.shutdown()
         except (StartupError, ChildExited, TemplateError) as exc:
             result.error = str(exc)
         except httpx.HTTPError as exc:  # the fault API or the gateway refused the demo
@@ -272,8 +272,8 @@ def _write_outputs(
     console: Console,
 ) -> list[Path]:
     from lanewatch.alerts.spec import DEMO_SPEC, load_spec
-    from lanewatch.collector.cli.report import ReportInputError, write_report
     from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
+    from lanewatch.exporters.report_file import ReportInputError, write_report
 
     assert opts.out is not None
     info = {
@@ -298,7 +298,7 @@ def _write_outputs(
     write_summary(summary_path, summary)
     written = [records, summary_path]
     try:
-        write_report(records, report, summary_path, slo_spec=DEMO_SPEC)
+        write_report(records, report, summary_path, judge=judge)
         written.append(report)
     except ReportInputError as exc:
         console.print(f"no report: {exc}", style="yellow")

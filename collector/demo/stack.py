@@ -78,7 +78,7 @@ def commands(layout: Layout, tools: Tools) -> dict[str, list[str]]:
         *lw, "degrade", "serve", "--host", "127.0.0.1", "--port", str(layout.degrade_port),
         "--token-file", str(layout.token_file("degrade")), "--gateway", layout.gateway_url,
         "--gateway-token-file", str(layout.token_file("gateway-admin")),
-        "--state-dir", str(layout.workdir / "degrade-state"), "-c", str(layout.policy_yaml),
+        "--state-dir", str(layout.workdir / "degrade-state"), "--policy", str(layout.policy_yaml),
         "--tick-s", "0.5", "--reconcile-interval-s", "5", "--log-level", "warning",
     ]  # fmt: skip
     if tools.alertmanager:
@@ -241,7 +241,7 @@ class Stack:
     def _bearer(self, name: str) -> dict[str, str]:
         return {"authorization": f"Bearer {self.tokens[name]}"}
 
-    async def close(self) -> None:
+    async def shutdown(self) -> None:
         """Close the HTTP clients (the Supervisor ends the processes)."""
         for client in [self._http, *self._sims.values()]:
             await client.aclose()

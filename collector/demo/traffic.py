@@ -20,15 +20,12 @@ from typing import Any
 
 import aiohttp
 
+from lanewatch.collector.common.headers import CLASS_HEADER, DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
 from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass
 from lanewatch.collector.probe.prompts import prompt_text
 
 __all__ = ["MIX", "Served", "Traffic", "TrafficClass", "next_arrival", "pick_class", "routed_lane"]
 
-LANE_HEADER = "x-lanewatch-lane"
-DEGRADED_HEADER = "x-lanewatch-degraded"
-MODEL_HEADER = "x-lanewatch-model"  # `<requested> -> <served>`
-CLASS_HEADER = "x-lanewatch-class"
 FAST_MAX_TOKENS = 32
 MAX_HISTORY = 100_000  # the gateway's rule in configs.lanewatch_config: up to this goes fast
 

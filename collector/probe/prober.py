@@ -26,6 +26,7 @@ import httpx
 from opentelemetry.trace import Tracer
 
 from lanewatch.collector.common.error_detail import error_detail
+from lanewatch.collector.common.headers import AUTHORIZATION, DEGRADED_HEADER, LANE_HEADER, REQUEST_ID
 from lanewatch.collector.common.response_metrics import ResponseMetrics, with_response_metrics
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk, Usage
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 PATHS: dict[Api, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 SSE_BAD_EVENTS_ATTR = "sse_bad_events"  # record attr: undecodable SSE events in the stream
-LANE_HEADER = "x-lanewatch-lane"  # forces a lane at a lanewatch gateway (docs/gateway.md)
 _ERROR_BODY_LIMIT = 64 * 1024
 _ERROR_HEAD = 8 * 1024  # bytes of an error body kept to find the server's message in
 _AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
@@ -225,10 +225,10 @@ class Prober:
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
-            "x-request-id": request_id,
+            REQUEST_ID: request_id,
         }
         if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
+            headers[AUTHORIZATION] = f"Bearer {self._api_key}"
         if self.target.lane != "default":
             headers[LANE_HEADER] = self.target.lane
         return headers
@@ -276,8 +276,8 @@ class Prober:
         self, response: httpx.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
     ) -> None:
         run.status = response.status_code
-        run.request_id = response.headers.get("x-request-id")
-        for name in ("x-lanewatch-lane", "x-lanewatch-degraded"):
+        run.request_id = response.headers.get(REQUEST_ID)
+        for name in (LANE_HEADER, DEGRADED_HEADER):
             if name in response.headers:
                 run.attrs[name.removeprefix("x-lanewatch-")] = response.headers[name][:64]
         if (kind := error_kind_for_status(run.status)) is not None:

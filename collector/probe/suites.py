@@ -105,12 +105,12 @@ class Scheduler:
         self.skipped = 0  # ticks skipped because the job's previous probe still ran
         self._seq = [0] * len(jobs)
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
         """Ask `run` to return; probes in flight are cancelled."""
         self._stop.set()
 
     async def run(self) -> None:
-        """Probe until `stop()`; first runs spread over one interval."""
+        """Probe until `shutdown()`; first runs spread over one interval."""
         now = self._clock()
         heap = [(now + self._rng.uniform(0, self._interval), i) for i in range(len(self.jobs))]
         heapq.heapify(heap)
@@ -227,12 +227,12 @@ class ProbeSuite:
         return await prober.probe(spec_for(job.request_class, job.target, seq))
 
     async def run(self) -> None:
-        """Probe until `stop()`, then close every connection."""
+        """Probe until `shutdown()`, then close every connection."""
         try:
             await self.scheduler.run()
         finally:
             await asyncio.gather(*(pr.aclose() for pr in self._probers.values()), return_exceptions=True)
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
         """Ask `run` to return."""
-        self.scheduler.stop()
+        self.scheduler.shutdown()

@@ -70,7 +70,7 @@ def test_record_waits_for_its_span_then_flows_everywhere(tmp_path: Path) -> None
     out = text(svc)
     assert 'lanewatch_phase_seconds_count{lane="fast",model="m",phase="queue"' in out
     assert f"{names.OTLP_SPANS_JOINED_TOTAL} 1.0" in out
-    svc.close()
+    svc.shutdown()
     lines = (tmp_path / "records.jsonl").read_text().splitlines()
     assert [json.loads(line)["queue_s"] for line in lines] == [0.02]
 
@@ -98,7 +98,7 @@ def test_without_receiver_records_pass_at_once() -> None:
 def test_close_releases_waiting_records_to_the_file(tmp_path: Path) -> None:
     svc, seen = service(config(tmp_path), Clock())
     svc.submit(record())
-    svc.close()
+    svc.shutdown()
     assert len(seen) == 1
     assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 1
 
@@ -159,6 +159,6 @@ def test_content_reaches_the_file_and_listeners_but_not_the_window_or_metrics(tm
     assert [r.prompt_text for r in svc.window.records(clock())] == [None]
     assert [r.response_text for r in svc.window.records(clock())] == [None]
     assert "CANARY" not in text(svc)
-    svc.close()
+    svc.shutdown()
     line = json.loads((tmp_path / "records.jsonl").read_text())
     assert (line["prompt_text"], line["response_text"]) == ("PROMPT-CANARY", "RESPONSE-CANARY")

@@ -89,7 +89,7 @@ async def advance_to(t: FakeTime, end: float) -> None:
 async def run_until(s: Scheduler, t: FakeTime, end: float) -> None:
     task = asyncio.create_task(s.run())
     await advance_to(t, end)
-    s.stop()
+    s.shutdown()
     await asyncio.wait_for(task, 5)
 
 
@@ -140,7 +140,7 @@ async def test_concurrency_cap_and_overlapping_ticks_are_skipped() -> None:
     assert s.started == 8 and s.skipped > 0  # each job started once; later ticks skipped
     gate.set()
     await advance_to(t, 1010)
-    s.stop()
+    s.shutdown()
     await asyncio.wait_for(task, 5)
     assert peak == 3 and len(out) >= 8
 
@@ -183,6 +183,6 @@ async def test_stop_cancels_probes_in_flight_and_returns() -> None:
     s = Scheduler(jobs(1), probe, lambda r: None, interval_s=0.01)
     task = asyncio.create_task(s.run())
     await asyncio.wait_for(started.wait(), 5)  # a probe in flight, however slow the start
-    s.stop()
+    s.shutdown()
     await asyncio.wait_for(task, 2)
     assert cancelled.is_set()
