@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from lanewatch.collector.collect.exposition import parse_samples
 from lanewatch.collector.record.window import QUANTILES
 from lanewatch.exporters import names
 
@@ -185,7 +184,7 @@ def canonical_name(sample_name: str) -> tuple[str, bool]:
 
 
 _WANTED = tuple(sorted({*_HISTOGRAMS, *GAUGES, *COUNTERS, *names.VLLM_LEGACY_ALIASES}))
-CHUNK_LINES = 16  # lines per parser call: prometheus_client's parser costs ~30-80 µs a line here
+CHUNK_LINES = 64  # lines per parser call (~3-5 µs a line): a chunk holds the loop a fraction of a ms
 
 
 def relevant_chunks(text: str) -> list[str]:
@@ -211,13 +210,10 @@ class MetricsParser:
         if self.error is not None:
             return
         try:
-            for family in text_string_to_metric_families(chunk):
-                for sample in family.samples:
-                    name, is_legacy = canonical_name(sample.name)
-                    (self._legacy if is_legacy else self._current).add(
-                        name, sample.labels, float(sample.value)
-                    )
-                    self._samples += 1
+            for sample_name, labels, value in parse_samples(chunk.splitlines()):
+                name, is_legacy = canonical_name(sample_name)
+                (self._legacy if is_legacy else self._current).add(name, labels, value)
+                self._samples += 1
         except (ValueError, KeyError, IndexError, TypeError) as exc:  # the parser raises several
             self.error = f"unparsable /metrics: {exc}"
 

@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from opentelemetry.trace import Tracer
 
@@ -100,6 +101,7 @@ class Scheduler:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._stop = asyncio.Event()
+        self._stopper: asyncio.Task[Literal[True]] | None = None
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self.started = 0  # probes started
         self.skipped = 0  # ticks skipped because the job's previous probe still ran
@@ -122,6 +124,9 @@ class Scheduler:
                 heapq.heapreplace(heap, (max(self._next(due), self._clock()), i))
                 self._launch(i)
         finally:
+            if self._stopper is not None:
+                self._stopper.cancel()
+                self._stopper = None
             await self._cancel_inflight()
 
     def _next(self, due: float) -> float:
@@ -132,11 +137,12 @@ class Scheduler:
         if delay <= 0:
             await asyncio.sleep(0)  # let probes run even when we are behind
             return self._stop.is_set()
+        if self._stopper is None:  # one waiter on the stop event for the whole run, not one per tick
+            self._stopper = asyncio.ensure_future(self._stop.wait())
         sleeper = asyncio.ensure_future(self._sleep(delay))
-        stopper = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        for t in (sleeper, stopper):
-            t.cancel()
+        waiting: set[asyncio.Future[Any]] = {sleeper, self._stopper}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        sleeper.cancel()
         return self._stop.is_set()
 
     def _launch(self, i: int) -> None:
