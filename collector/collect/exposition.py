@@ -12,13 +12,13 @@ prometheus_client's own parser, so every line yields what that parser yields, er
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 
 __all__ = ["Sample", "parse_samples"]
 
-Sample = tuple[str, dict[str, str], float]  # (name, labels, value)
+Sample = tuple[str, Mapping[str, str], float]  # (name, labels, value); labels read-only
 
 # name, {labels} (no backslash inside; a `}` inside a value fails the labels check below),
 # one space, the value, optionally one space and a timestamp (ignored, as lanewatch does).
@@ -28,20 +28,37 @@ _LABELS = re.compile(rf"(?:{_PAIR}(?:,{_PAIR})*,?)?")
 _PAIRS = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)"')
 
 
+# The same label sets come back on every scrape of every target: parse each text once. The
+# dicts are shared, so callers must not change them; the cache is cleared when it grows.
+_LABEL_CACHE: dict[str, dict[str, str] | None] = {}
+_LABEL_CACHE_MAX = 8192
+
+
+def _labels(text: str) -> dict[str, str] | None:
+    """The labels inside `{...}` of the plain form; None when the full parser must decide."""
+    if text in _LABEL_CACHE:
+        return _LABEL_CACHE[text]
+    labels: dict[str, str] | None = None
+    if _LABELS.fullmatch(text) is not None:
+        pairs = _PAIRS.findall(text)
+        labels = dict(pairs)
+        if len(labels) != len(pairs) or "__name__" in labels:
+            labels = None  # prometheus_client refuses or reinterprets these: let it
+    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+        _LABEL_CACHE.clear()
+    _LABEL_CACHE[text] = labels
+    return labels
+
+
 def _plain(line: str) -> Sample | None:
     """The sample on a line of the plain form; None when the line needs the full parser."""
     m = _LINE.fullmatch(line)
     if m is None:
         return None
     name, labels_text, value_text, stamp = m.groups()
-    labels: dict[str, str] = {}
-    if labels_text:
-        if _LABELS.fullmatch(labels_text) is None:
-            return None
-        pairs = _PAIRS.findall(labels_text)
-        labels = dict(pairs)
-        if len(labels) != len(pairs) or "__name__" in labels:
-            return None  # prometheus_client refuses or reinterprets these: let it
+    labels = _labels(labels_text) if labels_text else {}
+    if labels is None:
+        return None
     try:
         value = float(value_text)
         if stamp is not None:
