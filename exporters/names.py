@@ -42,6 +42,8 @@ REQUESTS_TOTAL: Final = f"{PREFIX}_requests_total"  # counter, every finished re
 REQUEST_ERRORS_TOTAL: Final = f"{PREFIX}_request_errors_total"  # counter, label error_kind
 TOKENS_TOTAL: Final = f"{PREFIX}_tokens_total"  # counter, label token_type
 SSE_BAD_DATA_TOTAL: Final = f"{PREFIX}_sse_bad_data_total"  # counter, undecodable SSE events
+PROBE_START_DELAY_SECONDS: Final = f"{PREFIX}_probe_start_delay_seconds"  # histogram, schedule drift
+PROBES_SKIPPED_TOTAL: Final = f"{PREFIX}_probes_skipped_total"  # counter, previous probe still running
 
 # ---------------------------------------------------------------- window analysis (gauges)
 WINDOW_QUANTILE_SECONDS: Final = f"{PREFIX}_window_quantile_seconds"  # phase, quantile

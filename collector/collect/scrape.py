@@ -427,12 +427,29 @@ async def run_scrape_loop(
     on_snapshot: Callable[[ServerSnapshot], None],
     stop: asyncio.Event,
 ) -> None:
-    """Scrape every target each interval (concurrently) until `stop` is set."""
-    while not stop.is_set():
-        snaps = await asyncio.gather(
-            *(scrape_once(client, t.target, t.lane, t.url, timeout_s) for t in targets)
-        )
-        for snap in snaps:
-            on_snapshot(snap)
+    """Scrape every target each interval until `stop` is set, the targets spread over the interval.
+
+    Target i of n is scraped at `i / n` of each interval, not all at once: a thousand
+    fetches and parses landing in one burst would hold the loop that times the probes.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    count = len(targets)
+
+    async def one(i: int, t: ScrapeTarget) -> None:
+        due = start + interval_s * i / count
+        while not await _stopped_by(stop, due - loop.time()):
+            on_snapshot(await scrape_once(client, t.target, t.lane, t.url, timeout_s))
+            due += interval_s
+            if due < loop.time():  # a slow scrape: skip the missed turns, keep the phase
+                due += interval_s * math.ceil((loop.time() - due) / interval_s)
+
+    await asyncio.gather(*(one(i, t) for i, t in enumerate(targets)))
+
+
+async def _stopped_by(stop: asyncio.Event, delay: float) -> bool:
+    """Wait `delay` seconds (none if not positive); True when `stop` is set by then."""
+    if delay > 0:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+    return stop.is_set()

@@ -40,6 +40,7 @@ from lanewatch.collector.record.join import Joiner, JoinStats
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.collector.record.window import Window
 from lanewatch.exporters import otlp as otlp_export
+from lanewatch.exporters.probe_schedule import ProbeScheduleMetrics
 from lanewatch.exporters.prometheus import (
     GpuMetrics,
     JoinMetrics,
@@ -125,6 +126,7 @@ class CollectorService:
         self.joiner = Joiner(cfg.otlp.join_wait_s, cfg.otlp.max_pending) if cfg.otlp.enabled else None
         if self.joiner is not None:
             JoinMetrics(self.registry, self._join_stats)
+        self.schedule_metrics = ProbeScheduleMetrics(self.registry)
         self.gpu_samples: list[GpuSample] = []
         GpuMetrics(self.registry, lambda: self.gpu_samples)
         self._nvml = nvml
@@ -200,6 +202,7 @@ class CollectorService:
         factory = self._source_factory
         probing = factory is not None and self.cfg.probe.enabled and bool(self.cfg.targets)
         source = factory(self.cfg, self.submit, self._tracer) if factory is not None and probing else None
+        self._observe_schedule(source)
         probe_task = asyncio.create_task(source.run(), name="probe") if source is not None else None
         tasks = [asyncio.create_task(self._expire_loop(stop), name="join-expiry")]
         if self.scrape_targets:
@@ -216,6 +219,14 @@ class CollectorService:
             await self.drain()
             await asyncio.gather(*tasks, return_exceptions=True)
             self.close()
+
+    def _observe_schedule(self, source: RecordSource | None) -> None:
+        """Export the probe scheduler's start delays and skipped turns (the probe suite only)."""
+        from lanewatch.collector.probe.suites import ProbeSuite
+
+        if isinstance(source, ProbeSuite):
+            source.scheduler.on_start = self.schedule_metrics.started
+            source.scheduler.on_skip = self.schedule_metrics.skipped
 
     async def drain(self) -> None:
         """Give records still waiting for a span their full wait (spans keep arriving meanwhile)."""
