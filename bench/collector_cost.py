@@ -39,7 +39,7 @@ from tests.servers import SimHandle, free_port, lanewatch_command, start_simulat
 
 from .machine import cpu_s, rss_mb
 
-__all__ = ["collector_process", "collector_totals", "run_collector_cost"]
+__all__ = ["collector_process", "collector_totals", "run_collector_cost", "totals_of"]
 
 TARGETS = 10
 SIMS = 2
@@ -128,7 +128,11 @@ def collector_process(tmp: Path, cfg: dict[str, Any], port: int) -> Iterator[sub
 
 def collector_totals(port: int) -> dict[str, float]:
     """Counts off the collector's /metrics: probes, scrapes up, spans joined."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return totals_of(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
+
+
+def totals_of(text: str) -> dict[str, float]:
+    """Counts off a collector /metrics page: probes, scrapes up, spans joined."""
     out = {"requests": 0.0, "errors": 0.0, "scrape_up": 0.0, "joined": 0.0}
     prefixes = {
         "lanewatch_requests_total{": "requests",
