@@ -40,7 +40,7 @@ from lanewatch.exporters import names
 from tests.servers import free_port, stop_process
 
 from .collector_cost import collector_process, totals_of
-from .machine import cpu_s, rss_mb
+from .machine import cpu_s, rss_mb, runqueue_wait_s
 
 __all__ = ["flat_keys", "run_fleet_cost"]
 
@@ -51,7 +51,7 @@ GOALS = {"cpu_cores": 1.0, "rss_mb": 300.0, "start_delay_p99_ms": 100.0}
 
 
 @contextmanager
-def _upstream(tmp: Path, count: int) -> Iterator[list[int]]:
+def _upstream(tmp: Path, count: int) -> Iterator[tuple[list[int], int]]:
     ports_file = tmp / f"ports-{count}.json"
     args = [
         sys.executable,
@@ -73,7 +73,7 @@ def _upstream(tmp: Path, count: int) -> Iterator[list[int]]:
                     f"fleet upstream did not start:\n{(tmp / f'upstream-{count}.log').read_text()}"
                 )
             time.sleep(0.1)
-        yield json.loads(ports_file.read_text())
+        yield json.loads(ports_file.read_text()), proc.pid
     finally:
         stop_process(proc)
         log.close()
@@ -119,14 +119,20 @@ def _metrics(port: int) -> tuple[str, float]:
 def _one_size(tmp: Path, count: int, seconds: float, warmup_s: float) -> dict[str, Any]:
     port = free_port()
     with (
-        _upstream(tmp, count) as ports,
+        _upstream(tmp, count) as (ports, upstream_pid),
         collector_process(tmp / f"c{count}", fleet_config(ports), port) as proc,
     ):
         up_at = time.monotonic()
         time.sleep(warmup_s)
-        cpu0, t0 = cpu_s(proc.pid), time.monotonic()
+        cpu0, t0, up0, wait0 = (
+            cpu_s(proc.pid),
+            time.monotonic(),
+            cpu_s(upstream_pid),
+            runqueue_wait_s(proc.pid),
+        )
         time.sleep(seconds)
         cpu, elapsed = cpu_s(proc.pid) - cpu0, time.monotonic() - t0
+        upstream_cpu, waited = cpu_s(upstream_pid) - up0, runqueue_wait_s(proc.pid) - wait0
         rss, rss_peak = rss_mb(proc.pid)
         # /metrics is read once, after the CPU window: rendering it is a cost of its own (below).
         ran_s = time.monotonic() - up_at
@@ -143,6 +149,9 @@ def _one_size(tmp: Path, count: int, seconds: float, warmup_s: float) -> dict[st
         "probe_errors": int(totals["errors"]),
         "targets_up": int(totals["scrape_up"]),
         "cpu_cores": round(cpu / elapsed, 3),
+        # time the collector was runnable but had no core: on a shared machine, the load's share
+        "runqueue_wait_s_per_s": round(waited / elapsed, 3),
+        "upstream_cpu_cores": round(upstream_cpu / elapsed, 3),
         "rss_mb": round(rss, 1),
         "rss_peak_mb": round(rss_peak, 1),
         "start_delay_p50_ms": round(p50 * 1e3, 2) if p50 is not None else None,
@@ -181,8 +190,8 @@ def main() -> None:
     """Run this part alone and print its JSON."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="250,500,1000")
-    ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--warmup", type=float, default=12.0)
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--warmup", type=float, default=16.0)
     args = ap.parse_args()
     sizes = tuple(int(s) for s in args.sizes.split(","))
     with tempfile.TemporaryDirectory(prefix="lanewatch-bench-") as d:

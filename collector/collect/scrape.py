@@ -420,14 +420,14 @@ class ScrapeTarget:
 
 
 async def run_scrape_loop(
-    client: httpx.AsyncClient,
+    clients: Mapping[str, httpx.AsyncClient],
     targets: Sequence[ScrapeTarget],
     interval_s: float,
     timeout_s: float,
     on_snapshot: Callable[[ServerSnapshot], None],
     stop: asyncio.Event,
 ) -> None:
-    """Scrape every target each interval until `stop` is set, the targets spread over the interval.
+    """Scrape every target (with `clients[target]`) each interval until `stop`, spread over the interval.
 
     Target i of n is scraped at `i / n` of each interval, not all at once: a thousand
     fetches and parses landing in one burst would hold the loop that times the probes.
@@ -439,7 +439,7 @@ async def run_scrape_loop(
     async def one(i: int, t: ScrapeTarget) -> None:
         due = start + interval_s * i / count
         while not await _stopped_by(stop, due - loop.time()):
-            on_snapshot(await scrape_once(client, t.target, t.lane, t.url, timeout_s))
+            on_snapshot(await scrape_once(clients[t.target], t.target, t.lane, t.url, timeout_s))
             due += interval_s
             if due < loop.time():  # a slow scrape: skip the missed turns, keep the phase
                 due += interval_s * math.ceil((loop.time() - due) / interval_s)

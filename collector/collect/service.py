@@ -235,22 +235,29 @@ class CollectorService:
             await asyncio.sleep(0.02)
 
     async def _scrape(self, stop: asyncio.Event) -> None:
-        """One scrape loop per TLS setting (httpx verifies per client), all until `stop`."""
-        groups: dict[tuple[Path | None, bool], list[ScrapeTarget]] = {}
-        for t in self.scrape_targets:
-            groups.setdefault(self.scrape_tls[t.target], []).append(t)
-        await asyncio.gather(*(self._scrape_group(tls, targets, stop) for tls, targets in groups.items()))
+        """Scrape every target until `stop`: one client (one kept-alive connection) per target.
 
-    async def _scrape_group(
-        self, tls: tuple[Path | None, bool], targets: list[ScrapeTarget], stop: asyncio.Event
-    ) -> None:
+        One shared client would hold a connection per target in one pool, and httpcore's pool
+        walks every connection on every request: at 1,000 targets that walk was most of the
+        collector's CPU. The TLS context is built once per setting and shared.
+        """
         import httpx
 
         from lanewatch.collector.probe.transport import ssl_context
 
+        contexts = {tls: ssl_context(*tls) for tls in set(self.scrape_tls.values())}
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        clients = {
+            t.target: httpx.AsyncClient(verify=contexts[self.scrape_tls[t.target]], limits=limits)
+            for t in self.scrape_targets
+        }
         sc = self.cfg.scrape
-        async with httpx.AsyncClient(verify=ssl_context(*tls)) as client:
-            await run_scrape_loop(client, targets, sc.interval_s, sc.timeout_s, self.add_snapshot, stop)
+        try:
+            await run_scrape_loop(
+                clients, self.scrape_targets, sc.interval_s, sc.timeout_s, self.add_snapshot, stop
+            )
+        finally:
+            await asyncio.gather(*(c.aclose() for c in clients.values()), return_exceptions=True)
 
     async def _expire_loop(self, stop: asyncio.Event) -> None:
         tick = min(0.05, max(self.cfg.otlp.join_wait_s / 4, 0.005))
