@@ -52,8 +52,8 @@ def _fleet(r: Mapping[str, Any]) -> list[str]:
         f"Probe every {r['probe_interval_s']:.0f} s (one class, 16 tokens), scrape every "
         f"{r['scrape_interval_s']:.0f} s, probe concurrency {r['concurrency']}.",
         "",
-        "| targets | probes/s (errors) | targets up | CPU (cores) | CPU per target (ms/s) | waited for a core "
-        "(s/s) | upstream CPU (cores) | RSS MB (peak) | start delay p50 / p99 (ms) | "
+        "| targets | probes/s (errors) | targets up | CPU (cores) | CPU per target (ms/s) | "
+        "waited for a core (s/s) | upstream CPU (cores) | RSS MB (peak) | start delay p50 / p99 (ms) | "
         "/metrics: lines, answer s, CPU s |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
