@@ -30,7 +30,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from lanewatch.collector.collect import otlp
-from lanewatch.collector.config import GatewayConfig
+from lanewatch.collector.config import ShippingConfig
 from lanewatch.collector.record.batch import encode_batch, encode_record
 from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import free_port
@@ -40,7 +40,7 @@ from .machine import cpu_s
 
 __all__ = ["flat_keys", "run_ingest_cost"]
 
-BATCH = GatewayConfig().batch_records  # the gateway's shipping batch size
+BATCH = ShippingConfig().batch_records  # the gateway's shipping batch size
 JOIN_WAIT_S = 1.0
 
 
