@@ -83,7 +83,8 @@ def _spans(trace_ids: list[str]) -> bytes:
         for tid in trace_ids
     ]
     req = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
-    return req.SerializeToString()
+    body: bytes = req.SerializeToString()
+    return body
 
 
 def _batches(count: int) -> list[tuple[bytes, bytes]]:

@@ -122,6 +122,8 @@ class OtlpReceiverConfig(Section):
     join_wait_s: float = Field(default=5.0, ge=0)  # how long a record waits for its span
     max_pending: int = Field(default=10_000, ge=1)  # bound on records and spans held
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # llm_request spans taken from one POST (vLLM's exporter sends 512 at most by default)
+    max_spans_per_request: int = Field(default=2048, ge=1)
 
 
 class IngestConfig(Section):
@@ -147,7 +149,15 @@ class ExportConfig(Section):
     records_path: Path | None = None  # JSONL, one RequestTiming per line
     record_content: bool = False  # prompt and response text stay out unless turned on
     max_label_values: int = Field(default=200, ge=1)  # per label; then OVERFLOW_VALUE
+    # Series (sample lines) the request metrics may expose, in all and per family; new label
+    # sets past either fold into OVERFLOW_VALUE. 10,000 keeps /metrics near 1.5 MB.
+    max_series: int = Field(default=10_000, ge=100)
+    max_series_per_family: int = Field(default=4_000, ge=100)
     window_s: float = Field(default=300.0, gt=0)  # rolling window for quantiles and fits
+    # Goodput (lanewatch_goodput_requests_total): each request judged against the latency SLOs of
+    # this SLO spec (default: the bundled alerts/slos.yaml, whose rules read the counter).
+    goodput: bool = True
+    slo_spec: Path | None = None
 
 
 class ServerConfig(Section):
@@ -289,6 +299,13 @@ class GatewayConfig(Section):
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=300.0, gt=0)  # longest wait for the next upstream bytes
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # Client connections: a request head must be complete within head_timeout_s of its first byte
+    # (of the connection, for the first request); an idle keep-alive connection closes after
+    # keepalive_timeout_s; past max_connections open at once a new one is answered 503 and closed
+    # (None: half the process's open-file limit less 64, at most 10,000).
+    head_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    keepalive_timeout_s: float = Field(default=75.0, gt=0, le=3600)
+    max_connections: int | None = Field(default=None, ge=1, le=1_000_000)
     otlp_endpoint: str | None = None  # OTLP/HTTP traces URL for the per-request server span
     # Ship tap records to this collector (base URL; POST /v1/records), which joins them to vLLM's
     # spans and exports them; the gateway then exports no request metrics itself.

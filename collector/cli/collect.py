@@ -43,7 +43,8 @@ def collect(
     import logging
     import signal
 
-    from lanewatch.collector.collect.service import CollectorService, serve
+    from lanewatch.alerts.spec import SpecError
+    from lanewatch.collector.collect.service import CollectorService, load_goodput, serve
     from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.probe.suites import parse_shard
 
@@ -66,6 +67,11 @@ def collect(
     except ValueError as exc:
         fail("collect", f"--shard: {exc}")
     cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export})
+    try:
+        load_goodput(export.goodput, export.slo_spec)  # refuse a bad SLO spec before anything starts
+    except SpecError as exc:
+        typer.echo(f"export.slo_spec: {exc}", err=True)
+        raise typer.Exit(2) from None
 
     async def main() -> None:
         stop = asyncio.Event()

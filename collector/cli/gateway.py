@@ -267,8 +267,19 @@ def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | Non
     registry = CollectorRegistry()
     shipper = _shipper(cfg)
     sinks: list[RecordSink] = []
+    metrics: RequestMetrics | None = None  # rendered through its own cached exposition
     if shipper is None:
-        sinks.append(RequestMetrics(registry, export.max_label_values).observe)
+        from lanewatch.collector.collect.service import load_goodput
+
+        goodput = load_goodput(export.goodput, export.slo_spec)
+        metrics = RequestMetrics(
+            None,
+            export.max_label_values,
+            goodput,
+            max_series=export.max_series,
+            max_series_per_family=export.max_series_per_family,
+        )
+        sinks.append(metrics.observe)
     else:
         from lanewatch.exporters.gateway import ShipperCollector
 
@@ -280,7 +291,10 @@ def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | Non
     gw = Gateway(
         cfg,
         on_record=on_record,
-        metrics_text=lambda: (generate_latest(registry), CONTENT_TYPE_LATEST),
+        metrics_text=lambda: (
+            generate_latest(registry) + (metrics.exposition().encode() if metrics is not None else b""),
+            CONTENT_TYPE_LATEST,
+        ),
         record_content=export.record_content,
         shipper=shipper,
     )

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 import typer
 
+from lanewatch.collector.record.goodput import Goodput, Tally, outcome
+
 from .app import app
 
 if TYPE_CHECKING:
@@ -64,6 +66,13 @@ def probe_command(
         None, "--api-key-file", help="File holding an API key, sent as a Bearer token (never printed)."
     ),
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file with request classes."),
+    slo_spec: Path | None = typer.Option(
+        None,
+        "--slo-spec",
+        help="SLO spec whose latency SLOs for --lane judge goodput in the summary line "
+        "(default: the bundled alerts/slos.yaml).",
+        show_default=False,
+    ),
     interval: float = typer.Option(0.0, "--interval", min=0.0, help="Seconds to pause between requests."),
     timeout_connect: float = typer.Option(
         5.0, "--timeout-connect", min=0.001, help="Limit for DNS + TCP, and for TLS (s)."
@@ -106,7 +115,9 @@ def probe_command(
 
     Exits 1 if any request failed (each failure is reported with its error kind).
     """
+    from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
     from lanewatch.collector.config import ConfigError, Target, Timeouts, load_config
+    from lanewatch.collector.record.goodput import from_spec
 
     if cacert is not None and insecure:
         raise typer.BadParameter("use either --cacert or -k/--insecure, not both", param_hint="--cacert")
@@ -125,8 +136,12 @@ def probe_command(
             insecure=insecure,
             api_key_file=api_key_file,
         )
+        judge = from_spec(load_spec(slo_spec or DEFAULT_SPEC))
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    except SpecError as exc:
+        typer.echo(f"--slo-spec: {exc}", err=True)
         raise typer.Exit(2) from None
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -160,7 +175,9 @@ def probe_command(
     if not json_out:
         from rich.console import Console
 
-        table = summary_table(records, target, rclass.name, connection, server_rows=listen is not None)
+        table = summary_table(
+            records, target, rclass.name, connection, server_rows=listen is not None, judge=judge
+        )
         Console().print(table)
         for line in error_lines(records):
             typer.echo(line, err=True)
@@ -277,8 +294,10 @@ def summary_table(
     connection: str,
     *,
     server_rows: bool = False,
+    judge: Goodput | None = None,
 ) -> Table:
-    """p50/p95/p99 of every phase (ms) over the ok requests; queue/prefill/decode when asked or joined."""
+    """p50/p95/p99 of every phase (ms) over the ok requests; queue/prefill/decode when asked or joined;
+    with a judge, goodput (requests that met every latency SLO of the lane and did not fail)."""
     from rich.table import Table
 
     from lanewatch.collector.record.window import record_value, summarize
@@ -309,8 +328,23 @@ def summary_table(
     if server_rows:
         joined = sum(r.has_server_phases for r in ok)
         table.caption += f" · server spans joined {joined}/{len(ok)}"
+    if judge is not None:
+        table.caption += f" · {goodput_text(judge, records, target.lane)}"
     table.caption_justify = "left"
     return table
+
+
+def goodput_text(judge: Goodput, records: list[RequestTiming], lane: str) -> str:
+    """ "goodput 97.0% (97/100 met every SLO of lane slow)", or why there is none."""
+    bounds = judge.bounds.get(lane, ())
+    if not bounds:
+        return f"goodput: no latency SLO for lane {lane!r} (--lane, --slo-spec)"
+    t = Tally()
+    for r in records:
+        t.add(outcome(judge, r))
+    slos = ", ".join(f"{b.metric} ≤ {b.threshold_s:g}s" for b in bounds)
+    ratio = "-" if t.ratio is None else f"{t.ratio:.1%}"
+    return f"goodput {ratio} ({t.met}/{t.total} met {slos} and did not fail)"
 
 
 def error_lines(records: list[RequestTiming]) -> list[str]:

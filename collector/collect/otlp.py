@@ -3,7 +3,7 @@
 `handle_export` is the whole receiver as a pure function over the request body and
 headers (protobuf `ExportTraceServiceRequest` or OTLP JSON, optionally gzip); the HTTP
 app in service.py only reads the body and writes what it returns. Span and attribute
-names are vLLM's (../shared/reference/vllm.md). Error bodies are `google.rpc.Status`,
+names are vLLM's (its `llm_request` span and `gen_ai.*` attributes). Error bodies are `google.rpc.Status`,
 as the OTLP/HTTP specification asks.
 """
 
@@ -15,13 +15,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from lanewatch.collector.record.rules import bad_duration
 
 # vLLM's span (vllm/tracing): one per finished request.
 LLM_REQUEST_SPAN = "llm_request"
@@ -39,6 +43,7 @@ JSON = "application/json"
 _GRPC_INVALID_ARGUMENT = 3
 _GRPC_RESOURCE_EXHAUSTED = 8
 _GRPC_UNIMPLEMENTED = 12
+_GRPC_UNAUTHENTICATED = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,12 +172,46 @@ class ExportResult:
     media_type: str
     body: bytes
     spans: list[ServerSpan] = field(default_factory=list)
+    rejected: int = 0  # spans left out (bad times, past the per-request bound)
+    reason: str = ""  # why the first of them was
+
+
+def span_problem(span: ServerSpan) -> str | None:
+    """Why no record may take this span's times (NaN, infinite or negative), or None."""
+    for name in ("queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s"):
+        if bad_duration(getattr(span, name)):
+            return f"{name.removesuffix('_s')} is not a finite, non-negative number of seconds"
+    return None
+
+
+def admit_spans(spans: list[ServerSpan], max_spans: int | None) -> tuple[list[ServerSpan], int, str]:
+    """The spans to take, how many are rejected, and the first reason (bad times, or past the bound)."""
+    kept: list[ServerSpan] = []
+    rejected, why = 0, ""
+    for span in spans:
+        problem = span_problem(span)
+        if problem is None and max_spans is not None and len(kept) >= max_spans:
+            problem = f"more than {max_spans} llm_request spans in one request"
+        if problem is None:
+            kept.append(span)
+            continue
+        rejected += 1
+        why = why or f"trace {span.trace_id}: {problem}"
+    return kept, rejected, why
 
 
 def handle_export(
-    body: bytes, content_type: str | None, content_encoding: str | None, max_body_bytes: int
+    body: bytes,
+    content_type: str | None,
+    content_encoding: str | None,
+    max_body_bytes: int,
+    max_spans: int | None = None,
 ) -> ExportResult:
-    """Answer one OTLP/HTTP traces request: 200 with its spans, 400 bad body, 413 too large, 415."""
+    """Answer one OTLP/HTTP traces request: 200 with its spans, 400 bad body, 413 too large, 415.
+
+    Spans with times no record may take, and spans past `max_spans`, are left out and counted
+    in the answer's partial success (`rejected_spans`), as OTLP/HTTP provides.
+    """
     media = (content_type or "").split(";")[0].strip().lower()
     as_json = media == JSON
     try:
@@ -182,15 +221,25 @@ def handle_export(
         spans = decode_json(raw) if as_json else decode_protobuf(raw)
     except OtlpError as exc:
         return _error(exc, as_json)
+    spans, rejected, why = admit_spans(spans, max_spans)
+    answer = ExportTraceServiceResponse()
+    if rejected:
+        answer.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=rejected, error_message=why))
     if as_json:
-        return ExportResult(200, JSON, b"{}", spans)
-    return ExportResult(200, PROTOBUF, ExportTraceServiceResponse().SerializeToString(), spans)
+        return ExportResult(200, JSON, json.dumps(MessageToDict(answer)).encode(), spans, rejected, why)
+    return ExportResult(200, PROTOBUF, answer.SerializeToString(), spans, rejected, why)
 
 
 def too_large(content_type: str | None, limit: int) -> ExportResult:
     """The 413 answer for a body known to exceed `limit` before it was read."""
     as_json = (content_type or "").split(";")[0].strip().lower() == JSON
     return _error(OtlpError(413, f"body larger than {limit} bytes"), as_json)
+
+
+def unauthorized(content_type: str | None) -> ExportResult:
+    """The 401 answer for a request without the configured bearer token."""
+    as_json = (content_type or "").split(";")[0].strip().lower() == JSON
+    return _error(OtlpError(401, "missing or wrong bearer token"), as_json)
 
 
 def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
@@ -212,7 +261,11 @@ def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
 
 
 def _error(exc: OtlpError, as_json: bool) -> ExportResult:
-    code = {413: _GRPC_RESOURCE_EXHAUSTED, 415: _GRPC_UNIMPLEMENTED}.get(exc.status, _GRPC_INVALID_ARGUMENT)
+    code = {
+        401: _GRPC_UNAUTHENTICATED,
+        413: _GRPC_RESOURCE_EXHAUSTED,
+        415: _GRPC_UNIMPLEMENTED,
+    }.get(exc.status, _GRPC_INVALID_ARGUMENT)
     if as_json:
         body = json.dumps({"code": code, "message": str(exc)}).encode()
         return ExportResult(exc.status, JSON, body)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import threading
 import time
@@ -18,28 +19,51 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request, Response
 
-from lanewatch.collector.collect.otlp import ServerSpan, handle_export, too_large
+from lanewatch.collector.collect.otlp import ServerSpan, handle_export, too_large, unauthorized
+from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
 
 if TYPE_CHECKING:
     import uvicorn
 
+log = logging.getLogger(__name__)
 TRACES_PATH = "/v1/traces"
 MAX_BODY_BYTES = 8 * 1024 * 1024  # as the collector's otlp.max_body_bytes default
+MAX_SPANS_PER_REQUEST = 2048  # as the collector's otlp.max_spans_per_request default
 
 SpansSink = Callable[[list[ServerSpan]], None]
 
 
-def traces_endpoint(max_body_bytes: int, receive: SpansSink) -> Callable[[Request], Awaitable[Response]]:
-    """The POST /v1/traces handler: decoded `llm_request` spans go to `receive`."""
+def traces_endpoint(
+    max_body_bytes: int,
+    receive: SpansSink,
+    token: str | None = None,
+    max_spans: int | None = MAX_SPANS_PER_REQUEST,
+) -> Callable[[Request], Awaitable[Response]]:
+    """The POST /v1/traces handler: decoded `llm_request` spans go to `receive`.
+
+    With `token`, the sender must present it as a bearer token (the collector passes
+    ingest.token_file's, so one token covers records and spans).
+    """
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type")
+        if token is not None and not bearer_ok(request.headers.get("authorization"), token):
+            result = unauthorized(ctype)
+            return Response(
+                result.body,
+                status_code=result.status,
+                media_type=result.media_type,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         body = await read_limited(request, max_body_bytes)
         if body is None:
             result = too_large(ctype, max_body_bytes)
         else:
-            result = handle_export(body, ctype, request.headers.get("content-encoding"), max_body_bytes)
+            encoding = request.headers.get("content-encoding")
+            result = handle_export(body, ctype, encoding, max_body_bytes, max_spans)
+            if result.rejected:
+                log.warning("rejected %d llm_request spans (%s)", result.rejected, result.reason)
             receive(result.spans)
         return Response(result.body, status_code=result.status, media_type=result.media_type)
 

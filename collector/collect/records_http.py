@@ -2,13 +2,16 @@
 
 A source in another process (the gateway's tap) posts batches in record_batch.py's form.
 The body is read bounded; with a token configured the sender must present it as a bearer
-token (compared in constant time). A batch is taken whole or not at all: 400 names the
-first bad record's index and field, and nothing of it reaches `receive`.
+token (compared in constant time). A body that is not a batch is answered 400 and nothing of
+it is taken. Otherwise each record stands alone: the good ones reach `receive`, and the
+answer is 200 `{"accepted": n, "refused": [{"index", "field", "reason"}, ...], "refused_count": m}`
+(the list names the first MAX_REFUSED_LISTED refused records; the count is all of them).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,9 +22,11 @@ from lanewatch.collector.common.bodies import read_limited
 from lanewatch.collector.record.batch import BatchError, parse_batch
 from lanewatch.collector.record.timing import RequestTiming
 
-__all__ = ["RECORDS_PATH", "records_endpoint"]
+__all__ = ["MAX_REFUSED_LISTED", "RECORDS_PATH", "records_endpoint"]
 
+log = logging.getLogger(__name__)
 RECORDS_PATH = "/v1/records"
+MAX_REFUSED_LISTED = 100  # the answer stays small when a whole batch is refused
 
 RecordsSink = Callable[[list[RequestTiming]], None]
 
@@ -43,7 +48,7 @@ def authorized(header: str | None, token: str | None) -> bool:
 def records_endpoint(
     max_body_bytes: int, max_records: int, token: str | None, receive: RecordsSink
 ) -> Callable[[Request], Awaitable[Response]]:
-    """The POST /v1/records handler: a valid batch goes to `receive` whole; 200 `{"accepted": n}`."""
+    """The POST /v1/records handler: a batch's good records go to `receive`; the answer lists the refused."""
 
     async def records(request: Request) -> Response:
         if not authorized(request.headers.get("authorization"), token):
@@ -57,8 +62,23 @@ def records_endpoint(
         try:
             batch = parse_batch(body, max_records)
         except BatchError as exc:
-            return _error(400, str(exc), index=exc.index, field=exc.field)
-        receive(batch)
-        return _answer(200, {"accepted": len(batch)})
+            return _error(400, str(exc), field=exc.field)
+        if batch.records:
+            receive(batch.records)
+        refused = batch.refused
+        if refused:
+            first = refused[0]
+            log.warning(
+                "refused %d of %d records (records[%d].%s: %s)",
+                len(refused),
+                len(refused) + len(batch.records),
+                first.index,
+                first.field,
+                first.reason,
+            )
+        listed = [r.to_json() for r in refused[:MAX_REFUSED_LISTED]]
+        return _answer(
+            200, {"accepted": len(batch.records), "refused": listed, "refused_count": len(refused)}
+        )
 
     return records

@@ -8,7 +8,9 @@
                                               └► records JSONL (--records)
 
 Everything runs on one asyncio loop (NVML calls in a worker thread), so the parts need no
-locks between them; `/metrics` renders on the loop too.
+locks between them. `/metrics` keeps off the loop what grows with the series budget: the
+window's quantiles are summarised on a worker thread from a copy of the window (at most
+WINDOW_REFRESH_S old), and the request metrics (which hold their own lock) render there too.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
 from lanewatch.collector.collect.gpu import GpuSample, GpuSampler, load_nvml
 from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_http import TRACES_PATH, traces_endpoint
@@ -36,6 +39,8 @@ from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.probe.spans import TRACER_NAME
 from lanewatch.collector.record.files import open_for_append, record_line
+from lanewatch.collector.record.goodput import Goodput
+from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 from lanewatch.collector.record.join import Joiner, JoinStats
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.collector.record.window import Window
@@ -52,6 +57,8 @@ from lanewatch.exporters.prometheus import (
 log = logging.getLogger(__name__)
 
 Sink = Callable[[RequestTiming], None]
+WINDOW_REFRESH_S = 1.0  # the window's quantiles on /metrics are this old at most (more for a big window)
+WINDOW_IDLE_REFRESH_S = 5.0  # and at most this old when none come (records still leave the window)
 
 
 class RecordSource(Protocol):
@@ -91,6 +98,16 @@ class RecordsWriter:
         self._file.close()
 
 
+def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
+    """The goodput judge from an SLO spec (the bundled default without a path); None when off.
+
+    A spec that does not load raises SpecError, naming each bad field and line.
+    """
+    if not enabled:
+        return None
+    return goodput_from_spec(load_spec(spec_path or DEFAULT_SPEC))
+
+
 def lane_order(cfg: LanewatchConfig) -> list[str]:
     """Lanes fastest first: the gateway's order when given, else as the targets list them."""
     if cfg.gateway.lane_order:
@@ -115,20 +132,34 @@ class CollectorService:
         self.clock = clock
         self.registry = registry if registry is not None else CollectorRegistry()
         self.window = Window(cfg.export.window_s)
-        self.metrics = RequestMetrics(self.registry, cfg.export.max_label_values)
+        ex = cfg.export
+        self.metrics = RequestMetrics(
+            self.registry,
+            ex.max_label_values,
+            load_goodput(ex.goodput, ex.slo_spec),
+            max_series=ex.max_series,
+            max_series_per_family=ex.max_series_per_family,
+        )
+        # /metrics renders three parts (render_metrics): these, which read the loop's live state
+        # and are small; the window's, from a copy; the request metrics' own exposition.
+        self._others = CollectorRegistry()
         WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
+        self._window_text: bytes | None = None  # set by the refresh loop while run() runs
+        self._window_version: tuple[int, float | None] | None = None
         scraped = [t for t in shard_targets(cfg) if t.scrape] if cfg.scrape.enabled else []
         self.scrape_targets = [ScrapeTarget(t.name, t.lane, t.scrape_url) for t in scraped]
         # A target's CA bundle (or -k) applies to its scrape as to its probes.
         self.scrape_tls = {t.name: (t.cacert, t.insecure) for t in scraped}
         self.server_windows = {t.name: ServerWindow(t.name, t.lane, cfg.scrape.window_s) for t in scraped}
-        ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
+        self._others.register(
+            ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
+        )
         self.joiner = Joiner(cfg.otlp.join_wait_s, cfg.otlp.max_pending) if cfg.otlp.enabled else None
         if self.joiner is not None:
-            JoinMetrics(self.registry, self._join_stats)
-        self.schedule_metrics = ProbeScheduleMetrics(self.registry)
+            self._others.register(JoinMetrics(self.registry, self._join_stats))
+        self.schedule_metrics = ProbeScheduleMetrics(self._others)
         self.gpu_samples: list[GpuSample] = []
-        GpuMetrics(self.registry, lambda: self.gpu_samples)
+        self._others.register(GpuMetrics(self.registry, lambda: self.gpu_samples))
         self._nvml = nvml
         self._writer = RecordsWriter(cfg.export.records_path) if cfg.export.records_path else None
         self._tracer = tracer
@@ -141,6 +172,7 @@ class CollectorService:
         self._source_factory = source_factory
         self._listeners: list[Sink] = []
         self._ingest_token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
+        self._span_posts = 0
 
     # ------------------------------------------------------------ the record path
 
@@ -158,8 +190,9 @@ class CollectorService:
         """Spans from the OTLP receiver: each completes a waiting record or waits for one."""
         if self.joiner is None:
             return
+        self._span_posts += 1  # each POST is its own group: the join evicts a flood's spans first
         for span in spans:
-            self._emit_all(self.joiner.add_span(span, self.clock()))
+            self._emit_all(self.joiner.add_span(span, self.clock(), self._span_posts))
 
     def expire(self) -> None:
         """Release records whose join wait ran out."""
@@ -181,7 +214,7 @@ class CollectorService:
     def _emit(self, record: RequestTiming) -> None:
         # Prompt and response text (record_content) go to the file and listeners, never to
         # metrics, and the window does not hold them for its minutes.
-        capped = self.metrics.cap(record.without_content())
+        capped = self.metrics.cap_group(record.without_content())
         self.window.add(capped, self.clock())
         self.metrics.observe(capped)
         if self._writer is not None:
@@ -204,7 +237,10 @@ class CollectorService:
         source = factory(self.cfg, self.submit, self._tracer) if factory is not None and probing else None
         self._observe_schedule(source)
         probe_task = asyncio.create_task(source.run(), name="probe") if source is not None else None
-        tasks = [asyncio.create_task(self._expire_loop(stop), name="join-expiry")]
+        tasks = [
+            asyncio.create_task(self._expire_loop(stop), name="join-expiry"),
+            asyncio.create_task(self._window_loop(stop), name="window-refresh"),
+        ]
         if self.scrape_targets:
             tasks.append(asyncio.create_task(self._scrape(stop), name="scrape"))
         if self.cfg.gpu.enabled:
@@ -296,8 +332,41 @@ class CollectorService:
     # ------------------------------------------------------------ HTTP
 
     def render_metrics(self) -> bytes:
-        """The Prometheus exposition of everything."""
-        return generate_latest(self.registry)
+        """The Prometheus exposition of everything, on this thread (the window as last refreshed)."""
+        window = self._window_text
+        if window is None:  # not running (tests, before run()): summarise the window now
+            window = window_exposition(self.window.snapshot(self.clock()), self.clock(), lane_order(self.cfg))
+        return generate_latest(self._others) + window + self.metrics.exposition().encode()
+
+    async def render_metrics_async(self) -> bytes:
+        """`render_metrics` with the part that grows with the series budget on a worker thread."""
+        head = generate_latest(self._others)
+        window = self._window_text
+        if window is None:
+            snap, now = self.window.snapshot(self.clock()), self.clock()
+            window = await asyncio.to_thread(window_exposition, snap, now, lane_order(self.cfg))
+        tail = await asyncio.to_thread(self.metrics.exposition)
+        return head + window + tail.encode()
+
+    async def refresh_window(self) -> None:
+        """Summarise a copy of the window on a worker thread for the next scrapes."""
+        now = self.clock()
+        self._window_version = self.window.version
+        snap = self.window.snapshot(now)
+        self._window_text = await asyncio.to_thread(window_exposition, snap, now, lane_order(self.cfg))
+
+    async def _window_loop(self, stop: asyncio.Event) -> None:
+        idle, pause = 0.0, WINDOW_REFRESH_S
+        while not stop.is_set():
+            if self.window.version != self._window_version or idle >= WINDOW_IDLE_REFRESH_S:
+                started = time.monotonic()
+                await self.refresh_window()
+                # A big window takes a while to summarise: keep that under a tenth of a core.
+                pause = max(WINDOW_REFRESH_S, 10 * (time.monotonic() - started))
+                idle = 0.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=pause)
+            idle += pause
 
     def health(self) -> dict[str, Any]:
         """What /healthz answers: ok, and how the parts stand."""
@@ -316,14 +385,17 @@ class CollectorService:
 
         @app.get("/metrics")
         async def metrics() -> Response:
-            return Response(self.render_metrics(), media_type=CONTENT_TYPE_LATEST)
+            return Response(await self.render_metrics_async(), media_type=CONTENT_TYPE_LATEST)
 
         @app.get("/healthz")
         async def healthz() -> dict[str, Any]:
             return self.health()
 
         if self.cfg.otlp.enabled:
-            endpoint = traces_endpoint(self.cfg.otlp.max_body_bytes, self.receive_spans)
+            otlp = self.cfg.otlp
+            endpoint = traces_endpoint(
+                otlp.max_body_bytes, self.receive_spans, self._ingest_token, otlp.max_spans_per_request
+            )
             app.add_api_route(TRACES_PATH, endpoint, methods=["POST"])
         ing = self.cfg.ingest
         if ing.enabled:
@@ -333,6 +405,13 @@ class CollectorService:
             app.add_api_route(RECORDS_PATH, ingest, methods=["POST"])
 
         return app
+
+
+def window_exposition(window: Window, now: float, lanes: list[str]) -> bytes:
+    """The window's gauges as Prometheus text; pure over its arguments, so it may run on a thread."""
+    registry = CollectorRegistry()
+    WindowMetrics(registry, window, lambda: now, lambda: lanes)
+    return generate_latest(registry)
 
 
 def shard_targets(cfg: LanewatchConfig) -> list[Target]:

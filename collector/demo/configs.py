@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -19,10 +20,13 @@ from typing import Any, Final
 import yaml
 
 from lanewatch.alerts.build import GENERATED_DIR
+from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC
+from lanewatch.collector.common.packagedata import data_path
 
 __all__ = [
     "DEMO_RULES",
     "DEPLOY_DIR",
+    "PRODUCTION_RULES",
     "Layout",
     "TemplateError",
     "alertmanager_config",
@@ -33,9 +37,10 @@ __all__ = [
     "write_secrets",
 ]
 
-# deploy/ of a source checkout (the demo runs from one: `make run` installs it editable).
-DEPLOY_DIR: Final = Path(__file__).resolve().parents[2] / "deploy"
+# deploy/, shipped as the data package lanewatch.deploy (the checkout's folder in an editable install).
+DEPLOY_DIR: Final = data_path("lanewatch.deploy")
 DEMO_RULES: Final = GENERATED_DIR / "lanewatch-demo-rules.yml"
+PRODUCTION_RULES: Final = GENERATED_DIR / "lanewatch-rules.yml"
 LANES: Final = ("fast", "slow")  # fastest first
 # Each lane's simulator serves its own model name, as a small and a big model would: a request
 # served by the other lane (a degrade shift, the short-answer rule) is rewritten by the gateway.
@@ -153,13 +158,25 @@ def _scrape_targets(layout: Layout) -> dict[str, dict[str, Any]]:
 
 
 def prometheus_config(
-    template: dict[str, Any], layout: Layout, rules: Path = DEMO_RULES, alertmanager: bool = True
+    template: dict[str, Any],
+    layout: Layout,
+    rules: Path = DEMO_RULES,
+    alertmanager: bool = True,
+    production: bool = False,
 ) -> dict[str, Any]:
-    """deploy/prometheus/prometheus.yml for the demo: loopback targets, 1 s intervals, the demo rules."""
+    """deploy/prometheus/prometheus.yml for the demo: loopback targets, 1 s intervals, the demo rules.
+
+    `production` keeps the template's own scrape and evaluation intervals (a test of the shipped
+    timing); otherwise every job is scraped every second, whatever interval the template gives it.
+    """
     cfg = copy.deepcopy(template)
-    cfg.setdefault("global", {}).update(
-        {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
-    )
+    if not production:
+        cfg.setdefault("global", {}).update(
+            {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+        )
+        for job in cfg.get("scrape_configs") or []:
+            job.pop("scrape_interval", None)
+            job.pop("scrape_timeout", None)
     cfg["rule_files"] = [str(rules)]
     am = [f"127.0.0.1:{layout.alertmanager_port}"]
     cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": am}]}]}
@@ -184,8 +201,9 @@ def prometheus_config(
     return cfg
 
 
-def alertmanager_config(template: dict[str, Any], layout: Layout) -> dict[str, Any]:
-    """deploy/alertmanager/alertmanager.yml for the demo: the controller on loopback, short group timers."""
+def alertmanager_config(template: dict[str, Any], layout: Layout, production: bool = False) -> dict[str, Any]:
+    """deploy/alertmanager/alertmanager.yml for the demo: the controller on loopback, short group timers
+    (`production` keeps the template's timers)."""
     cfg = copy.deepcopy(template)
     receivers = {r.get("name"): r for r in cfg.get("receivers") or []}
     degrade = receivers.get(DEGRADE_RECEIVER)
@@ -197,6 +215,8 @@ def alertmanager_config(template: dict[str, Any], layout: Layout) -> dict[str, A
         "type": "Bearer",
         "credentials_file": str(layout.token_file("degrade")),
     }
+    if production:
+        return cfg
     route = cfg.setdefault("route", {})
     route.update({"group_wait": "1s", "group_interval": "2s"})
     for sub in route.get("routes") or []:
@@ -205,8 +225,11 @@ def alertmanager_config(template: dict[str, Any], layout: Layout) -> dict[str, A
     return cfg
 
 
-def lanewatch_config(layout: Layout, probe_interval_s: float = 2.0) -> dict[str, Any]:
-    """The collector's and gateway's config: probe both lanes directly; route short answers fast."""
+def lanewatch_config(
+    layout: Layout, probe_interval_s: float = 2.0, slo_spec: Path = DEMO_SPEC
+) -> dict[str, Any]:
+    """The collector's and gateway's config: probe both lanes directly; route short answers fast;
+    judge goodput by the SLOs whose rules Prometheus loads."""
     targets = [
         {
             "name": f"vllm-{lane}",
@@ -229,7 +252,7 @@ def lanewatch_config(layout: Layout, probe_interval_s: float = 2.0) -> dict[str,
         "targets": targets,
         "probe": {"interval_s": probe_interval_s, "concurrency": 16, "timeouts": {"ttft_s": 20.0}},
         "scrape": {"interval_s": 1.0, "window_s": 60.0},
-        "export": {"window_s": 60.0},
+        "export": {"window_s": 60.0, "slo_spec": str(slo_spec)},
         "server": {"host": "127.0.0.1", "port": layout.collector_port},
         "gateway": {
             "server": {"host": "127.0.0.1", "port": layout.gateway_port},
@@ -247,8 +270,11 @@ def lanewatch_config(layout: Layout, probe_interval_s: float = 2.0) -> dict[str,
     }
 
 
-def policy_config() -> dict[str, Any]:
-    """The controller's policy: one step shifts the whole slow lane; short holds, for a live demo."""
+def policy_config(severities: Sequence[str] = ()) -> dict[str, Any]:
+    """The controller's policy: one step shifts the whole slow lane; short holds, for a live demo.
+
+    `severities`: act only on alerts of these severities (empty: any).
+    """
     return {
         "version": 1,
         "lane_order": list(LANES),
@@ -256,6 +282,7 @@ def policy_config() -> dict[str, Any]:
         "min_hold_s": 15,
         "escalation_cooldown_s": 10,
         "recovery_stable_s": 5,
+        "severities": list(severities),
     }
 
 
@@ -264,7 +291,7 @@ def _read_template(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TemplateError(
-            f"{path}: cannot read ({exc.strerror}); the demo runs from a source checkout of lanewatch"
+            f"{path}: cannot read ({exc.strerror}); lanewatch's deploy/ files are missing from this install"
         ) from None
     except yaml.YAMLError as exc:
         raise TemplateError(f"{path}: not YAML: {exc}") from None
@@ -294,16 +321,27 @@ def write_configs(
     deploy_dir: Path = DEPLOY_DIR,
     probe_interval_s: float = 2.0,
     with_alertmanager: bool = True,
+    production: bool = False,
+    act_on: Sequence[str] = (),
 ) -> None:
-    """Write every config file of the run into its workdir (secrets: `write_secrets`)."""
+    """Write every config file of the run into its workdir (secrets: `write_secrets`).
+
+    `production`: the shipped rules (alerts/slos.yaml) at the shipped Prometheus and
+    Alertmanager timings, instead of the demo's time-compressed ones. `act_on`: the alert
+    severities the controller acts on (empty: any).
+    """
     prom_template = _read_template(deploy_dir / "prometheus" / "prometheus.yml")
-    prom = prometheus_config(prom_template, layout, alertmanager=with_alertmanager)
-    am = alertmanager_config(_read_template(deploy_dir / "alertmanager" / "alertmanager.yml"), layout)
+    rules = PRODUCTION_RULES if production else DEMO_RULES
+    prom = prometheus_config(prom_template, layout, rules, with_alertmanager, production)
+    am_template = _read_template(deploy_dir / "alertmanager" / "alertmanager.yml")
+    am = alertmanager_config(am_template, layout, production)
     files = {
         layout.prometheus_yaml: prom,
         layout.alertmanager_yaml: am,
-        layout.lanewatch_yaml: lanewatch_config(layout, probe_interval_s),
-        layout.policy_yaml: policy_config(),
+        layout.lanewatch_yaml: lanewatch_config(
+            layout, probe_interval_s, DEFAULT_SPEC if production else DEMO_SPEC
+        ),
+        layout.policy_yaml: policy_config(act_on),
     }
     for path, data in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -271,7 +271,9 @@ def _write_outputs(
     started: float,
     console: Console,
 ) -> list[Path]:
+    from lanewatch.alerts.spec import DEMO_SPEC, load_spec
     from lanewatch.collector.cli.report import ReportInputError, write_report
+    from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 
     assert opts.out is not None
     info = {
@@ -285,7 +287,9 @@ def _write_outputs(
         "traffic": _traffic_info(run),
         "bad_record_lines": recorder.bad_lines,
     }
-    summary = build_summary(recorder.kept, result.events, info)
+    shed = [(s.t, s.routed, s.request_class) for s in result.served if s.status == 429]
+    judge = goodput_from_spec(load_spec(DEMO_SPEC))
+    summary = build_summary(recorder.kept, result.events, info, judge, shed)
     records, summary_path, report = (
         opts.out / "records.jsonl",
         opts.out / "summary.json",
@@ -294,7 +298,7 @@ def _write_outputs(
     write_summary(summary_path, summary)
     written = [records, summary_path]
     try:
-        write_report(records, report, summary_path)
+        write_report(records, report, summary_path, slo_spec=DEMO_SPEC)
         written.append(report)
     except ReportInputError as exc:
         console.print(f"no report: {exc}", style="yellow")

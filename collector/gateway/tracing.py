@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -104,7 +104,7 @@ class GatewayTracing:
         trace_id, parent_span_id, sampled = parent
         return TraceIds(trace_id, span_id, sampled, parent_span_id, headers.get("tracestate"))
 
-    def inject(self, ids: TraceIds, carrier: dict[str, str]) -> None:
+    def inject(self, ids: TraceIds, carrier: MutableMapping[str, str]) -> None:
         """Write `traceparent` (and the client's `tracestate`) into upstream request headers."""
         carrier["traceparent"] = ids.traceparent
         if ids.tracestate:

@@ -18,6 +18,7 @@ from typing import IO
 
 from pydantic import TypeAdapter, ValidationError
 
+from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import RequestTiming
 
 # Validates types (a string where seconds belong, an unknown error kind) before a record
@@ -55,10 +56,25 @@ def parse_record_line(line: str | bytes, line_no: int) -> RequestTiming:
     try:
         record = _RECORD.validate_json(line)
     except ValidationError as exc:
-        raise RecordFileError(line_no, _first_problem(exc)) from None
+        if exc.errors()[0]["type"] != "json_invalid":
+            raise RecordFileError(line_no, _first_problem(exc)) from None
+        # pydantic's parser refuses a "\ud800" escape (a lone surrogate) that json decodes and
+        # the record repairs: a line an older gateway wrote is still read.
+        record = _from_json_module(line, line_no, exc)
     if bad := non_finite_field(record):
         raise RecordFileError(line_no, f"field {bad!r}: not a finite number")
     return record
+
+
+def _from_json_module(line: str, line_no: int, first: ValidationError) -> RequestTiming:
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        raise RecordFileError(line_no, _first_problem(first)) from None
+    try:
+        return _RECORD.validate_python(data)
+    except ValidationError as exc:
+        raise RecordFileError(line_no, _first_problem(exc)) from None
 
 
 def parse_record_lines(lines: Iterable[str | bytes], *, skip_bad: bool = False) -> RecordsRead:
@@ -113,6 +129,9 @@ def _first_problem(exc: ValidationError) -> str:
     err = errors[0]
     if err["type"] == "json_invalid":
         return f"not JSON ({err['msg'].removeprefix('Invalid JSON: ')})"
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, RecordError):
+        return f"field {cause.field!r}: {cause.reason}"
     if not err["loc"]:
         return "expected a JSON object"
     field = ".".join(str(part) for part in err["loc"]) or "record"

@@ -2,14 +2,18 @@
 
 A record that may have a span (a trace id and an HTTP 200) waits up to `wait_s` for
 it; a span waits as long for its record, since either may arrive first. Both queues
-are bounded by `max_pending`: when one is full its oldest entry leaves (a record
-unjoined, a span as an orphan). Several requests may share one trace (a client that
-makes calls in one trace): they match by request id when it agrees, else in order.
+are bounded by `max_pending`. When the records are full the oldest leaves, unjoined. When
+the spans are full, the one that leaves (as an orphan) is the oldest of the group holding
+the most waiting spans (a group is one POST /v1/traces): a flood of spans pushes out its
+own before the few spans a record is waiting for. Several requests may share one trace
+(a client that makes calls in one trace): they match by request id when it agrees, else
+in order.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import heapq
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -30,23 +34,35 @@ class JoinStats:
 
 
 class _Pending(Generic[T]):
-    """Items waiting, oldest first, findable by trace id; at most `limit`."""
+    """Items waiting, oldest first, findable by trace id; at most `limit`.
 
-    def __init__(self, limit: int) -> None:
+    With `fair`, a full store evicts from the group that holds the most items, else the oldest.
+    """
+
+    def __init__(self, limit: int, fair: bool = False) -> None:
         self.limit = limit
+        self.fair = fair
         self._seq = 0
-        self._items: OrderedDict[int, tuple[float, T]] = OrderedDict()
+        self._items: OrderedDict[int, tuple[float, T, int]] = OrderedDict()  # seq -> (deadline, item, group)
         self._by_trace: dict[str, list[int]] = {}
+        self._groups: dict[int, deque[int]] = {}  # group -> its seqs, oldest first (removed ones skipped)
+        self._sizes: dict[int, int] = {}
+        self._largest: list[tuple[int, int]] = []  # heap of (-size, group); stale entries skipped
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def push(self, trace_id: str, item: T, deadline: float) -> T | None:
-        """Add an item; return the oldest one when the bound pushed it out."""
-        evicted = self.pop_oldest() if len(self._items) >= self.limit else None
+    def push(self, trace_id: str, item: T, deadline: float, group: int = 0) -> T | None:
+        """Add an item; return the one the bound pushed out, if any."""
+        evicted = None
+        if len(self._items) >= self.limit:
+            evicted = self._pop_fair() if self.fair else self.pop_oldest()
         self._seq += 1
-        self._items[self._seq] = (deadline, item)
+        self._items[self._seq] = (deadline, item, group)
         self._by_trace.setdefault(trace_id, []).append(self._seq)
+        if self.fair:
+            self._groups.setdefault(group, deque()).append(self._seq)
+            self._resize(group, 1)
         return evicted
 
     def take(self, trace_id: str, request_id: str | None) -> T | None:
@@ -68,7 +84,7 @@ class _Pending(Generic[T]):
         """Remove and return the items whose deadline has passed (deadlines grow with insertion)."""
         out = []
         while self._items:
-            seq, (deadline, item) = next(iter(self._items.items()))
+            seq, (deadline, item, _) = next(iter(self._items.items()))
             if deadline > now:
                 break
             out.append(self._remove(_trace_of(item), seq))
@@ -78,12 +94,40 @@ class _Pending(Generic[T]):
         """When the oldest item expires; None when empty."""
         return next(iter(self._items.values()))[0] if self._items else None
 
+    def _pop_fair(self) -> T | None:
+        """Remove and return the oldest item of the largest group."""
+        while self._largest:
+            neg, group = self._largest[0]
+            if self._sizes.get(group, 0) != -neg:
+                heapq.heappop(self._largest)  # stale: the group changed size since
+                continue
+            seqs = self._groups[group]
+            while seqs[0] not in self._items:
+                seqs.popleft()  # taken or expired earlier
+            seq = seqs[0]
+            return self._remove(_trace_of(self._items[seq][1]), seq)
+        return self.pop_oldest()
+
+    def _resize(self, group: int, by: int) -> None:
+        size = self._sizes.get(group, 0) + by
+        if size <= 0:
+            self._sizes.pop(group, None)
+            self._groups.pop(group, None)
+            return
+        self._sizes[group] = size
+        heapq.heappush(self._largest, (-size, group))
+        if len(self._largest) > 4 * len(self._sizes) + 64:  # drop the stale entries now and then
+            self._largest = [(-n, g) for g, n in self._sizes.items()]
+            heapq.heapify(self._largest)
+
     def _remove(self, trace_id: str, seq: int) -> T:
-        _, item = self._items.pop(seq)
+        _, item, group = self._items.pop(seq)
         seqs = self._by_trace[trace_id]
         seqs.remove(seq)
         if not seqs:
             del self._by_trace[trace_id]
+        if self.fair:
+            self._resize(group, -1)
         return item
 
 
@@ -111,7 +155,7 @@ class Joiner:
         self.wait_s = wait_s
         self.stats = JoinStats()
         self._records: _Pending[RequestTiming] = _Pending(max_pending)
-        self._spans: _Pending[ServerSpan] = _Pending(max_pending)
+        self._spans: _Pending[ServerSpan] = _Pending(max_pending, fair=True)
 
     @staticmethod
     def may_join(record: RequestTiming) -> bool:
@@ -133,15 +177,15 @@ class Joiner:
             ready.append(evicted)
         return ready
 
-    def add_span(self, span: ServerSpan, now: float) -> list[RequestTiming]:
-        """Take a span: the record it completes if one waits, else the span waits."""
+    def add_span(self, span: ServerSpan, now: float, group: int = 0) -> list[RequestTiming]:
+        """Take a span: the record it completes if one waits, else the span waits (`group`: its POST)."""
         ready = self.expire(now)
         self.stats.spans_received += 1
         record = self._records.take(span.trace_id, span.request_id)
         if record is not None:
             self.stats.spans_joined += 1
             return [*ready, joined(record, span)]
-        if self._spans.push(span.trace_id, span, now + self.wait_s) is not None:
+        if self._spans.push(span.trace_id, span, now + self.wait_s, group) is not None:
             self.stats.orphan_spans += 1
         return ready
 

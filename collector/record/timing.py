@@ -3,16 +3,28 @@
 Client-side times are measured from the request's start on a monotonic clock;
 `started_at` alone is wall-clock (Unix seconds) so records can be placed on a timeline.
 Server-side phases (queue, prefill, decode) come from vLLM's `llm_request` span when
-one joined by trace id. See ../shared/DESIGN.md, "Phases".
+one joined by trace id; docs/metrics.md lists the phases and how they add up to e2e.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from lanewatch.collector.record.rules import (
+    MAX_CONTENT_CHARS,
+    MAX_ID_CHARS,
+    MAX_LABEL_CHARS,
+    RecordError,
+    bad_duration,
+    bad_durations,
+    clean_attrs,
+    clean_text,
+)
 
 Source = Literal["probe", "tap"]
 Api = Literal["chat", "completions"]
@@ -109,6 +121,28 @@ class RequestTiming:
     prompt_text: str | None = field(default=None, repr=False)
     response_text: str | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        """Refuse numbers no reader could use; repair and bound text (collector/record/rules.py)."""
+        # Every record is built through here, at every edge (tap, probe, POST /v1/records, the
+        # records file), so nothing past this point meets NaN, a negative time or a lone surrogate.
+        # Checked inline, not per field through a helper: the gateway builds one per request.
+        for value in _DURATIONS(self):
+            if value is not None and not (0.0 <= value < _INF):  # NaN fails every comparison
+                raise RecordError(_bad_field(self), "not a finite, non-negative number of seconds")
+        if self.itl_s and (i := bad_durations(self.itl_s)) is not None:
+            raise RecordError(f"itl_s.{i}", "not a finite, non-negative number of seconds")
+        if bad_duration(self.started_at):
+            raise RecordError("started_at", "not a finite, non-negative Unix time")
+        if (self.prompt_tokens or 0) < 0 or (self.output_tokens or 0) < 0:
+            raise RecordError(
+                "prompt_tokens" if (self.prompt_tokens or 0) < 0 else "output_tokens", "negative"
+            )
+        for (name, limit), value in zip(_TEXT_FIELDS, _TEXTS(self), strict=True):
+            if value is not None and (len(value) > limit or not value.isascii()):
+                object.__setattr__(self, name, clean_text(value, limit))
+        if self.attrs and (attrs := clean_attrs(self.attrs)) is not None:
+            object.__setattr__(self, "attrs", attrs)
+
     @property
     def ok(self) -> bool:
         """True when the request completed without an error."""
@@ -165,6 +199,24 @@ class RequestTiming:
 
 
 _FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RequestTiming))
+_DURATION_FIELDS: tuple[str, ...] = tuple(
+    f"{name}_s" for name in (*CLIENT_PHASES, "ttfb", "ttft", "e2e", *SERVER_PHASES)
+)
+_TEXT_FIELDS: tuple[tuple[str, int], ...] = (
+    *((name, MAX_LABEL_CHARS) for name in ("target", "lane", "request_class", "model")),
+    ("request_id", MAX_ID_CHARS),
+    ("trace_id", MAX_ID_CHARS),
+    ("prompt_text", MAX_CONTENT_CHARS),
+    ("response_text", MAX_CONTENT_CHARS),
+)
+_DURATIONS = operator.attrgetter(*_DURATION_FIELDS)
+_TEXTS = operator.attrgetter(*(name for name, _ in _TEXT_FIELDS))
+_INF = float("inf")
+
+
+def _bad_field(record: RequestTiming) -> str:
+    """The first duration field that is NaN, infinite or negative."""
+    return next(name for name in _DURATION_FIELDS if bad_duration(getattr(record, name)))
 
 
 def breakdown(r: RequestTiming) -> dict[str, float]:

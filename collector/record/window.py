@@ -161,6 +161,18 @@ class Window:
     def __len__(self) -> int:
         return len(self._records)
 
+    def snapshot(self, now: float) -> Window:
+        """A copy of the records inside the window at `now`, to summarise away from this one's owner."""
+        self._trim(now)
+        copy = Window(self.window_s, self._records.maxlen or len(self._records) + 1)
+        copy._records.extend(self._records)
+        return copy
+
+    @property
+    def version(self) -> tuple[int, float | None]:
+        """Changes whenever a record is added or leaves (its length and newest arrival)."""
+        return len(self._records), self._records[-1][0] if self._records else None
+
     def _trim(self, now: float) -> None:
         horizon = now - self.window_s
         while self._records and self._records[0][0] < horizon:

@@ -48,7 +48,7 @@ def test_posted_records_wait_for_their_span_then_reach_metrics_and_file(
 ) -> None:
     client, svc, seen = running
     r = client.post(RECORDS_PATH, content=batch(tap(1), tap(2, status=500, trace_id=None)), headers=JSON)
-    assert (r.status_code, r.json()) == (200, {"accepted": 2})
+    assert (r.status_code, r.json()) == (200, {"accepted": 2, "refused": [], "refused_count": 0})
     assert [x.request_id for x in seen] == ["r2"]  # no span can come for a 500: it passes at once
     span = ServerSpan(trace_id=f"{1:032x}", request_id="r1", queue_s=0.1, prefill_s=0.05, decode_s=0.2)
     svc.receive_spans([span])
@@ -63,17 +63,30 @@ def test_posted_records_wait_for_their_span_then_reach_metrics_and_file(
     assert [(x["request_id"], x["queue_s"]) for x in lines] == [("r2", None), ("r1", 0.1)]
 
 
-def test_a_bad_batch_is_refused_whole_naming_record_and_field(
+def test_a_bad_record_is_refused_alone_naming_index_and_field(
     running: tuple[TestClient, Any, list[RequestTiming]],
 ) -> None:
     client, svc, seen = running
-    records = [tap(0).to_json(), tap(1).to_json(), tap(2).to_json()]
+    records = [tap(i, status=500, trace_id=None).to_json() for i in range(4)]
     records[2]["output_tokens"] = "many"
-    r = client.post(RECORDS_PATH, content=json.dumps({"records": records}), headers=JSON)
+    raw = json.dumps({"records": records}).replace('"e2e_s": 0.3', '"e2e_s": NaN', 1)
+    r = client.post(RECORDS_PATH, content=raw, headers=JSON)
+    assert r.status_code == 200
+    answer = r.json()
+    assert answer["accepted"] == 2 and answer["refused_count"] == 2
+    assert [(x["index"], x["field"]) for x in answer["refused"]] == [(0, "e2e_s"), (2, "output_tokens")]
+    assert [x.request_id for x in seen] == ["r1", "r3"]  # the others are kept
+    assert "NaN" not in text(svc)
+
+
+def test_a_body_that_is_no_batch_is_refused_whole(
+    running: tuple[TestClient, Any, list[RequestTiming]],
+) -> None:
+    client, svc, seen = running
+    r = client.post(RECORDS_PATH, content=b'{"records": {"0": {}}}', headers=JSON)
     assert r.status_code == 400
     error = r.json()["error"]
-    assert (error["index"], error["field"]) == (2, "output_tokens")
-    assert error["message"].startswith("records[2].output_tokens: ")
+    assert error["field"] == "records" and error["message"].startswith("batch.records: ")
     assert seen == [] and svc.joiner.pending == (0, 0)  # nothing of it ingested
     assert names.REQUESTS_TOTAL + "{" not in text(svc)
 

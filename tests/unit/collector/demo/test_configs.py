@@ -4,6 +4,7 @@ and the configs each part validates them with (the gateway, the collector, the p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,6 +16,7 @@ from lanewatch.collector.demo.configs import (
     DEMO_RULES,
     DEPLOY_DIR,
     MODELS,
+    PRODUCTION_RULES,
     Layout,
     TemplateError,
     alertmanager_config,
@@ -31,8 +33,9 @@ def layout(tmp_path: Path) -> Layout:
     return Layout(tmp_path, 8001, 8002, 9464, 8080, 9097, 9090, 9093, seed=3)
 
 
-def template(name: str) -> dict:
-    return yaml.safe_load((DEPLOY_DIR / name).read_text())
+def template(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((DEPLOY_DIR / name).read_text())
+    return data
 
 
 def test_prometheus_scrapes_every_part_on_loopback_every_second_with_the_demo_rules(tmp_path: Path) -> None:
@@ -53,6 +56,22 @@ def test_prometheus_scrapes_every_part_on_loopback_every_second_with_the_demo_ru
     assert slow["scheme"] == "https"
     assert slow["tls_config"] == {"ca_file": str(tmp_path / "slow-cert.pem")}
     assert slow["static_configs"][0]["labels"] == {"lane": "slow", "target": "vllm-slow"}  # from deploy/
+    # a job's own interval (the collector's 5s in deploy/) gives way to the demo's 1s
+    assert not [j for j in jobs.values() if "scrape_interval" in j or "scrape_timeout" in j]
+
+
+def test_production_timing_keeps_the_shipped_intervals_timers_and_rules(tmp_path: Path) -> None:
+    lay = layout(tmp_path)
+    write_configs(lay, production=True)
+    prom = yaml.safe_load(lay.prometheus_yaml.read_text())
+    shipped = template("prometheus/prometheus.yml")
+    assert prom["global"]["scrape_interval"] == shipped["global"]["scrape_interval"] == "15s"
+    assert prom["global"]["evaluation_interval"] == shipped["global"]["evaluation_interval"] == "30s"
+    jobs = {j["job_name"]: j for j in prom["scrape_configs"]}
+    assert jobs["lanewatch-collector"]["scrape_interval"] == "5s"
+    assert prom["rule_files"] == [str(PRODUCTION_RULES)] and PRODUCTION_RULES.is_file()
+    am = yaml.safe_load(lay.alertmanager_yaml.read_text())
+    assert am["route"] == template("alertmanager/alertmanager.yml")["route"]
 
 
 def test_prometheus_without_alertmanager_still_evaluates_rules(tmp_path: Path) -> None:
@@ -139,6 +158,6 @@ def test_the_lanes_serve_different_models_and_the_gateway_knows_which(tmp_path: 
         assert argv[argv.index("--model") + 1] == model
 
 
-def test_missing_deploy_dir_says_the_demo_needs_a_source_checkout(tmp_path: Path) -> None:
-    with pytest.raises(TemplateError, match="source checkout"):
+def test_missing_deploy_dir_names_the_file_and_the_install(tmp_path: Path) -> None:
+    with pytest.raises(TemplateError, match=r"nowhere/prometheus/prometheus\.yml: cannot read .* install"):
         write_configs(layout(tmp_path), deploy_dir=tmp_path / "nowhere")

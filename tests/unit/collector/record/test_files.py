@@ -63,9 +63,9 @@ def test_blank_lines_are_ignored_and_numbering_counts_them() -> None:
         ('{"source": "probe"}', "field 'target': Field required (and 3 more)"),
         (record_line(GOOD).replace('"e2e_s":0.5', '"e2e_s":"slow"'), "field 'e2e_s'"),
         (record_line(GOOD).replace('"error":null', '"error":"exploded"'), "field 'error'"),
-        (record_line(GOOD).replace('"e2e_s":0.5', '"e2e_s":NaN'), "field 'e2e_s': not a finite number"),
-        (record_line(GOOD).replace('"ttft_s":0.1', '"ttft_s":1e999'), "field 'ttft_s': not a finite number"),
-        (record_line(GOOD).replace("[0.01,0.02]", "[0.01,Infinity]"), "field 'itl_s.1': not a finite number"),
+        (record_line(GOOD).replace('"e2e_s":0.5', '"e2e_s":NaN'), "field 'e2e_s': not a finite"),
+        (record_line(GOOD).replace('"ttft_s":0.1', '"ttft_s":1e999'), "field 'ttft_s': not a finite"),
+        (record_line(GOOD).replace("[0.01,0.02]", "[0.01,Infinity]"), "field 'itl_s.1': not a finite"),
     ],
 )
 def test_bad_line_names_line_and_field(line: str, expected: str) -> None:
