@@ -25,6 +25,7 @@ class Goal:
     limit: float | None
     unit: str
     met: bool | None  # None: not measured in this run
+    at_least: bool = False  # the figure must reach the limit rather than stay under it
 
 
 def _num(keys: Mapping[str, Any], key: str) -> float | None:
@@ -47,7 +48,7 @@ def _goal(
     met = (
         None if measured is None or bound is None else (measured >= bound if at_least else measured <= bound)
     )
-    return Goal(id_, text, source, key, measured, bound, unit, met)
+    return Goal(id_, text, source, key, measured, bound, unit, met, at_least)
 
 
 def _times(factor: float, key: str, plus: float = 0.0) -> Callable[[Mapping[str, Any]], float | None]:

@@ -114,7 +114,10 @@ def test_results_name_the_machine_and_every_goal(smoke: tuple[dict[str, Any], st
         if goal["measured"] is None or goal["limit"] is None:
             assert goal["met"] is None, goal
         else:
-            assert goal["met"] is (goal["measured"] <= goal["limit"]), goal
+            within = (
+                goal["measured"] >= goal["limit"] if goal["at_least"] else goal["measured"] <= goal["limit"]
+            )
+            assert goal["met"] is within, goal
             assert goal["measured"] == results[goal["key"]], goal
     assert goals["tap_p50_256"]["met"] is None  # no 256-stream level in the smoke run
     verdict = "**met**" if probe["met"] else "**not met**"
