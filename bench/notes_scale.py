@@ -29,7 +29,11 @@ _PROBE_PROFILE = (
     "5.43-5.47 ms per probe before, 4.56-4.62 after, blackbox_exporter 2.9-3.4 in the same runs; "
     "in one warm process, 1.66-1.79 ms before and 1.50 after. Cold caches on a loaded machine "
     "multiply the Python path by ~3 (as in the tap's notes); blackbox_exporter, compiled Go, "
-    "loses less to them. What is left is Python per read and per request in httpcore and h11."
+    "loses less to them. What is left is Python per read and per request in httpcore and h11, "
+    "and the collector's costs per second shared by 10 probes a second (the window's summary for "
+    "/metrics, refreshed once a second and held under a tenth of a core; join expiry; the idle "
+    "loop): a later run at load average 7 read 6.83 ms against blackbox_exporter's 4.2. At 50 "
+    "probes/s over 500 targets (the fleet part) a probe cost 1.1 ms."
 )
 
 SCALE_NOTES: dict[str, Any] = {
