@@ -48,6 +48,8 @@ SSE_BAD_DATA_TOTAL: Final = f"{PREFIX}_sse_bad_data_total"  # counter, undecodab
 # counter, label family: observations folded into OVERFLOW_VALUE because the series budget was spent
 SERIES_OVERFLOW_TOTAL: Final = f"{PREFIX}_series_overflow_total"
 FAMILY: Final = "family"  # a metric family's name
+PROBE_START_DELAY_SECONDS: Final = f"{PREFIX}_probe_start_delay_seconds"  # histogram, schedule drift
+PROBES_SKIPPED_TOTAL: Final = f"{PREFIX}_probes_skipped_total"  # counter, previous probe still running
 
 # ---------------------------------------------------------------- window analysis (gauges)
 WINDOW_QUANTILE_SECONDS: Final = f"{PREFIX}_window_quantile_seconds"  # phase, quantile

@@ -275,7 +275,7 @@ async def _run(
             target,
             connection="cold" if connection == "cold" else "warm",
             timeouts=timeouts,
-            tracer=provider.get_tracer("lanewatch.probe"),
+            tracer=provider.get_tracer("lanewatch.probe") if otlp_endpoint else None,
             max_connections=1,
             record_content=record_content,
         ) as prober:

@@ -46,6 +46,7 @@ from lanewatch.collector.record.join import Joiner, JoinStats
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.collector.record.window import Window
 from lanewatch.exporters import otlp as otlp_export
+from lanewatch.exporters.probe_schedule import ProbeScheduleMetrics
 from lanewatch.exporters.prometheus import (
     GpuMetrics,
     JoinMetrics,
@@ -144,6 +145,7 @@ class CollectorService:
         self.joiner = Joiner(cfg.otlp.join_wait_s, cfg.otlp.max_pending) if cfg.otlp.enabled else None
         if self.joiner is not None:
             self._others.register(JoinMetrics(self.registry, self._join_stats))
+        self.schedule_metrics = ProbeScheduleMetrics(self._others)
         self.gpu_samples: list[GpuSample] = []
         self._others.register(GpuMetrics(self.registry, lambda: self.gpu_samples))
         self._nvml = nvml
@@ -224,6 +226,7 @@ class CollectorService:
         factory = self._source_factory
         probing = factory is not None and self.cfg.probe.enabled and bool(self.cfg.targets)
         source = factory(self.cfg, self.submit, self._tracer) if factory is not None and probing else None
+        self._observe_schedule(source)
         probe_task = asyncio.create_task(source.run(), name="probe") if source is not None else None
         tasks = [
             asyncio.create_task(self._expire_loop(stop), name="join-expiry"),
@@ -244,6 +247,14 @@ class CollectorService:
             await asyncio.gather(*tasks, return_exceptions=True)
             self.shutdown()
 
+    def _observe_schedule(self, source: RecordSource | None) -> None:
+        """Export the probe scheduler's start delays and skipped turns (the probe suite only)."""
+        from lanewatch.collector.probe.suites import ProbeSuite
+
+        if isinstance(source, ProbeSuite):
+            source.scheduler.on_start = self.schedule_metrics.started
+            source.scheduler.on_skip = self.schedule_metrics.skipped
+
     async def drain(self) -> None:
         """Give records still waiting for a span their full wait (spans keep arriving meanwhile)."""
         while self.joiner is not None and self.joiner.pending[0]:
@@ -251,22 +262,29 @@ class CollectorService:
             await asyncio.sleep(0.02)
 
     async def _scrape(self, stop: asyncio.Event) -> None:
-        """One scrape loop per TLS setting (httpx verifies per client), all until `stop`."""
-        groups: dict[tuple[Path | None, bool], list[ScrapeTarget]] = {}
-        for t in self.scrape_targets:
-            groups.setdefault(self.scrape_tls[t.target], []).append(t)
-        await asyncio.gather(*(self._scrape_group(tls, targets, stop) for tls, targets in groups.items()))
+        """Scrape every target until `stop`: one client (one kept-alive connection) per target.
 
-    async def _scrape_group(
-        self, tls: tuple[Path | None, bool], targets: list[ScrapeTarget], stop: asyncio.Event
-    ) -> None:
+        One shared client would hold a connection per target in one pool, and httpcore's pool
+        walks every connection on every request: at 1,000 targets that walk was most of the
+        collector's CPU. The TLS context is built once per setting and shared.
+        """
         import httpx
 
         from lanewatch.collector.probe.transport import ssl_context
 
+        contexts = {tls: ssl_context(*tls) for tls in set(self.scrape_tls.values())}
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        clients = {
+            t.target: httpx.AsyncClient(verify=contexts[self.scrape_tls[t.target]], limits=limits)
+            for t in self.scrape_targets
+        }
         sc = self.cfg.scrape
-        async with httpx.AsyncClient(verify=ssl_context(*tls)) as client:
-            await run_scrape_loop(client, targets, sc.interval_s, sc.timeout_s, self.add_snapshot, stop)
+        try:
+            await run_scrape_loop(
+                clients, self.scrape_targets, sc.interval_s, sc.timeout_s, self.add_snapshot, stop
+            )
+        finally:
+            await asyncio.gather(*(c.aclose() for c in clients.values()), return_exceptions=True)
 
     async def _expire_loop(self, stop: asyncio.Event) -> None:
         tick = min(0.05, max(self.cfg.otlp.join_wait_s / 4, 0.005))

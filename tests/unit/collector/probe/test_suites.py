@@ -186,3 +186,33 @@ async def test_stop_cancels_probes_in_flight_and_returns() -> None:
     s.shutdown()
     await asyncio.wait_for(task, 2)
     assert cancelled.is_set()
+
+
+async def test_start_delays_count_the_wait_for_a_concurrency_slot() -> None:
+    t = FakeTime()
+    gate = asyncio.Event()
+
+    async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+        if job.target.name == "t0":
+            await gate.wait()  # holds the only slot
+        return record(job)
+
+    delays: list[float] = []
+    skips: list[None] = []
+    s = Scheduler(jobs(2), probe, lambda r: None, interval_s=10, concurrency=1, clock=t.clock,
+                  sleep=t.sleep, rng=random.Random(3))  # fmt: skip
+    s.on_start = delays.append
+    s.on_skip = lambda: skips.append(None)
+    task = asyncio.create_task(s.run())
+    await advance_to(t, 1025)
+    assert len(delays) == 1 and delays[0] == 0.0  # t0 came due first (this seed) and holds the slot
+    released_at = t.now
+    gate.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    s.shutdown()
+    await asyncio.wait_for(task, 5)
+    assert len(delays) >= 2
+    assert max(delays) > 5  # the waiting job started seconds late, and that is what was reported
+    assert max(delays) <= released_at - 1000
+    assert skips  # t0's later turns came while it still ran
