@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -19,9 +20,11 @@ from typing import Any, Final
 import yaml
 
 from lanewatch.alerts.build import GENERATED_DIR
+from lanewatch.collector.config import RequestClass
 
 __all__ = [
     "DEMO_RULES",
+    "DEMO_VLLM_SPEC",
     "DEPLOY_DIR",
     "Layout",
     "TemplateError",
@@ -29,6 +32,7 @@ __all__ = [
     "lanewatch_config",
     "policy_config",
     "prometheus_config",
+    "render_rules",
     "write_configs",
     "write_secrets",
 ]
@@ -36,6 +40,8 @@ __all__ = [
 # deploy/ of a source checkout (the demo runs from one: `make run` installs it editable).
 DEPLOY_DIR: Final = Path(__file__).resolve().parents[2] / "deploy"
 DEMO_RULES: Final = GENERATED_DIR / "lanewatch-demo-rules.yml"
+# The real-engine demo's SLO spec: its rules are rendered into the run's folder at start.
+DEMO_VLLM_SPEC: Final = Path(__file__).resolve().parents[2] / "alerts" / "slos-demo-vllm.yaml"
 LANES: Final = ("fast", "slow")  # fastest first
 # Each lane's simulator serves its own model name, as a small and a big model would: a request
 # served by the other lane (a degrade shift, the short-answer rule) is rewritten by the gateway.
@@ -61,18 +67,24 @@ class Layout:
     prometheus_port: int
     alertmanager_port: int
     seed: int = 0
+    vllm_lanes: frozenset[str] = frozenset()  # lanes served by a real `vllm serve`, not the simulator
 
-    def sim_port(self, lane: str) -> int:
-        """The simulator port of a lane."""
+    def is_vllm(self, lane: str) -> bool:
+        """True when a real vLLM serves the lane (plain HTTP, no fault API)."""
+        return lane in self.vllm_lanes
+
+    def lane_port(self, lane: str) -> int:
+        """The port of a lane's server."""
         return self.fast_port if lane == "fast" else self.slow_port
 
-    def sim_url(self, lane: str) -> str:
-        """The HTTPS base URL of a lane's simulator."""
-        return f"https://127.0.0.1:{self.sim_port(lane)}"
+    def lane_url(self, lane: str) -> str:
+        """The base URL of a lane's server: HTTPS for a simulator, HTTP for vLLM."""
+        scheme = "http" if self.is_vllm(lane) else "https"
+        return f"{scheme}://127.0.0.1:{self.lane_port(lane)}"
 
-    def cert(self, lane: str) -> Path:
-        """The certificate a lane's simulator writes at start-up (clients trust it)."""
-        return self.workdir / f"{lane}-cert.pem"
+    def cert(self, lane: str) -> Path | None:
+        """The certificate a lane's simulator writes at start-up (clients trust it); None for vLLM."""
+        return None if self.is_vllm(lane) else self.workdir / f"{lane}-cert.pem"
 
     def url(self, port: int) -> str:
         """http://127.0.0.1:port."""
@@ -113,6 +125,11 @@ class Layout:
         return self.workdir / "lanewatch.yaml"
 
     @property
+    def rules_yml(self) -> Path:
+        """Rules rendered for this run from an SLO spec (the real-engine demo's)."""
+        return self.workdir / "prometheus" / "rules.yml"
+
+    @property
     def policy_yaml(self) -> Path:
         """The degrade controller's policy file."""
         return self.workdir / "degrade-policy.yaml"
@@ -144,11 +161,10 @@ def _scrape_targets(layout: Layout) -> dict[str, dict[str, Any]]:
         "lanewatch-degrade": {"target": f"127.0.0.1:{layout.degrade_port}"},
     }
     for lane in LANES:
-        jobs[f"vllm-{lane}"] = {
-            "target": f"127.0.0.1:{layout.sim_port(lane)}",
-            "scheme": "https",
-            "tls_config": {"ca_file": str(layout.cert(lane))},
-        }
+        cert = layout.cert(lane)
+        jobs[f"vllm-{lane}"] = {"target": f"127.0.0.1:{layout.lane_port(lane)}"}
+        if cert is not None:
+            jobs[f"vllm-{lane}"].update(scheme="https", tls_config={"ca_file": str(cert)})
     return jobs
 
 
@@ -205,29 +221,47 @@ def alertmanager_config(template: dict[str, Any], layout: Layout) -> dict[str, A
     return cfg
 
 
-def lanewatch_config(layout: Layout, probe_interval_s: float = 2.0) -> dict[str, Any]:
-    """The collector's and gateway's config: probe both lanes directly; route short answers fast."""
+def _cacert(layout: Layout, lane: str) -> dict[str, str]:
+    cert = layout.cert(lane)
+    return {} if cert is None else {"cacert": str(cert)}
+
+
+def lanewatch_config(
+    layout: Layout,
+    probe_interval_s: float = 2.0,
+    classes: Sequence[RequestClass] | None = None,
+    timeouts: Mapping[str, float] | None = None,
+    fast_max_tokens: int = 32,
+) -> dict[str, Any]:
+    """The collector's and gateway's config: probe both lanes directly; route short answers
+    (up to `fast_max_tokens`) fast.
+
+    `classes` replaces the probe's default request classes and `timeouts` its timeouts (the
+    real engines' models take shorter prompts, and are slower)."""
     targets = [
         {
             "name": f"vllm-{lane}",
-            "url": layout.sim_url(lane),
+            "url": layout.lane_url(lane),
             "lane": lane,
             "model": MODELS[lane],
-            "cacert": str(layout.cert(lane)),
+            **_cacert(layout, lane),
         }
         for lane in LANES
     ]
     lanes = {
-        lane: {
-            "upstreams": [layout.sim_url(lane)],
-            "cacert": str(layout.cert(lane)),
-            "models": [MODELS[lane]],
-        }
+        lane: {"upstreams": [layout.lane_url(lane)], **_cacert(layout, lane), "models": [MODELS[lane]]}
         for lane in LANES
     }
+    probe: dict[str, Any] = {
+        "interval_s": probe_interval_s,
+        "concurrency": 16,
+        "timeouts": dict(timeouts or {"ttft_s": 20.0}),
+    }
+    if classes is not None:
+        probe["classes"] = [c.model_dump(exclude_defaults=True) for c in classes]
     return {
         "targets": targets,
-        "probe": {"interval_s": probe_interval_s, "concurrency": 16, "timeouts": {"ttft_s": 20.0}},
+        "probe": probe,
         "scrape": {"interval_s": 1.0, "window_s": 60.0},
         "export": {"window_s": 60.0},
         "server": {"host": "127.0.0.1", "port": layout.collector_port},
@@ -237,7 +271,7 @@ def lanewatch_config(layout: Layout, probe_interval_s: float = 2.0) -> dict[str,
             "lane_order": list(LANES),
             "default_lane": "slow",
             # Short answers are cheap on the small model; everything else goes to the big one.
-            "rules": {"max_tokens": [{"lane": "fast", "max": 32}]},
+            "rules": {"max_tokens": [{"lane": "fast", "max": fast_max_tokens}]},
             "shift_seed": layout.seed,
             "health_interval_s": 1.0,
             # Tap records go to the collector, which joins them to the spans and exports them.
@@ -289,20 +323,35 @@ def write_secrets(layout: Layout) -> dict[str, str]:
     return tokens
 
 
+def render_rules(layout: Layout, spec_path: Path) -> Path:
+    """Render an SLO spec's rule file into the run's folder; return its path."""
+    from lanewatch.alerts.build import rule_files
+    from lanewatch.alerts.spec import load_spec
+
+    text = next(iter(rule_files([load_spec(spec_path)]).values()))
+    layout.rules_yml.parent.mkdir(parents=True, exist_ok=True)
+    layout.rules_yml.write_text(text, encoding="utf-8")
+    return layout.rules_yml
+
+
 def write_configs(
     layout: Layout,
     deploy_dir: Path = DEPLOY_DIR,
     probe_interval_s: float = 2.0,
     with_alertmanager: bool = True,
+    classes: Sequence[RequestClass] | None = None,
+    rules: Path = DEMO_RULES,
+    timeouts: Mapping[str, float] | None = None,
+    fast_max_tokens: int = 32,
 ) -> None:
     """Write every config file of the run into its workdir (secrets: `write_secrets`)."""
     prom_template = _read_template(deploy_dir / "prometheus" / "prometheus.yml")
-    prom = prometheus_config(prom_template, layout, alertmanager=with_alertmanager)
+    prom = prometheus_config(prom_template, layout, rules, alertmanager=with_alertmanager)
     am = alertmanager_config(_read_template(deploy_dir / "alertmanager" / "alertmanager.yml"), layout)
     files = {
         layout.prometheus_yaml: prom,
         layout.alertmanager_yaml: am,
-        layout.lanewatch_yaml: lanewatch_config(layout, probe_interval_s),
+        layout.lanewatch_yaml: lanewatch_config(layout, probe_interval_s, classes, timeouts, fast_max_tokens),
         layout.policy_yaml: policy_config(),
     }
     for path, data in files.items():
