@@ -114,9 +114,12 @@ def test_the_real_engine_demo_renders_and_loads_its_own_rules(tmp_path: Path) ->
     rules = render_rules(lay, VLLM_SIZING.slo_spec)
     write_configs(lay, classes=VLLM_SIZING.classes, rules=rules)
     assert yaml.safe_load(lay.prometheus_yaml.read_text())["rule_files"] == [str(lay.rules_yml)]
-    # The same series and alerts as the simulator's demo rules (the dashboards read both), with
-    # the real engines' thresholds.
-    assert _rule_names(rules) == _rule_names(DEMO_RULES)
+    # The same alerts and SLO series as the simulator's demo rules (the dashboards read both),
+    # with the real engines' thresholds and windows.
+    dashboards = {"slo:current_burn_rate:ratio", "slo:error_budget:ratio", "slo:period_burn_rate:ratio"}
+    assert {n for n in _rule_names(DEMO_RULES) if not n.startswith("slo:sli_error")} <= _rule_names(rules)
+    assert dashboards <= _rule_names(rules)
+    assert "slo:sli_error:ratio_rate45s" in _rule_names(rules)
     text = rules.read_text()
     assert "slow-lane requests should see TTFT ≤ 7.5s" in text
     assert "fast-lane requests should see TTFT ≤ 10s" in text
@@ -163,3 +166,30 @@ def test_real_engine_classes_keep_the_routing_and_fit_the_models() -> None:
     fast = [c.name for c in VLLM_CLASSES if c.max_tokens <= VLLM_SIZING.fast_max_tokens]
     assert fast == ["short"]  # the gateway's rule sends only short answers to the fast lane
     assert max(c.prompt_words for c in VLLM_CLASSES) * 4 < 4096  # well inside --max-model-len
+
+
+def test_the_cli_without_the_vllm_install_fails_in_one_line_naming_make_vllm(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from lanewatch.collector.cli import app
+
+    result = CliRunner().invoke(app, ["demo", "--engine", "vllm", "--vllm-root", str(tmp_path), "--no-live"])
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "`make vllm`" in lines[0] and str(tmp_path) in lines[0], result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--engine", "gpu"], "--engine gpu: expected one of sim, vllm"),
+        (["--fast-lane-sim"], "need --engine vllm"),
+    ],
+)
+def test_the_cli_refuses_a_bad_engine_choice(args: list[str], says: str) -> None:
+    from typer.testing import CliRunner
+
+    from lanewatch.collector.cli import app
+
+    result = CliRunner().invoke(app, ["demo", *args])
+    assert result.exit_code == 2 and says in result.output
