@@ -74,12 +74,14 @@ class Burst:
             body = burst_body(self.spec, self.model, self.sent)
             try:
                 async with session.post(self.url, data=json.dumps(body), headers=_JSON) as resp:
-                    if resp.status != 200:
-                        self.errors[f"http_{resp.status}"] += 1
-                        await asyncio.sleep(1.0)  # a refusing server is not hammered
+                    ok = resp.status == 200
                     async for _ in resp.content.iter_any():
                         pass
-                self.finished += 1
+                if ok:
+                    self.finished += 1
+                else:
+                    self.errors[f"http_{resp.status}"] += 1
+                    await asyncio.sleep(1.0)  # a refusing server is not hammered
             except (aiohttp.ClientError, TimeoutError) as exc:
                 self.errors[type(exc).__name__] += 1
                 await asyncio.sleep(1.0)
