@@ -17,11 +17,13 @@ if TYPE_CHECKING:
 
 @app.command("demo", short_help="Run the whole loop on 127.0.0.1 with a scripted fault.")
 def demo(
-    duration: float = typer.Option(
-        240.0,
+    duration: float | None = typer.Option(
+        None,
         "--duration",
         min=30.0,
-        help="Seconds the demo runs at most, once up; it ends sooner, 15 s after the traffic is back.",
+        help="Seconds the demo runs at most, once up; it ends sooner, 15 s after the traffic is back "
+        "[default: 240 on sim, 900 on vllm].",
+        show_default=False,
     ),
     out: Path | None = typer.Option(
         None, "--out", help="Write records.jsonl, summary.json, report.html and the parts' logs here."
@@ -98,7 +100,7 @@ def demo(
         raise typer.Exit(2)
     sizing = VLLM_SIZING if engine == "vllm" else SIM_SIZING
     opts = Options(
-        sizing.plan(Plan(duration_s=duration, warmup_s=warmup)),
+        sizing.plan(Plan(duration_s=duration or sizing.duration_s, warmup_s=warmup)),
         out=out,
         live=live,
         seed=seed,

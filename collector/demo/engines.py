@@ -83,6 +83,7 @@ class Sizing:
     # Open requests get this long to finish at the end (no client disconnects in the records);
     # on the simulator the longest (256 tokens on the slow lane, faulted) takes ~12 s.
     drain_s: float = 20.0
+    duration_s: float = 240.0  # the demo's default limit, once up
 
     def plan(self, plan: Plan) -> Plan:
         """`plan` with this engine's fault and fault deadline."""
@@ -105,6 +106,7 @@ VLLM_SIZING: Final = Sizing(
     probe_timeouts={"ttft_s": 240.0, "stall_s": 120.0, "total_s": 400.0},
     request_timeout_s=600.0,
     drain_s=120.0,
+    duration_s=900.0,
     classes=VLLM_CLASSES,
     fast_max_tokens=8,
     burst=BurstSpec(concurrency=12, prompt_words=250, max_tokens=4),
