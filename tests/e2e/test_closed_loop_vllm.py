@@ -26,13 +26,14 @@ from lanewatch.collector.demo.events import story_complete
 from tests.conftest import require_binary
 from tests.e2e.story import PanelCheck, assert_shifted_and_back, check_outputs, expected_empty, loop_gaps
 
-# vLLM's start (torch.compile, 70-120 s on 2 idle cores; minutes on a busy machine) plus the story.
+# vLLM's start (torch.compile, 70-120 s on 2 idle cores; minutes on a busy machine) plus the story:
+# 652 s on the shared 2-core machine at load average ~22.
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm, pytest.mark.timeout(1500)]
 
 # Deadlines, generous for a loaded machine; the figures measured here are in docs/demo.md.
-FAULT_TO_ALERT_S = 240.0  # the queued requests must reach their first token, be recorded and burn
+FAULT_TO_ALERT_S = 240.0  # the queued requests must finish, be recorded and burn (128 s measured)
 ALERT_TO_DEGRADE_S = 30.0  # Alertmanager's group_wait 1 s, the controller, the gateway
-CLEAR_TO_RESOLVE_S = 240.0  # the queue drains, then the 30 s window forgets the slow requests
+CLEAR_TO_RESOLVE_S = 300.0  # the queued requests finish, then the 45 s / 1 m windows forget them
 RESOLVE_TO_RESTORE_S = 60.0  # group_interval 2 s, recovery_stable_s 5 s
 MARGIN_S = 5.0
 
