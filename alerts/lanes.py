@@ -2,7 +2,7 @@
 
 Recorded over the spec's analysis window under window-free names (names.LANE_*), so the
 dashboards read the same series whichever spec produced them. CV is the population
-standard deviation over the mean, as in collector/window.py.
+standard deviation over the mean, as in collector/record/window.py.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from typing import Final, Literal
 
 from lanewatch.exporters import names
 
-Severity = Literal["page", "ticket"]
+# page and ticket reach people; mitigate reaches only the degrade controller (label action=degrade).
+Severity = Literal["page", "ticket", "mitigate"]
 LatencyMetric = Literal["ttft", "tpot", "itl", "e2e"]
 
 # The request histogram behind each latency metric an SLO or alert may name.
@@ -47,6 +48,16 @@ class BurnPolicy:
     severity: Severity
     for_s: int
     pairs: tuple[WindowPair, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Mitigation:
+    """Fast alerts that drive the degrade controller: a short window, a high error ratio, no pager."""
+
+    window_s: int  # rate window of the error ratio
+    error_ratio: float  # share of requests that missed the SLO over the window, e.g. 0.5
+    for_s: int
+    interval_s: int  # evaluation interval of the mitigation rule group
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +160,7 @@ class Spec:
     burn: tuple[BurnPolicy, ...]
     slos: tuple[SLO, ...]
     links: Links
+    mitigation: Mitigation | None = None
     latency_alerts: tuple[QuantileAlert, ...] = ()
     probe_failures: Check | None = None
     target_down: Down | None = None

@@ -16,8 +16,8 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from lanewatch.collector.config import ConfigIssue, validation_issues, yaml_line_index
-from lanewatch.collector.timing import ErrorKind
+from lanewatch.collector.common.yamlfile import ConfigIssue, validation_issues, yaml_line_index
+from lanewatch.collector.record.timing import ErrorKind
 from lanewatch.exporters import names
 
 from . import model, openslo
@@ -104,11 +104,27 @@ class SeverityWindowsModel(_Model):
     pairs: list[WindowPairModel] = Field(min_length=1)
 
 
+class MitigationModel(_Model):
+    """Mitigation alerts: the error ratio over one short window, evaluated in a group of its own."""
+
+    window: Duration
+    error_ratio: float = Field(gt=0, lt=1)
+    for_: For = Field(default="0s", alias="for")
+    interval: Duration = "5s"
+
+    @model_validator(mode="after")
+    def _window_spans_evaluations(self) -> MitigationModel:
+        if parse_duration(self.window) < 2 * parse_duration(self.interval):
+            raise ValueError(f"window {self.window} must span at least two intervals of {self.interval}")
+        return self
+
+
 class WindowSetModel(_Model):
-    """Windows per severity; at least one severity."""
+    """Windows per severity; at least one of page and ticket. `mitigate` adds degrade-only alerts."""
 
     page: SeverityWindowsModel | None = None
     ticket: SeverityWindowsModel | None = None
+    mitigate: MitigationModel | None = None
 
     @model_validator(mode="after")
     def _some(self) -> WindowSetModel:
@@ -359,13 +375,15 @@ def build_spec(data: dict[str, Any], lines: Lines, source: str) -> model.Spec:
         raise SpecError(source, validation_issues(exc, lines)) from None
     body = doc.spec
     period_s = parse_duration(body.period)
+    windows = _window_set(body.windows, lines, source)
     return model.Spec(
         name=doc.metadata.name,
         source=source,
         period_s=period_s,
         analysis_window_s=parse_duration(body.analysis_window),
         evaluation_interval_s=parse_duration(body.evaluation_interval) if body.evaluation_interval else None,
-        burn=_burn_policies(body.windows, period_s, lines, source),
+        burn=_burn_policies(windows, period_s),
+        mitigation=_mitigation(windows.mitigate),
         slos=tuple(_slos(body.slos, lines)),
         links=model.Links(runbook=body.links.runbook, grafana=body.links.grafana.rstrip("/")),
         **_alerts(body.alerts, lines),
@@ -402,16 +420,29 @@ def window_sets() -> dict[str, WindowSetModel]:
     return dict(WindowsFileModel.model_validate(data).sets)
 
 
-def _burn_policies(
-    windows: str | WindowSetModel, period_s: int, lines: Lines, source: str
-) -> tuple[model.BurnPolicy, ...]:
-    if isinstance(windows, str):
-        sets = window_sets()
-        if windows not in sets:
-            message = f"unknown window set {windows!r}; {WINDOWS_FILE.name} has: {', '.join(sorted(sets))}"
-            line = lines.get(("spec", "windows"))
-            raise SpecError(source, [ConfigIssue(path="spec.windows", message=message, line=line)])
-        windows = sets[windows]
+def _window_set(windows: str | WindowSetModel, lines: Lines, source: str) -> WindowSetModel:
+    if isinstance(windows, WindowSetModel):
+        return windows
+    sets = window_sets()
+    if windows not in sets:
+        message = f"unknown window set {windows!r}; {WINDOWS_FILE.name} has: {', '.join(sorted(sets))}"
+        line = lines.get(("spec", "windows"))
+        raise SpecError(source, [ConfigIssue(path="spec.windows", message=message, line=line)])
+    return sets[windows]
+
+
+def _mitigation(m: MitigationModel | None) -> model.Mitigation | None:
+    if m is None:
+        return None
+    return model.Mitigation(
+        window_s=parse_duration(m.window),
+        error_ratio=m.error_ratio,
+        for_s=_seconds(m.for_),
+        interval_s=parse_duration(m.interval),
+    )
+
+
+def _burn_policies(windows: WindowSetModel, period_s: int) -> tuple[model.BurnPolicy, ...]:
     by_severity: tuple[tuple[model.Severity, SeverityWindowsModel | None], ...] = (
         ("page", windows.page),
         ("ticket", windows.ticket),

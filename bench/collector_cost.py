@@ -3,7 +3,7 @@ at 10 probes/s with 10 scraped targets.
 
 The page is the simulator's (`lanewatch sim` renders vLLM V1's names, labels and buckets:
 ~450 lines, ~45 kB), fetched after some traffic so its histograms hold counts. Parse cost is
-collector/scrape.py's own path (`parse_metrics`: drop the lines lanewatch does not read,
+collector/collect/scrape.py's own path (`parse_metrics`: drop the lines lanewatch does not read,
 then prometheus_client's parser), timed in this process; fetch + parse is `scrape_once`
 over loopback.
 
@@ -33,8 +33,8 @@ from typing import Any
 import httpx
 import yaml
 
-from lanewatch.collector.scrape import parse_metrics, relevant_chunks, scrape_once
-from lanewatch.collector.window import summarize
+from lanewatch.collector.collect.scrape import parse_metrics, relevant_chunks, scrape_once
+from lanewatch.collector.record.window import summarize
 from tests.servers import SimHandle, free_port, lanewatch_command, start_simulator
 
 from .machine import cpu_s, rss_mb
@@ -52,7 +52,7 @@ def _ms(values: list[float]) -> dict[str, float]:
 
 
 def parse_cost(text: str, repeats: int) -> dict[str, Any]:
-    """Time collector/scrape.py's parse of one page, `repeats` times."""
+    """Time collector/collect/scrape.py's parse of one page, `repeats` times."""
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()

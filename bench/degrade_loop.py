@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 import yaml
 
-from lanewatch.collector.window import summarize
+from lanewatch.collector.record.window import summarize
 from tests.integration.degrade.loopback import running, wait_http
 from tests.integration.gateway_harness import start_gateway, start_test_upstream
 from tests.servers import free_port, lanewatch_command

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.collector.config import Target
-from lanewatch.collector.probe import Prober, ProbeSpec
-from lanewatch.collector.timing import RequestTiming, breakdown
-from lanewatch.collector.window import summarize
+from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.record.timing import RequestTiming, breakdown
+from lanewatch.collector.record.window import summarize
 from tests.servers import SimHandle, start_simulator
 
 __all__ = ["run_probe_accuracy"]

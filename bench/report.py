@@ -243,7 +243,7 @@ def _collector_section(c: Mapping[str, Any]) -> list[str]:
     return [
         f"- Page: {parse['page_lines']} lines, {parse['page_bytes']:,} bytes (the simulator's, vLLM V1's "
         f"names and buckets); lanewatch parses the {parse['lines_parsed']} lines it reads.",
-        f"- Parse (`collector/scrape.py` `parse_metrics`): p50 {parse['parse_ms']['p50']} ms, "
+        f"- Parse (`collector/collect/scrape.py` `parse_metrics`): p50 {parse['parse_ms']['p50']} ms, "
         f"p99 {parse['parse_ms']['p99']} ms; fetch + parse over loopback (`scrape_once`): "
         f"p50 {parse['fetch_parse_ms']['p50']} ms.",
         f"- `lanewatch collect` at {proc['probes_per_s']} probes/s over {proc['targets']} targets "

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lanewatch.collector.window import quantile
+from lanewatch.collector.record.window import quantile
 from tests.integration.gateway_harness import start_gateway
 from tests.servers import free_port, run_service
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+# ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
+from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
+from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
+from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_issues
+
 ENV_PREFIX = "LANEWATCH__"
-M = TypeVar("M", bound=BaseModel)
 
 
 class Section(BaseModel):
@@ -119,6 +122,8 @@ class OtlpReceiverConfig(Section):
     join_wait_s: float = Field(default=5.0, ge=0)  # how long a record waits for its span
     max_pending: int = Field(default=10_000, ge=1)  # bound on records and spans held
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # llm_request spans taken from one POST (vLLM's exporter sends 512 at most by default)
+    max_spans_per_request: int = Field(default=2048, ge=1)
 
 
 class IngestConfig(Section):
@@ -144,7 +149,15 @@ class ExportConfig(Section):
     records_path: Path | None = None  # JSONL, one RequestTiming per line
     record_content: bool = False  # prompt and response text stay out unless turned on
     max_label_values: int = Field(default=200, ge=1)  # per label; then OVERFLOW_VALUE
+    # Series (sample lines) the request metrics may expose, in all and per family; new label
+    # sets past either fold into OVERFLOW_VALUE. 10,000 keeps /metrics near 1.5 MB.
+    max_series: int = Field(default=10_000, ge=100)
+    max_series_per_family: int = Field(default=4_000, ge=100)
     window_s: float = Field(default=300.0, gt=0)  # rolling window for quantiles and fits
+    # Goodput (lanewatch_goodput_requests_total): each request judged against the latency SLOs of
+    # this SLO spec (default: the bundled alerts/slos.yaml, whose rules read the counter).
+    goodput: bool = True
+    slo_spec: Path | None = None
 
 
 class ServerConfig(Section):
@@ -152,6 +165,9 @@ class ServerConfig(Section):
 
     host: str = "127.0.0.1"
     port: int = Field(default=9464, ge=0, le=65535)
+    max_connections: int = Field(default=256, ge=1)  # requests past it are answered 503
+    keep_alive_s: int = Field(default=5, ge=1)  # an idle kept-alive connection is closed after this
+    head_timeout_s: float = Field(default=10.0, gt=0)  # a request head must be complete within this
 
 
 LANE_NAME = r"^[A-Za-z0-9_.-]{1,32}$"
@@ -283,6 +299,13 @@ class GatewayConfig(Section):
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=300.0, gt=0)  # longest wait for the next upstream bytes
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # Client connections: a request head must be complete within head_timeout_s of its first byte
+    # (of the connection, for the first request); an idle keep-alive connection closes after
+    # keepalive_timeout_s; past max_connections open at once a new one is answered 503 and closed
+    # (None: half the process's open-file limit less 64, at most 10,000).
+    head_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    keepalive_timeout_s: float = Field(default=75.0, gt=0, le=3600)
+    max_connections: int | None = Field(default=None, ge=1, le=1_000_000)
     otlp_endpoint: str | None = None  # OTLP/HTTP traces URL for the per-request server span
     # Ship tap records to this collector (base URL; POST /v1/records), which joins them to vLLM's
     # spans and exports them; the gateway then exports no request metrics itself.
@@ -411,93 +434,13 @@ class LanewatchConfig(BaseSettings):
         return (env_settings, init_settings)
 
 
-class ConfigIssue(BaseModel):
-    """One problem found in a config: where, and what is wrong."""
-
-    path: str
-    message: str
-    line: int | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.path} (line {self.line})" if self.line else self.path
-        return f"{where}: {self.message}"
-
-
-class ConfigError(Exception):
-    """A config that cannot be used; `issues` lists every problem found."""
-
-    def __init__(self, source: str, issues: list[ConfigIssue]) -> None:
-        self.source = source
-        self.issues = issues
-        super().__init__("\n".join([f"invalid config {source}:", *(f"  {i}" for i in issues)]))
-
-
 def load_config(path: Path | None = None) -> LanewatchConfig:
     """Load and validate the config file (if any) with `LANEWATCH__` environment overrides."""
     data: dict[str, Any] = {}
     lines: dict[tuple[str, ...], int] = {}
     if path is not None:
-        data, lines = _read_yaml(path)
+        data, lines = read_yaml_mapping(path)
     try:
         return LanewatchConfig(**data)
     except ValidationError as exc:
         raise ConfigError(str(path) if path else "(defaults)", validation_issues(exc, lines)) from None
-
-
-def load_yaml_model(path: Path, model: type[M]) -> M:
-    """Load one YAML file into `model`; ConfigError names every bad field with its line."""
-    data, lines = _read_yaml(path)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(str(path), validation_issues(exc, lines)) from None
-
-
-def _read_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(path), [ConfigIssue(path="(file)", message=exc.strerror or str(exc))]) from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError(str(path), [ConfigIssue(path="(yaml)", message=str(exc), line=line)]) from None
-    if data is None:
-        return {}, {}
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), [ConfigIssue(path="(root)", message="must be a mapping", line=1)])
-    lines: dict[tuple[str, ...], int] = {}
-    yaml_line_index(node, (), lines)
-    return data, lines
-
-
-def yaml_line_index(node: yaml.Node | None, prefix: tuple[str, ...], out: dict[tuple[str, ...], int]) -> None:
-    """Record the line of every key and list item under `node`, keyed by its path."""
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            path = (*prefix, str(key.value))
-            out[path] = key.start_mark.line + 1
-            yaml_line_index(value, path, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            path = (*prefix, str(i))
-            out[path] = item.start_mark.line + 1
-            yaml_line_index(item, path, out)
-
-
-def validation_issues(exc: ValidationError, lines: dict[tuple[str, ...], int]) -> list[ConfigIssue]:
-    """Turn pydantic errors into issues carrying the nearest YAML line."""
-    issues = []
-    for err in exc.errors():
-        loc = tuple(str(p) for p in err["loc"])
-        line = None
-        for n in range(len(loc), 0, -1):  # nearest enclosing key that YAML placed
-            if loc[:n] in lines:
-                line = lines[loc[:n]]
-                break
-        path = ".".join(loc) or "(root)"
-        issues.append(ConfigIssue(path=path, message=err["msg"], line=line))
-    return issues

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lanewatch.collector.timing import BREAKDOWN_PARTS, SERVER_WAIT
+from lanewatch.collector.record.timing import BREAKDOWN_PARTS, SERVER_WAIT
 from lanewatch.exporters import names
 
 from .panels import Query, dashboard, timeseries

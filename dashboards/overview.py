@@ -56,6 +56,26 @@ def _slo_panels() -> list[Any]:
             "short",
             [("green", None), ("red", 1)],
         ),
+        timeseries(
+            "Goodput per lane",
+            "Share of requests that met every latency SLO of the lane they were routed to and did "
+            "not fail (a shed request is a miss; a request shifted to another lane counts for the "
+            "lane it was routed to), over the spec's analysis window; tap = user traffic through the "
+            "gateway, probe = the prober. Orange below 99%, red below 90%: users are getting answers "
+            "too late; a degrade that helps lifts the tap line while the probe line stays down.",
+            [Query(sel(names.LANE_GOODPUT_RATIO, LANE), "{{lane}} {{source}}")],
+            "percentunit",
+            [("red", None), ("orange", 0.9), ("green", 0.99)],
+        ),
+        timeseries(
+            "Goodput per request class",
+            "Goodput (as in the panel beside) per lane, request class and source. Red below 90%: "
+            "the class named misses its SLOs most; compare its TTFT and TPOT on the Latency "
+            "breakdown dashboard.",
+            [Query(sel(names.GOODPUT_RATIO, LANE), "{{lane}} {{request_class}} {{source}}")],
+            "percentunit",
+            [("red", None), ("orange", 0.9), ("green", 0.99)],
+        ),
     ]
 
 

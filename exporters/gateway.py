@@ -1,7 +1,7 @@
 """The gateway's own metrics as a custom prometheus_client Collector over its live counters.
 
 The gateway's stats object is read through the `GatewayView` protocol, so exporters
-imports nothing of the gateway (DESIGN.md: exporters may import collector.timing only).
+imports nothing of the gateway (exporters may import collector.record and collector.common only).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class GatewayCollector(Collector):
         )
         yield _counter(
             names.GATEWAY_SHED_TOTAL,
-            "Requests refused with 429 because their lane sheds their class.",
+            "Requests refused with 429 because their lane sheds their class, by the lane routed to.",
             (names.LANE, names.REQUEST_CLASS),
             v.shed,
         )
@@ -115,7 +115,7 @@ class ShippingView(Protocol):
 
 
 # Every drop reason, exported from the start so a rate() sees the first drop.
-DROP_REASONS = ("queue_full", "rejected", "unencodable", "shutdown")
+DROP_REASONS = ("queue_full", "rejected", "refused", "unencodable", "shutdown")
 
 
 class ShipperCollector(Collector):
@@ -139,10 +139,11 @@ class ShipperCollector(Collector):
         )
         dropped = CounterMetricFamily(
             names.GATEWAY_SHIP_DROPPED_RECORDS_TOTAL,
-            "Tap records never shipped: queue full (oldest first), rejected, unencodable, left at shutdown.",
+            "Tap records never shipped: queue full (oldest first), rejected (the batch), "
+            "refused (the record), unencodable, left at shutdown.",
             labels=(names.REASON,),
         )
-        counts = v.dropped
+        counts = dict(v.dropped)  # a copy: rendered on a worker thread while the loop counts on
         for reason in sorted({*DROP_REASONS, *counts}):
             dropped.add_metric((reason,), counts.get(reason, 0))
         yield dropped
@@ -158,6 +159,7 @@ def _counter(
     values: Mapping[tuple[str, str, str], int] | Mapping[tuple[str, str], int],
 ) -> CounterMetricFamily:
     family = CounterMetricFamily(name, doc, labels=labels)
-    for key, count in sorted(values.items()):
+    # One dict copy first: /metrics renders on a worker thread while the loop counts on.
+    for key, count in sorted(dict(values).items()):
         family.add_metric(key, count)
     return family

@@ -41,7 +41,13 @@ OUTPUT_TOKENS: Final = f"{PREFIX}_output_tokens"  # histogram, tokens per reques
 REQUESTS_TOTAL: Final = f"{PREFIX}_requests_total"  # counter, every finished request
 REQUEST_ERRORS_TOTAL: Final = f"{PREFIX}_request_errors_total"  # counter, label error_kind
 TOKENS_TOTAL: Final = f"{PREFIX}_tokens_total"  # counter, label token_type
+# Requests judged against every latency SLO of their lane (collector/record/goodput.py); `lane` is the
+# lane the request was ROUTED to, `outcome` met | missed | failed.
+GOODPUT_REQUESTS_TOTAL: Final = f"{PREFIX}_goodput_requests_total"  # counter
 SSE_BAD_DATA_TOTAL: Final = f"{PREFIX}_sse_bad_data_total"  # counter, undecodable SSE events
+# counter, label family: observations folded into OVERFLOW_VALUE because the series budget was spent
+SERIES_OVERFLOW_TOTAL: Final = f"{PREFIX}_series_overflow_total"
+FAMILY: Final = "family"  # a metric family's name
 
 # ---------------------------------------------------------------- window analysis (gauges)
 WINDOW_QUANTILE_SECONDS: Final = f"{PREFIX}_window_quantile_seconds"  # phase, quantile
@@ -85,7 +91,7 @@ GPU_LABELS: Final = ("gpu", "uuid", "name")
 GATEWAY_REQUESTS_TOTAL: Final = f"{PREFIX}_gateway_requests_total"  # lane, served_lane, degraded
 GATEWAY_INFLIGHT: Final = f"{PREFIX}_gateway_inflight_requests"  # lane, upstream
 GATEWAY_UPSTREAM_HEALTHY: Final = f"{PREFIX}_gateway_upstream_healthy"  # lane, upstream
-GATEWAY_SHED_TOTAL: Final = f"{PREFIX}_gateway_shed_total"  # lane, request_class
+GATEWAY_SHED_TOTAL: Final = f"{PREFIX}_gateway_shed_total"  # lane (routed to), request_class
 GATEWAY_DEGRADE_APPLIED_TOTAL: Final = f"{PREFIX}_gateway_degrade_applied_total"  # lane, action
 GATEWAY_UPSTREAM_ERRORS_TOTAL: Final = f"{PREFIX}_gateway_upstream_errors_total"  # lane, upstream, error_kind
 GATEWAY_DEGRADE_STATE_VERSION: Final = f"{PREFIX}_gateway_degrade_state_version"  # gauge, bumps per change
@@ -94,7 +100,7 @@ GATEWAY_SHIPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_shipped_records_total"
 GATEWAY_SHIP_SEND_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_ship_send_failures_total"  # retried later
 GATEWAY_SHIP_DROPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_ship_dropped_records_total"  # reason
 GATEWAY_SHIP_QUEUED_RECORDS: Final = f"{PREFIX}_gateway_ship_queued_records"  # gauge
-REASON: Final = "reason"  # queue_full | rejected | unencodable | shutdown
+REASON: Final = "reason"  # queue_full | rejected | refused | unencodable | shutdown
 SERVED_LANE: Final = "served_lane"
 UPSTREAM: Final = "upstream"
 DEGRADED: Final = "degraded"  # comma list of degrade actions applied, or "none"
@@ -110,6 +116,9 @@ DEGRADE_ALERTS_TOTAL: Final = f"{PREFIX}_degrade_alerts_total"  # outcome (fired
 DEGRADE_ADAPTER_SYNCED: Final = f"{PREFIX}_degrade_adapter_synced"  # gauge 0/1: adapter
 DEGRADE_STATE_REVISION: Final = f"{PREFIX}_degrade_state_revision"  # gauge: stored state revision
 ACTION: Final = "action"
+ACTION_DEGRADE: Final = (
+    "degrade"  # `action` label of mitigation alerts: Alertmanager routes them to the controller
+)
 TO_LANE: Final = "to_lane"
 ADAPTER: Final = "adapter"
 DIRECTION: Final = "direction"  # apply | escalate | restore
@@ -174,6 +183,10 @@ LANE_TTFT_P99: Final = f"lane:{TTFT_SECONDS}:p99"
 LANE_P99_CONVERGENCE_RATIO: Final = f"lane:{TTFT_SECONDS}:p99_convergence_ratio"  # + label slow_lane
 CLASS_E2E_MEAN: Final = f"lane_request_class:{E2E_SECONDS}:mean"
 LANE_FLATNESS_CV: Final = f"lane:{E2E_SECONDS}:class_cv"
+# Goodput: requests that met every latency SLO and did not fail, over all requests routed to the
+# lane (gateway sheds count as misses); per source (probe, tap), over the analysis window.
+GOODPUT_RATIO: Final = f"lane_request_class:{PREFIX}_goodput:ratio"  # lane, request_class, source
+LANE_GOODPUT_RATIO: Final = f"lane:{PREFIX}_goodput:ratio"  # lane, source
 SLOW_LANE: Final = "slow_lane"
 ALERT_PREFIX: Final = "Lanewatch"  # every alert name starts with it
 ALERTS: Final = "ALERTS"  # Prometheus' own series of pending and firing alerts

@@ -1,215 +1,43 @@
 """Prometheus exposition of lanewatch's state: custom Collectors over an injected registry.
 
-`RequestMetrics` turns records into histograms and counters (the request metrics every
-alert and dashboard reads); `WindowMetrics`, `ServerMetrics`, `GpuMetrics` and
-`JoinMetrics` render gauges from the window, the scrape windows, NVML samples and the
-OTLP join. Nothing is module-level state: each Collector registers on the registry it is
-given, renders from its own state in `collect()`, and so tests compare exact text.
-Every name comes from names.py and is documented in README.md ("Metrics").
+`RequestMetrics` (request_metrics.py, re-exported here) turns records into histograms and
+counters (the request metrics every alert and dashboard reads); `WindowMetrics`,
+`ServerMetrics`, `GpuMetrics` and `JoinMetrics` render gauges from the window, the scrape
+windows, NVML samples and the OTLP join. Nothing is module-level state: each Collector
+registers on the registry it is given, renders from its own state in `collect()`, and so
+tests compare exact text. Every name comes from names.py and is documented in README.md
+("Metrics") or docs/.
 """
 
 from __future__ import annotations
 
-import bisect
-import dataclasses
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from lanewatch.collector.timing import RequestTiming, breakdown
-from lanewatch.collector.window import QUANTILES, Window, convergence_ratio
+from lanewatch.collector.record.window import QUANTILES, Window, convergence_ratio
 from lanewatch.exporters import names
+from lanewatch.exporters.request_metrics import HISTOGRAMS, LabelCap, RequestMetrics
 
 if TYPE_CHECKING:
-    from lanewatch.collector.gpu import GpuSample
-    from lanewatch.collector.join import JoinStats  # noqa: F401  (named in a string base below)
-    from lanewatch.collector.scrape import ServerStats
+    from lanewatch.collector.collect.gpu import GpuSample
+    from lanewatch.collector.collect.scrape import ServerStats
+    from lanewatch.collector.record.join import JoinStats  # noqa: F401  (named in a string base below)
 
 LabelValues = tuple[str, ...]
 
 
-def _otel(name: str) -> str:
-    other = names.OTEL_EQUIVALENT.get(name)
-    return f" (OpenTelemetry GenAI: {other})" if other else ""
-
-
-# name → (help, buckets, extra labels after REQUEST_LABELS)
-HISTOGRAMS: dict[str, tuple[str, Sequence[float], tuple[str, ...]]] = {
-    names.TTFT_SECONDS: ("Time to the first content-bearing chunk.", names.LATENCY_BUCKETS, ()),
-    names.TPOT_SECONDS: (
-        "Time per output token after the first: (e2e - ttft) / (tokens - 1).",
-        names.LATENCY_BUCKETS,
-        (),
-    ),
-    names.ITL_SECONDS: ("Gaps between content chunks, one sample per gap.", names.LATENCY_BUCKETS, ()),
-    names.E2E_SECONDS: ("Request start to the end of the stream.", names.LATENCY_BUCKETS, ()),
-    names.TTFB_SECONDS: ("Request start to the response headers.", names.LATENCY_BUCKETS, ()),
-    names.PHASE_SECONDS: (
-        "The stacked breakdown of e2e, one part per phase label.",
-        names.LATENCY_BUCKETS,
-        (names.PHASE,),
-    ),
-    names.OUTPUT_TOKENS: ("Output tokens per request.", names.TOKEN_BUCKETS, ()),
-}
-
-
-_CAPPED = (names.TARGET, names.LANE, names.REQUEST_CLASS, names.MODEL)
-
-
-class LabelCap:
-    """At most `max_values` distinct values per label; later new values become OVERFLOW_VALUE."""
-
-    def __init__(self, max_values: int) -> None:
-        self.max_values = max_values
-        self._seen: dict[str, set[str]] = {}
-
-    def value(self, label: str, value: str) -> str:
-        """The value to expose for `label`."""
-        seen = self._seen.setdefault(label, set())
-        if value in seen:
-            return value
-        if len(seen) >= self.max_values:
-            return names.OVERFLOW_VALUE
-        seen.add(value)
-        return value
-
-
-class _Histogram:
-    __slots__ = ("counts", "total")
-
-    def __init__(self, buckets: int) -> None:
-        self.counts = [0] * (buckets + 1)  # the last one is +Inf
-        self.total = 0.0
-
-    def observe(self, bounds: Sequence[float], value: float) -> None:
-        self.counts[bisect.bisect_left(bounds, value)] += 1  # `le` is inclusive
-        self.total += value
-
-    def observe_many(self, bounds: Sequence[float], values: Iterable[float]) -> None:
-        counts, find, total = self.counts, bisect.bisect_left, 0.0
-        for value in values:  # one record's ITL gaps: dozens, on the gateway's request path
-            counts[find(bounds, value)] += 1
-            total += value
-        self.total += total
-
-    def family_buckets(self, bounds: Sequence[float]) -> list[tuple[str, float]]:
-        out, running = [], 0
-        for bound, count in zip((*bounds, float("inf")), self.counts, strict=True):
-            running += count
-            out.append((names.le(bound), float(running)))
-        return out
-
-
-class RequestMetrics(Collector):
-    """Histograms and counters over every observed record; thread-safe; registry injected."""
-
-    def __init__(self, registry: CollectorRegistry | None, max_label_values: int = 200) -> None:
-        self._lock = threading.Lock()
-        self._cap = LabelCap(max_label_values)
-        self._hists: dict[str, dict[LabelValues, _Histogram]] = {n: {} for n in HISTOGRAMS}
-        self._requests: dict[LabelValues, float] = {}
-        self._errors: dict[LabelValues, float] = {}
-        self._tokens: dict[LabelValues, float] = {}
-        if registry is not None:
-            registry.register(self)
-
-    def cap(self, record: RequestTiming) -> RequestTiming:
-        """The record with its free-form label fields bounded by the cardinality cap (source is closed)."""
-        with self._lock:
-            target, lane, request_class, model = (
-                self._cap.value(label, getattr(record, label)) for label in _CAPPED
-            )
-        if (target, lane, request_class, model) == (
-            record.target,
-            record.lane,
-            record.request_class,
-            record.model,
-        ):
-            return record
-        return dataclasses.replace(record, target=target, lane=lane, request_class=request_class, model=model)
-
-    def observe(self, record: RequestTiming) -> None:
-        """Count a finished request; latency histograms take only requests that succeeded."""
-        record = self.cap(record)
-        labels = tuple(str(getattr(record, label)) for label in names.REQUEST_LABELS)
-        with self._lock:
-            _inc(self._requests, labels)
-            if record.error is not None:
-                _inc(self._errors, (*labels, record.error.value))
-            if record.prompt_tokens:
-                _inc(self._tokens, (*labels, "input"), record.prompt_tokens)
-            if record.output_tokens:
-                _inc(self._tokens, (*labels, "output"), record.output_tokens)
-            if record.ok:
-                self._observe_latencies(record, labels)
-
-    def _observe_latencies(self, r: RequestTiming, labels: LabelValues) -> None:
-        single = {
-            names.TTFT_SECONDS: r.ttft_s,
-            names.TPOT_SECONDS: r.tpot_s,
-            names.E2E_SECONDS: r.e2e_s,
-            names.TTFB_SECONDS: r.ttfb_s,
-            names.OUTPUT_TOKENS: r.output_tokens,
-        }
-        for name, value in single.items():
-            if value is not None:
-                self._hist(name, labels).observe(HISTOGRAMS[name][1], float(value))
-        if r.itl_s:
-            self._hist(names.ITL_SECONDS, labels).observe_many(names.LATENCY_BUCKETS, r.itl_s)
-        for part, value in breakdown(r).items():
-            self._hist(names.PHASE_SECONDS, (*labels, part)).observe(names.LATENCY_BUCKETS, value)
-
-    def _hist(self, name: str, labels: LabelValues) -> _Histogram:
-        series = self._hists[name]
-        h = series.get(labels)
-        if h is None:
-            h = series[labels] = _Histogram(len(HISTOGRAMS[name][1]))
-        return h
-
-    def collect(self) -> Iterator[Metric]:
-        """Render every series, sorted by labels, from a consistent copy."""
-        with self._lock:
-            hists = {
-                n: {k: (h.family_buckets(HISTOGRAMS[n][1]), h.total) for k, h in s.items()}
-                for n, s in self._hists.items()
-            }
-            requests, errors, tokens = dict(self._requests), dict(self._errors), dict(self._tokens)
-        for name, (doc, _, extra) in HISTOGRAMS.items():
-            fam = HistogramMetricFamily(name, doc + _otel(name), labels=[*names.REQUEST_LABELS, *extra])
-            for labels, (buckets, total) in sorted(hists[name].items()):
-                fam.add_metric(list(labels), buckets, total)
-            yield fam
-        yield _counter(names.REQUESTS_TOTAL, "Finished requests, successful or not.", (), requests)
-        yield _counter(
-            names.REQUEST_ERRORS_TOTAL, "Failed requests by error kind.", (names.ERROR_KIND,), errors
-        )
-        yield _counter(
-            names.TOKENS_TOTAL,
-            "Tokens by type (input = prompt, output = generated).",
-            (names.TOKEN_TYPE,),
-            tokens,
-        )
-
-    def describe(self) -> Iterator[Metric]:
-        """The families (without samples), so the registry can refuse a duplicate name."""
-        for name, (doc, _, extra) in HISTOGRAMS.items():
-            yield HistogramMetricFamily(name, doc, labels=[*names.REQUEST_LABELS, *extra])
-        for name in (names.REQUESTS_TOTAL, names.REQUEST_ERRORS_TOTAL, names.TOKENS_TOTAL):
-            yield CounterMetricFamily(name, "")
-
-
-def _inc(series: dict[LabelValues, float], labels: LabelValues, by: float = 1.0) -> None:
-    series[labels] = series.get(labels, 0.0) + by
-
-
-def _counter(name: str, doc: str, extra: tuple[str, ...], series: dict[LabelValues, float]) -> Metric:
-    fam = CounterMetricFamily(name, doc + _otel(name), labels=[*names.REQUEST_LABELS, *extra])
-    for labels, value in sorted(series.items()):
-        fam.add_metric(list(labels), value)
-    return fam
+__all__ = [
+    "HISTOGRAMS",
+    "GpuMetrics",
+    "JoinMetrics",
+    "LabelCap",
+    "RequestMetrics",
+    "ServerMetrics",
+    "WindowMetrics",
+]
 
 
 def _q(q: float) -> str:

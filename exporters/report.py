@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from importlib import resources
 
-from lanewatch.collector.window import Summary
+from lanewatch.collector.record.window import Summary
 
 from .charts import (
     Band,
@@ -75,6 +75,8 @@ def render_report(data: ReportData) -> str:
     else:
         body += [_flat_section(data, colors), _phase_section(data), _token_section(data, colors)]
         body += [_timeline_section(data, colors), _tables_section(data)]
+        if data.goodput:
+            body.append(_goodput_section(data))
     title = f"lanewatch report: {data.source}" if data.source else "lanewatch report"
     return (
         '<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head><meta charset="utf-8"/>'
@@ -309,6 +311,33 @@ def _tables_section(d: ReportData) -> str:
         "Errors are counted by kind."
     )
     return _section("numbers", "The numbers", explain, f'<div class="scroll">{table}</div>')
+
+
+def _goodput_section(d: ReportData) -> str:
+    head = _tr(("routed lane", "class", "requests", "met", "missed", "failed", "goodput"), "th")
+    rows = []
+    for g in d.goodput:
+        t = g.tally
+        ratio = "–" if t.ratio is None else f"{t.ratio:.1%}"
+        cells = (
+            g.lane,
+            g.request_class,
+            f"{t.total:,}",
+            f"{t.met:,}",
+            f"{t.missed:,}",
+            f"{t.failed:,}",
+            ratio,
+        )
+        cls = ' class="total"' if g.request_class == ALL_CLASSES else ""
+        rows.append(f"<tr{cls}>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+    table = f'<table class="numbers goodput"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+    explain = (
+        "The share of requests that met every latency SLO of the lane they were routed to (TTFT, TPOT, … "
+        "as the SLO spec sets them) and did not fail: DistServe's goodput, and what "
+        "<code>vllm bench serve --goodput</code> reports. A request the gateway shifted to another lane "
+        "counts for the lane it was routed to, judged by that lane's SLOs."
+    )
+    return _section("goodput", "Goodput", explain, f'<div class="scroll">{table}</div>')
 
 
 def _stats_row(r: TableRow) -> str:

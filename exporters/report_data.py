@@ -1,6 +1,6 @@
 """What the report shows, computed from records and events: pure, no markup, no I/O.
 
-Statistics come from collector/window.py (quantile, group_stats, flatness, the fit, the
+Statistics come from collector/record/window.py (quantile, group_stats, flatness, the fit, the
 rolling Window); this module only groups records and picks what each chart needs.
 """
 
@@ -11,8 +11,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lanewatch.collector.timing import BREAKDOWN_PARTS, SERVER_WAIT, RequestTiming, breakdown
-from lanewatch.collector.window import (
+from lanewatch.collector.record.goodput import Goodput, Tally, tally
+from lanewatch.collector.record.timing import BREAKDOWN_PARTS, SERVER_WAIT, RequestTiming, breakdown
+from lanewatch.collector.record.window import (
     GroupStats,
     LinearFit,
     Window,
@@ -119,6 +120,15 @@ class TableRow:
 
 
 @dataclass(frozen=True, slots=True)
+class GoodputRow:
+    """Goodput of one routed lane and request class (or ALL_CLASSES)."""
+
+    lane: str  # the lane the requests were routed to
+    request_class: str
+    tally: Tally
+
+
+@dataclass(frozen=True, slots=True)
 class ReportData:
     """Everything the report renders."""
 
@@ -142,6 +152,7 @@ class ReportData:
     timeline_window_s: float
     events: tuple[Event, ...]
     rows: tuple[TableRow, ...]
+    goodput: tuple[GoodputRow, ...] = ()  # empty without an SLO spec to judge by
 
 
 def parse_events(summary: object) -> tuple[Event, ...]:
@@ -167,9 +178,13 @@ def _event(i: int, raw: object) -> Event:
 
 
 def build_report(
-    records: Sequence[RequestTiming], events: Sequence[Event] = (), source: str = "", bad_lines: int = 0
+    records: Sequence[RequestTiming],
+    events: Sequence[Event] = (),
+    source: str = "",
+    bad_lines: int = 0,
+    judge: Goodput | None = None,
 ) -> ReportData:
-    """Compute every chart's and table's data from the records and events."""
+    """Compute every chart's and table's data from the records and events (goodput with a judge)."""
     ok = [r for r in records if r.ok]
     stamps = [r.started_at for r in records if r.started_at > 0]
     t0, t1 = (min(stamps), max(stamps)) if stamps else (None, None)
@@ -198,7 +213,24 @@ def build_report(
         timeline_window_s=window_s,
         events=tuple(events),
         rows=table_rows(records, lanes, classes),
+        goodput=goodput_rows(judge, records, classes) if judge is not None else (),
     )
+
+
+def goodput_rows(
+    judge: Goodput, records: Sequence[RequestTiming], classes: Sequence[str]
+) -> tuple[GoodputRow, ...]:
+    """Per routed lane: a row per request class, then the lane over all classes."""
+    by_key = tally(judge, records)
+    rows = []
+    for lane in sorted({lane for lane, _ in by_key}):
+        total = Tally()
+        for c in classes:
+            if (t := by_key.get((lane, c))) is not None and t.total:
+                rows.append(GoodputRow(lane, c, t))
+                total = Tally(total.met + t.met, total.missed + t.missed, total.failed + t.failed)
+        rows.append(GoodputRow(lane, ALL_CLASSES, total))
+    return tuple(rows)
 
 
 def _class_tokens(records: Iterable[RequestTiming]) -> dict[str, float]:

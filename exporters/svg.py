@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -26,9 +27,21 @@ LANE_PALETTE: tuple[str, ...] = (
 CHAR_W = 6.6  # rough width of one 12px sans-serif character, for laying out labels
 
 
+# Characters an HTML page or an SVG (XML 1.0) must not carry raw: C0 controls but tab, LF
+# and CR, DEL, C1 controls, lone surrogates (not encodable as UTF-8) and U+FFFE/U+FFFF.
+# A character reference does not help (`&#0;` is itself a parse error), so each one is
+# shown as a visible `\xNN` / `\uNNNN` escape instead.
+_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def esc(text: object) -> str:
-    """Text escaped for XML/HTML content and attribute values."""
-    return html.escape(str(text), quote=True)
+    """Text escaped for XML/HTML content and attribute values, control characters made visible."""
+    return _UNSAFE.sub(_visible, html.escape(str(text), quote=True))
 
 
 def shorten(label: str, max_chars: int) -> str:

@@ -155,9 +155,15 @@ class ApiKeyMiddleware:
 
     def _allowed(self, scope: Scope) -> bool:
         value = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-        scheme, _, given = value.partition(b" ")
-        digest = hashlib.sha256(given).digest()
-        return scheme.lower() == b"bearer" and hmac.compare_digest(digest, self._digest)
+        return bearer_matches(value, self._digest)
+
+
+def bearer_matches(header: bytes, digest: bytes) -> bool:
+    """Whether an Authorization value is `Bearer <secret>` (any case of `Bearer`, RFC 9110) for the
+    secret whose SHA-256 is `digest`; hashed first, so neither content nor length leaks."""
+    scheme, _, given = header.partition(b" ")
+    same = hmac.compare_digest(hashlib.sha256(given.strip()).digest(), digest)
+    return same and scheme.lower() == b"bearer"
 
 
 def error_response(err: protocol.ApiError) -> JSONResponse:
@@ -273,8 +279,8 @@ def _admin_routes(app: FastAPI, sim: Simulator) -> None:
         token = sim.cfg.admin_token
         if token is None:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
-        given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        given = request.headers.get("authorization", "").encode("latin-1")
+        if not bearer_matches(given, hashlib.sha256(token.encode()).digest()):
             body = {
                 "error": {
                     "message": "Missing or wrong bearer token.",

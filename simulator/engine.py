@@ -280,7 +280,9 @@ class Engine:
             if seq.computed < seq.num_tokens:
                 continue  # a prefill chunk that does not finish the prompt samples nothing
             if seq.first_token_s is None:
-                seq.first_token_s = end
+                # A request that arrived during this step counts as scheduled at its arrival, which
+                # can be after the step's end: its first token is never before it (no negative prefill).
+                seq.first_token_s = max(end, seq.scheduled_s or end)
                 prompt_tokens += seq.prompt_len
             seq.generated += 1
             done = seq.generated >= seq.req.output_tokens
@@ -308,7 +310,7 @@ class Engine:
             queued_s=seq.req.queued_s,
             scheduled_s=seq.scheduled_s,
             first_token_s=seq.first_token_s,
-            last_token_s=end,
+            last_token_s=max(end, seq.first_token_s),  # see _advance: never before the first
             prompt_tokens=seq.prompt_len,
             cached_tokens=seq.cached_tokens,
             preemptions=seq.preemptions,

@@ -37,9 +37,10 @@ class ApiError(Exception):
     def body(self) -> dict[str, Any]:
         """The OpenAI error JSON."""
         err_type = ERROR_TYPES.get(self.status, "BadRequestError")
-        return {
-            "error": {"message": self.message, "type": err_type, "param": self.param, "code": self.status}
-        }
+        # The message may quote the request (a model name): a lone surrogate in it ("\ud800" in
+        # the JSON) has no UTF-8 form, and the response must still encode.
+        message = self.message.encode("utf-8", "replace").decode("utf-8")
+        return {"error": {"message": message, "type": err_type, "param": self.param, "code": self.status}}
 
 
 class _Request(BaseModel):

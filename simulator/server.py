@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,20 +76,25 @@ class Listener:
         server.servers.append(srv)
 
 
-def build_server(sim: Simulator, opts: ServeOptions) -> uvicorn.Server:
-    """A uvicorn server for `sim`, its config loaded (TLS key read) and refusal wired."""
-    config = uvicorn.Config(
+def build_server(
+    sim: Simulator, opts: ServeOptions, *, make_config: Callable[..., uvicorn.Config]
+) -> uvicorn.Server:
+    """A uvicorn server for `sim`, its config loaded (TLS key read) and refusal wired.
+
+    `make_config` builds the uvicorn.Config from these options; the command line passes one
+    that adds the connection cap, keep-alive and request-head timeouts every lanewatch
+    server has (this package imports nothing of lanewatch, so it cannot pick them itself).
+    """
+    config = make_config(
         create_app(sim),
         host=opts.host,
         port=opts.port,
         loop="asyncio",
-        http="httptools",
         lifespan="on",
         access_log=False,
         log_level=opts.log_level,
         ssl_certfile=str(opts.certfile) if opts.certfile else None,
         ssl_keyfile=str(opts.keyfile) if opts.keyfile else None,
-        timeout_keep_alive=30,
         timeout_graceful_shutdown=2,  # streams still open then are cut, not waited for
     )
     config.load()

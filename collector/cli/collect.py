@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from .app import app
+from .fail import RUNTIME, fail
 
 
 class LogLevel(StrEnum):
@@ -42,9 +43,10 @@ def collect(
     import logging
     import signal
 
+    from lanewatch.alerts.spec import SpecError
+    from lanewatch.collector.collect.service import CollectorService, load_goodput, serve
     from lanewatch.collector.config import ConfigError, load_config
-    from lanewatch.collector.service import CollectorService, serve
-    from lanewatch.collector.suites import parse_shard
+    from lanewatch.collector.probe.suites import parse_shard
 
     logging.basicConfig(
         level=log_level.value.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -63,9 +65,13 @@ def collect(
     try:
         parse_shard(probe.shard)
     except ValueError as exc:
-        typer.echo(f"--shard: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail("collect", f"--shard: {exc}")
     cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export})
+    try:
+        load_goodput(export.goodput, export.slo_spec)  # refuse a bad SLO spec before anything starts
+    except SpecError as exc:
+        typer.echo(f"export.slo_spec: {exc}", err=True)
+        raise typer.Exit(2) from None
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -89,5 +95,4 @@ def collect(
     try:
         asyncio.run(main())
     except (OSError, ValueError) as exc:  # a taken port, an unreadable or empty ingest token file
-        typer.echo(f"lanewatch collect: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail("collect", exc, RUNTIME)

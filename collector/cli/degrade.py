@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from .app import app
+from .fail import RUNTIME, fail
 
 degrade_app = typer.Typer(
     rich_markup_mode=None,
@@ -114,8 +115,7 @@ def serve(
         cfg = DegradeConfig.model_validate(data)
         asyncio.run(run_controller(cfg))
     except (ConfigError, SetupError, StoreError) as exc:
-        typer.echo(f"lanewatch degrade serve: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail("degrade serve", exc)
     except ValidationError as exc:
         for err in exc.errors():
             typer.echo(f"lanewatch degrade serve: {'.'.join(map(str, err['loc']))}: {err['msg']}", err=True)
@@ -135,8 +135,7 @@ def status(
     try:
         store = Store(state_dir, readonly=True)
     except StoreError as exc:
-        typer.echo(f"lanewatch degrade status: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail("degrade status", exc, RUNTIME)
     try:
         snap, entries = store.load(), store.recent(last)
     finally:

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 from pydantic import ValidationError
 
+from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import ConfigError, ExportConfig, GatewayConfig, LaneConfig, load_config
-from lanewatch.collector.secretfile import read_secret_or_none
 
 from .app import app
+from .fail import RUNTIME, USAGE, fail
+
+_log = logging.getLogger("lanewatch.gateway")
+ADMIN_INSECURE_WARNING = (
+    "--admin-insecure: /admin/degrade accepts changes WITHOUT authentication; anyone who can "
+    "reach this port can shift, cap or shed traffic. Use --admin-token-file outside development."
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -19,7 +27,7 @@ if TYPE_CHECKING:
 
     from lanewatch.collector.gateway import Gateway, RecordSink
     from lanewatch.collector.gateway.shipper import RecordShipper
-    from lanewatch.collector.timing import RequestTiming
+    from lanewatch.collector.record.timing import RequestTiming
 
 
 @app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
@@ -96,14 +104,22 @@ def gateway(
         # an unreadable or empty token file: say so now, not at the first send
         read_secret_or_none(cfg.collector_token_file, "collector_token_file")
     except ValidationError as exc:
-        problems = map(_problem, exc.errors())
-        typer.echo("\n".join(["lanewatch gateway: invalid settings:", *problems]), err=True)
-        raise typer.Exit(2) from None
+        fail("gateway", "\n".join(["invalid settings:", *map(_problem, exc.errors())]))
     except (ConfigError, ValueError, OSError) as exc:
-        typer.echo(f"lanewatch gateway: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail("gateway", exc)
     export = full.export.model_copy(update={"record_content": True}) if record_content else full.export
-    _serve(cfg, export, records or full.export.records_path)
+    try:
+        _serve(cfg, export, records or full.export.records_path)
+    except StartupError as exc:
+        fail("gateway", exc, exc.code)
+
+
+class StartupError(Exception):
+    """The gateway could not start; the message says what to fix, `code` is the exit status."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _problem(error: Any) -> str:
@@ -207,9 +223,19 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
 
     from lanewatch.collector.gateway import GatewayServer
 
-    gw = _build_gateway(cfg, export, records)
+    try:  # unreadable or empty secret files, a records path that cannot be opened
+        gw = _build_gateway(cfg, export, records)
+    except (ValueError, OSError) as exc:
+        raise StartupError(str(exc), USAGE) from None
     server = GatewayServer(gw)
-    await server.start(cfg.server.host, cfg.server.port)
+    try:
+        await server.start(cfg.server.host, cfg.server.port)
+    except OSError as exc:
+        await server.close()
+        where = f"{cfg.server.host}:{cfg.server.port}"
+        raise StartupError(f"cannot listen on {where}: {exc.strerror or exc}", RUNTIME) from None
+    if cfg.admin_insecure and gw.admin_token is None:
+        _log.warning(ADMIN_INSECURE_WARNING)
     admin = "on" if gw.admin_token or cfg.admin_insecure else "off"
     typer.echo(
         f"lanewatch gateway on http://{cfg.server.host}:{cfg.server.port} lanes {', '.join(gw.lane_order)} "
@@ -241,8 +267,19 @@ def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | Non
     registry = CollectorRegistry()
     shipper = _shipper(cfg)
     sinks: list[RecordSink] = []
+    metrics: RequestMetrics | None = None  # rendered through its own cached exposition
     if shipper is None:
-        sinks.append(RequestMetrics(registry, export.max_label_values).observe)
+        from lanewatch.collector.collect.service import load_goodput
+
+        goodput = load_goodput(export.goodput, export.slo_spec)
+        metrics = RequestMetrics(
+            None,
+            export.max_label_values,
+            goodput,
+            max_series=export.max_series,
+            max_series_per_family=export.max_series_per_family,
+        )
+        sinks.append(metrics.observe)
     else:
         from lanewatch.exporters.gateway import ShipperCollector
 
@@ -254,7 +291,10 @@ def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | Non
     gw = Gateway(
         cfg,
         on_record=on_record,
-        metrics_text=lambda: (generate_latest(registry), CONTENT_TYPE_LATEST),
+        metrics_text=lambda: (
+            generate_latest(registry) + (metrics.exposition().encode() if metrics is not None else b""),
+            CONTENT_TYPE_LATEST,
+        ),
         record_content=export.record_content,
         shipper=shipper,
     )
@@ -282,10 +322,12 @@ def _fan_out(sinks: list[RecordSink]) -> RecordSink:
 
 
 def _jsonl_sink(path: Path) -> RecordSink:
-    from lanewatch.collector.recordfile import record_line
+    from lanewatch.collector.record.files import open_for_append, record_line
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = path.open("a", encoding="utf-8", buffering=1)
+    try:
+        handle = open_for_append(path)
+    except OSError as exc:
+        raise OSError(f"records file {path}: cannot open: {exc.strerror or exc}") from None
 
     def write(record: RequestTiming) -> None:
         handle.write(record_line(record))

@@ -13,13 +13,15 @@ from urllib.parse import urlsplit
 
 import typer
 
+from lanewatch.collector.record.goodput import Goodput, Tally, outcome
+
 from .app import app
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from lanewatch.collector.config import RequestClass, Target, Timeouts
-    from lanewatch.collector.timing import RequestTiming
+    from lanewatch.collector.record.timing import RequestTiming
 
 # Rows of the summary table: (label, how to read it off a record).
 ROWS: tuple[str, ...] = ("dns", "connect", "tls", "send", "ttfb", "ttft", "itl", "tpot", "e2e")
@@ -64,6 +66,13 @@ def probe_command(
         None, "--api-key-file", help="File holding an API key, sent as a Bearer token (never printed)."
     ),
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file with request classes."),
+    slo_spec: Path | None = typer.Option(
+        None,
+        "--slo-spec",
+        help="SLO spec whose latency SLOs for --lane judge goodput in the summary line "
+        "(default: the bundled alerts/slos.yaml).",
+        show_default=False,
+    ),
     interval: float = typer.Option(0.0, "--interval", min=0.0, help="Seconds to pause between requests."),
     timeout_connect: float = typer.Option(
         5.0, "--timeout-connect", min=0.001, help="Limit for DNS + TCP, and for TLS (s)."
@@ -106,7 +115,9 @@ def probe_command(
 
     Exits 1 if any request failed (each failure is reported with its error kind).
     """
+    from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
     from lanewatch.collector.config import ConfigError, Target, Timeouts, load_config
+    from lanewatch.collector.record.goodput import from_spec
 
     if cacert is not None and insecure:
         raise typer.BadParameter("use either --cacert or -k/--insecure, not both", param_hint="--cacert")
@@ -125,8 +136,12 @@ def probe_command(
             insecure=insecure,
             api_key_file=api_key_file,
         )
+        judge = from_spec(load_spec(slo_spec or DEFAULT_SPEC))
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    except SpecError as exc:
+        typer.echo(f"--slo-spec: {exc}", err=True)
         raise typer.Exit(2) from None
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -160,7 +175,9 @@ def probe_command(
     if not json_out:
         from rich.console import Console
 
-        table = summary_table(records, target, rclass.name, connection, server_rows=listen is not None)
+        table = summary_table(
+            records, target, rclass.name, connection, server_rows=listen is not None, judge=judge
+        )
         Console().print(table)
         for line in error_lines(records):
             typer.echo(line, err=True)
@@ -182,7 +199,7 @@ class ListenError(Exception):
 
 
 def _listen_address(value: str | None) -> tuple[str, int] | None:
-    from lanewatch.collector.otlp_http import parse_listen
+    from lanewatch.collector.collect.otlp_http import parse_listen
 
     if value is None:
         return None
@@ -211,7 +228,7 @@ async def _run(
     listen: tuple[str, int] | None = None,
     join_wait_s: float = 6.0,
 ) -> list[RequestTiming]:
-    from lanewatch.collector.probe import Prober, spec_for
+    from lanewatch.collector.probe.prober import Prober, spec_for
     from lanewatch.exporters import otlp
 
     records: list[RequestTiming] = []
@@ -224,8 +241,8 @@ async def _run(
 
     join, receiver = None, None
     if listen is not None:
-        from lanewatch.collector.otlp_http import SpanReceiver, endpoint_url
-        from lanewatch.collector.probe_join import LoopJoin, OrderedJoin
+        from lanewatch.collector.collect.otlp_http import SpanReceiver, endpoint_url
+        from lanewatch.collector.probe.join import LoopJoin, OrderedJoin
 
         join = LoopJoin(OrderedJoin(join_wait_s), emit)
         receiver = SpanReceiver(*listen, join.spans_from_thread)
@@ -277,11 +294,13 @@ def summary_table(
     connection: str,
     *,
     server_rows: bool = False,
+    judge: Goodput | None = None,
 ) -> Table:
-    """p50/p95/p99 of every phase (ms) over the ok requests; queue/prefill/decode when asked or joined."""
+    """p50/p95/p99 of every phase (ms) over the ok requests; queue/prefill/decode when asked or joined;
+    with a judge, goodput (requests that met every latency SLO of the lane and did not fail)."""
     from rich.table import Table
 
-    from lanewatch.collector.window import record_value, summarize
+    from lanewatch.collector.record.window import record_value, summarize
 
     ok = [r for r in records if r.ok]
     title = f"{target.url} · {target.model} · {class_name} · {connection}"
@@ -309,8 +328,23 @@ def summary_table(
     if server_rows:
         joined = sum(r.has_server_phases for r in ok)
         table.caption += f" · server spans joined {joined}/{len(ok)}"
+    if judge is not None:
+        table.caption += f" · {goodput_text(judge, records, target.lane)}"
     table.caption_justify = "left"
     return table
+
+
+def goodput_text(judge: Goodput, records: list[RequestTiming], lane: str) -> str:
+    """ "goodput 97.0% (97/100 met every SLO of lane slow)", or why there is none."""
+    bounds = judge.bounds.get(lane, ())
+    if not bounds:
+        return f"goodput: no latency SLO for lane {lane!r} (--lane, --slo-spec)"
+    t = Tally()
+    for r in records:
+        t.add(outcome(judge, r))
+    slos = ", ".join(f"{b.metric} ≤ {b.threshold_s:g}s" for b in bounds)
+    ratio = "-" if t.ratio is None else f"{t.ratio:.1%}"
+    return f"goodput {ratio} ({t.met}/{t.total} met {slos} and did not fail)"
 
 
 def error_lines(records: list[RequestTiming]) -> list[str]:

@@ -13,6 +13,7 @@ import typer
 from .app import app
 
 if TYPE_CHECKING:
+    from lanewatch.collector.record.goodput import Goodput
     from lanewatch.exporters.report_data import Event
 
 SUMMARY_NAME = "summary.json"
@@ -35,10 +36,16 @@ class ReportWritten:
 
 
 def write_report(
-    records_path: Path, output: Path, summary_path: Path | None = None, *, skip_bad: bool = False
+    records_path: Path,
+    output: Path,
+    summary_path: Path | None = None,
+    *,
+    skip_bad: bool = False,
+    slo_spec: Path | None = None,
 ) -> ReportWritten:
-    """Read records (and events from summary.json, given or beside the records) and write the HTML report."""
-    from lanewatch.collector.recordfile import RecordFileError, read_records
+    """Read records (and events from summary.json, given or beside the records) and write the HTML report;
+    goodput is judged by the latency SLOs of `slo_spec` (default: the bundled alerts/slos.yaml)."""
+    from lanewatch.collector.record.files import RecordFileError, read_records
     from lanewatch.exporters.report import render_report
     from lanewatch.exporters.report_data import build_report
 
@@ -54,9 +61,20 @@ def write_report(
         raise ReportInputError(f"{records_path}: no records ({why}); nothing to report")
     summary = summary_path or _beside(records_path)
     events = _read_events(summary) if summary else ()
-    data = build_report(read.records, events, source=str(records_path), bad_lines=len(bad))
+    judge = _goodput_judge(slo_spec)
+    data = build_report(read.records, events, source=str(records_path), bad_lines=len(bad), judge=judge)
     _write_atomically(output, render_report(data))
     return ReportWritten(output, len(read.records), len(events), summary, bad)
+
+
+def _goodput_judge(slo_spec: Path | None) -> Goodput:
+    from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
+    from lanewatch.collector.record.goodput import from_spec
+
+    try:
+        return from_spec(load_spec(slo_spec or DEFAULT_SPEC))
+    except SpecError as exc:
+        raise ReportInputError(f"--slo-spec: {exc}") from None
 
 
 def _beside(records_path: Path) -> Path | None:
@@ -115,16 +133,23 @@ def report(
         "--skip-bad",
         help="Skip lines that are not records (and count them) instead of stopping at the first.",
     ),
+    slo_spec: Path | None = typer.Option(
+        None,
+        "--slo-spec",
+        help="SLO spec whose latency SLOs judge goodput (default: the bundled alerts/slos.yaml).",
+        show_default=False,
+    ),
 ) -> None:
     """Write a self-contained HTML report of a records.jsonl file.
 
     The page works offline (inline SVG and CSS, no scripts): E2E per request class (flat latency),
     phases per lane, latency against output tokens with the fixed + per-token fit, P99 TTFT over
-    time with fault, alert and degrade markers, and the numbers in tables.
+    time with fault, alert and degrade markers, the numbers in tables, and goodput per routed lane
+    and class (the share of requests that met every latency SLO and did not fail).
     """
     out = output or records.parent / "report.html"
     try:
-        done = write_report(records, out, summary, skip_bad=skip_bad)
+        done = write_report(records, out, summary, skip_bad=skip_bad, slo_spec=slo_spec)
     except ReportInputError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

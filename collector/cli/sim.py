@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ def sim(
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve vLLM's OpenAI API, /metrics and OTLP spans from a simulated engine (no GPU needed)."""
+    from lanewatch.collector.common.uvicorn_limits import ServeLimits, uvicorn_config
     from lanewatch.simulator import tls as tls_mod
     from lanewatch.simulator.app import SimConfig, Simulator
     from lanewatch.simulator.faults import FaultError, FaultSpec, parse_faults
@@ -92,7 +94,10 @@ def sim(
         tls_mod.write_cert(pair, cert_out)
         cert, keyfile = cert_out, tls_mod.private_key_file(pair)
     try:
-        server = build_server(Simulator(cfg), ServeOptions(host, port, cert, keyfile, log_level))
+        # a cap above the largest max_num_seqs plus its queue; pooled clients keep connections for 30 s
+        limits = ServeLimits(max_connections=4096, keep_alive_s=30)
+        opts = ServeOptions(host, port, cert, keyfile, log_level)
+        server = build_server(Simulator(cfg), opts, make_config=partial(uvicorn_config, limits=limits))
     finally:
         if tls and keyfile is not None:
             keyfile.unlink(missing_ok=True)
@@ -119,7 +124,7 @@ def _check_tls(tls: bool, cert_out: Path | None, cert: Path | None, key: Path | 
 
 
 def _read_token(path: Path) -> str:
-    from lanewatch.collector.secretfile import read_secret
+    from lanewatch.collector.common.secrets import read_secret
 
     try:
         return read_secret(path, "admin token file")

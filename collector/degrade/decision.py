@@ -11,6 +11,7 @@ already recorded and changes nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -18,11 +19,17 @@ from .policy import Policy
 from .state import ACTIONS, ActionName, AlertRecord, AuditEntry, ControllerState, LaneSpec, Track, TrackKind
 from .webhook import Alert, Notification
 
-__all__ = ["Action", "Decision", "Outcome", "classify", "on_notification", "on_tick"]
+__all__ = ["FUTURE_TOLERANCE_S", "Action", "Decision", "Outcome", "classify", "on_notification", "on_tick"]
 
 Direction = Literal["apply", "escalate", "restore"]
 # What became of one alert in a notification.
-Outcome = Literal["fired", "joined", "resolved", "recorded", "duplicate", "stale", "ignored", "expired"]
+Outcome = Literal[
+    "fired", "joined", "resolved", "recorded", "duplicate", "stale", "ignored", "expired", "future"
+]
+# How far an alert's startsAt may lie ahead of the controller's clock (skew between hosts).
+# An instance from further ahead is refused: every real later instance of the alert, and its
+# resolution, would look older than it and be dropped as stale, pinning the degrade on.
+FUTURE_TOLERANCE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,21 @@ class _Work:
         self.alerts = dict(state.alerts)
         self.actions: list[Action] = []
         self.audit: list[AuditEntry] = []
+        # Firing sets this decision changes, as mutable copies frozen into the tracks at the
+        # end: a notification of thousands of alerts on one track then costs O(alerts), not
+        # a new frozenset per alert (O(alerts²)).
+        self._firing: dict[tuple[str, TrackKind], set[str]] = {}
+
+    def firing_now(self, key: tuple[str, TrackKind]) -> AbstractSet[str]:
+        """The alerts holding a track at this point of the decision (read only)."""
+        return self._firing.get(key, self.tracks[key].firing)
+
+    def firing(self, key: tuple[str, TrackKind]) -> set[str]:
+        """The alerts holding a track, to change in place; copied once per decision."""
+        fps = self._firing.get(key)
+        if fps is None:
+            fps = self._firing[key] = set(self.tracks[key].firing)
+        return fps
 
     def change(self, lane: str, old: LaneSpec, new: LaneSpec, why: dict[str, Any]) -> None:
         for action in _transitions(lane, old, new, why):
@@ -64,6 +86,10 @@ class _Work:
         self.audit.append(AuditEntry(self.now, event, lane, None, detail))
 
     def decision(self, outcomes: tuple[Outcome, ...] = ()) -> Decision:
+        for key, fps in self._firing.items():
+            track = self.tracks.get(key)
+            if track is not None:
+                self.tracks[key] = replace(track, firing=frozenset(fps))
         state = ControllerState(tracks=self.tracks, alerts=self.alerts)
         return Decision(state, tuple(self.actions), tuple(self.audit), outcomes)
 
@@ -97,7 +123,7 @@ def on_tick(policy: Policy, state: ControllerState, now: float) -> Decision:
     work = _Work(state, now)
     expired = _expire_silent(policy, work)
     for key, track in sorted(work.tracks.items()):
-        if track.firing:
+        if work.firing_now(key):
             _maybe_escalate(policy, work, track)
         elif _recovered(policy, track, now):
             del work.tracks[key]
@@ -128,6 +154,8 @@ def _expire_silent(policy: Policy, work: _Work) -> int:
 def _on_alert(policy: Policy, work: _Work, alert: Alert) -> Outcome:
     fp = alert.fingerprint
     starts = alert.starts_at.timestamp()
+    if starts > work.now + FUTURE_TOLERANCE_S:
+        return "future"
     rec = work.alerts.get(fp)
     if rec is not None and starts < rec.starts_at:
         return "stale"  # an older instance than one already seen
@@ -161,7 +189,9 @@ def _attach(policy: Policy, work: _Work, alert: Alert, lane: str, kind: TrackKin
     work.note("fired", lane, why)
     track = work.tracks.get((lane, kind))
     if track is not None:
-        work.tracks[(lane, kind)] = replace(track, firing=track.firing | {fp}, clear_since=None)
+        work.firing((lane, kind)).add(fp)
+        if track.clear_since is not None:
+            work.tracks[(lane, kind)] = replace(track, clear_since=None)
         return "joined"
     effect = _effect(policy, kind, lane, 0)
     now = work.now
@@ -179,12 +209,14 @@ def _refresh_due(policy: Policy, rec: AlertRecord, now: float) -> bool:
 def _detach(work: _Work, fp: str, rec: AlertRecord, event: str, **extra: Any) -> None:
     if rec.lane is None or rec.kind is None:
         return
-    track = work.tracks.get((rec.lane, rec.kind))
-    if track is None or fp not in track.firing:
+    key = (rec.lane, rec.kind)
+    track = work.tracks.get(key)
+    if track is None or fp not in work.firing_now(key):
         return
-    firing = track.firing - {fp}
-    clear_since = track.clear_since if firing or track.clear_since is not None else work.now
-    work.tracks[(rec.lane, rec.kind)] = replace(track, firing=firing, clear_since=clear_since)
+    firing = work.firing(key)
+    firing.discard(fp)
+    if not firing and track.clear_since is None:
+        work.tracks[key] = replace(track, clear_since=work.now)
     work.note(event, rec.lane, {"kind": rec.kind, "alertname": rec.alertname, "fingerprint": fp, **extra})
 
 

@@ -39,7 +39,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lanewatch.collector.config import load_yaml_model
+from lanewatch.collector.common.yamlfile import load_yaml_model
 
 __all__ = ["DEFAULT_POLICY", "Policy", "PolicySpec", "ProtectStep", "load_policy"]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import uvicorn
 from prometheus_client import CollectorRegistry
 
-from lanewatch.collector import secretfile
+from lanewatch.collector.common import secrets
+from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
 from lanewatch.collector.config import DegradeConfig
 
 from .adapters import Adapter, AdapterError, DryRunAdapter, GatewayAdapter, Retry, WebhookAdapter
@@ -34,7 +35,7 @@ class SetupError(Exception):
 def read_secret(path: Path, what: str) -> str:
     """A token or key from a file; SetupError says what is wrong with it (never the secret)."""
     try:
-        return secretfile.read_secret(path, what)
+        return secrets.read_secret(path, what)
     except ValueError as exc:
         raise SetupError(str(exc)) from None
 
@@ -134,7 +135,14 @@ async def serve(cfg: DegradeConfig) -> None:
     service = DegradeService(policy, store, adapters, metrics)
     service.resume()
     app = create_app(service, metrics, token, cfg.max_body_bytes)
-    config = uvicorn.Config(app, host=cfg.server.host, port=cfg.server.port, log_level="info", lifespan="off")
+    config = uvicorn_config(
+        app,
+        limits_of(cfg.server),
+        host=cfg.server.host,
+        port=cfg.server.port,
+        log_level="info",
+        lifespan="off",
+    )
     server = _Server(config)
     stop = asyncio.Event()
     driver = asyncio.create_task(service.run(stop, cfg.tick_s, cfg.reconcile_interval_s))

@@ -15,8 +15,8 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from lanewatch.collector.bearer import bearer_ok
-from lanewatch.collector.httpbody import read_limited
+from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.common.bodies import read_limited
 
 from .metrics import DegradeMetrics
 from .service import DegradeService

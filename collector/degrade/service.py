@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .adapters import Adapter, AdapterError
-from .decision import Decision, on_notification, on_tick
+from .decision import FUTURE_TOLERANCE_S, Decision, on_notification, on_tick
 from .metrics import DegradeMetrics
 from .policy import Policy
 from .state import AuditEntry, ControllerState, LaneSpec, desired_state
@@ -98,6 +98,13 @@ class DegradeService:
             decision = on_notification(self.policy, self._state, notification, now)
             changed = self._commit(decision, now)
             revision = self._revision
+        if future := decision.outcomes.count("future"):
+            log.warning(
+                "ignored %d alert(s) whose startsAt is more than %d s ahead of this host's clock "
+                "(clock skew, or a forged notification)",
+                future,
+                FUTURE_TOLERANCE_S,
+            )
         for outcome, count in Tally(decision.outcomes).items():
             self._metrics.alerts.labels(outcome).inc(count)
         return Handled(decision, changed, revision)

@@ -1,6 +1,7 @@
 """The degrade controller's state: what each lane is told to do, and which alerts hold it there.
 
-Pure data with a JSON codec (the store keeps it as one JSON document per revision) and the
+Pure data with a JSON codec (the store keeps the tracks as one JSON document and each alert
+record as a row of its own) and the
 projection to the router's declarative degrade state (CONTRACTS.md section 2). Times are Unix
 seconds, so a restarted controller keeps counting holds and cooldowns where it stopped.
 """
@@ -19,6 +20,8 @@ __all__ = [
     "LaneSpec",
     "Track",
     "TrackKind",
+    "alert_from_json",
+    "alert_to_json",
     "desired_state",
     "lanes_to_json",
     "state_from_json",
@@ -140,6 +143,27 @@ def lanes_to_json(lanes: dict[str, LaneSpec]) -> dict[str, Any]:
     return {"lanes": {lane: spec.to_json() for lane, spec in sorted(lanes.items())}}
 
 
+def _alert_dict(a: AlertRecord) -> dict[str, Any]:
+    return {
+        "status": a.status,
+        "starts_at": a.starts_at,
+        "seen_at": a.seen_at,
+        "alertname": a.alertname,
+        "lane": a.lane,
+        "kind": a.kind,
+    }
+
+
+def alert_to_json(record: AlertRecord) -> str:
+    """One alert record as JSON (the store keeps one row per fingerprint)."""
+    return json.dumps(_alert_dict(record), sort_keys=True)
+
+
+def alert_from_json(text: str) -> AlertRecord:
+    """Inverse of `alert_to_json`."""
+    return AlertRecord(**json.loads(text))
+
+
 def state_to_json(state: ControllerState) -> str:
     """Serialize the state (stable key order, so equal states give equal text)."""
     tracks = [
@@ -155,17 +179,7 @@ def state_to_json(state: ControllerState) -> str:
         }
         for _, t in sorted(state.tracks.items())
     ]
-    alerts = {
-        fp: {
-            "status": a.status,
-            "starts_at": a.starts_at,
-            "seen_at": a.seen_at,
-            "alertname": a.alertname,
-            "lane": a.lane,
-            "kind": a.kind,
-        }
-        for fp, a in sorted(state.alerts.items())
-    }
+    alerts = {fp: _alert_dict(a) for fp, a in sorted(state.alerts.items())}
     return json.dumps({"format": STATE_FORMAT, "tracks": tracks, "alerts": alerts}, sort_keys=True)
 
 

@@ -3,6 +3,11 @@
 A transition writes the new state and its audit entries in one transaction, so a crash at
 any point leaves the state on one side of the transition or the other, never between. The
 audit table refuses UPDATE and DELETE (triggers): entries are only ever appended.
+
+The state is stored in two parts: the tracks (a few per lane) as one JSON document, and the
+alert records (one per fingerprint seen, thousands when a big group fires) as one row each.
+A commit rewrites the tracks and only the alert rows that changed, so its cost follows the
+size of the change, not the number of alerts remembered.
 """
 
 from __future__ import annotations
@@ -13,18 +18,26 @@ import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
-from .state import AuditEntry, ControllerState, state_from_json, state_to_json
+from .state import (
+    AlertRecord,
+    AuditEntry,
+    ControllerState,
+    alert_from_json,
+    alert_to_json,
+    state_from_json,
+    state_to_json,
+)
 
-__all__ = ["DB_FILE", "Snapshot", "StateLocked", "Store", "StoreError", "lock_state_dir"]
+__all__ = ["DB_FILE", "Snapshot", "StateLocked", "Store", "StoreError", "alert_changes", "lock_state_dir"]
 
 DB_FILE = "degrade.sqlite3"
 LOCK_FILE = "degrade.lock"
-SCHEMA_VERSION = 1
-_SCHEMA = (
+SCHEMA_VERSION = 2
+_SCHEMA_V1 = (
     """CREATE TABLE state (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         revision INTEGER NOT NULL,
@@ -43,6 +56,8 @@ _SCHEMA = (
     "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT RAISE(ABORT, 'append-only'); END",
     "CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 'append-only'); END",
 )
+# Version 2: alert records leave the state document for a row each.
+_ALERT_TABLE = "CREATE TABLE alert (fingerprint TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID"
 
 
 class StoreError(RuntimeError):
@@ -75,6 +90,9 @@ class Store:
             self._check_schema()
             return
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Created owner-only before SQLite opens it: SQLite gives its -wal and -shm files the
+        # database's mode, and the state names alerts and lanes.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         self._db = sqlite3.connect(path, isolation_level=None, timeout=10.0, check_same_thread=False)
         mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if mode != "wal":
@@ -86,17 +104,31 @@ class Store:
         with self._transaction():
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
-                for statement in _SCHEMA:  # not executescript: it would commit mid-transaction
+                for statement in (*_SCHEMA_V1, _ALERT_TABLE):  # not executescript: it would commit
                     self._db.execute(statement)
                 empty = state_to_json(ControllerState())
                 self._db.execute("INSERT INTO state VALUES (1, 0, ?, 0)", (empty,))
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            elif version == 1:  # same state, same revision; the alerts move to their own rows
+                self._db.execute(_ALERT_TABLE)
+                (body,) = self._db.execute("SELECT body FROM state WHERE id = 1").fetchone()
+                state = state_from_json(body)
+                self._write_alerts(alert_changes({}, state.alerts))
+                tracks_only = state_to_json(replace(state, alerts={}))
+                self._db.execute("UPDATE state SET body = ? WHERE id = 1", (tracks_only,))
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._check_schema()
+        self._stored: dict[str, AlertRecord] = dict(self.load().state.alerts)
 
     def _check_schema(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
-            raise StoreError(f"state schema version {version}; this lanewatch reads {SCHEMA_VERSION}")
+            hint = (
+                "; `lanewatch degrade serve` upgrades it when it starts"
+                if 0 < version < SCHEMA_VERSION
+                else ""
+            )
+            raise StoreError(f"state schema version {version}; this lanewatch reads {SCHEMA_VERSION}{hint}")
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -110,21 +142,44 @@ class Store:
 
     def load(self) -> Snapshot:
         """The current state and its revision."""
-        revision, body, updated_at = self._db.execute(
-            "SELECT revision, body, updated_at FROM state WHERE id = 1"
-        ).fetchone()
-        return Snapshot(int(revision), state_from_json(body), float(updated_at))
+        with self._read():  # the state row and the alert rows of one revision
+            revision, body, updated_at = self._db.execute(
+                "SELECT revision, body, updated_at FROM state WHERE id = 1"
+            ).fetchone()
+            rows = self._db.execute("SELECT fingerprint, body FROM alert").fetchall()
+        alerts = {fp: alert_from_json(text) for fp, text in sorted(rows)}
+        state = replace(state_from_json(body), alerts=alerts)
+        return Snapshot(int(revision), state, float(updated_at))
+
+    @contextmanager
+    def _read(self) -> Iterator[None]:
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
 
     def commit(self, state: ControllerState, audit: Sequence[AuditEntry], at: float) -> int:
-        """Replace the state and append its audit entries atomically; the new revision."""
-        body = state_to_json(state)
+        """Replace the state and append its audit entries atomically; the new revision.
+
+        Only the alert records that differ from the last committed state are written.
+        """
+        body = state_to_json(replace(state, alerts={}))
+        changes = alert_changes(self._stored, state.alerts)
         with self._transaction():
             self._db.execute(
                 "UPDATE state SET revision = revision + 1, body = ?, updated_at = ? WHERE id = 1", (body, at)
             )
+            self._write_alerts(changes)
             revision = int(self._db.execute("SELECT revision FROM state WHERE id = 1").fetchone()[0])
             self._insert(revision, audit)
+        self._stored = dict(state.alerts)
         return revision
+
+    def _write_alerts(self, changes: tuple[list[tuple[str, str]], list[str]]) -> None:
+        upserts, deletes = changes
+        self._db.executemany("INSERT OR REPLACE INTO alert (fingerprint, body) VALUES (?, ?)", upserts)
+        self._db.executemany("DELETE FROM alert WHERE fingerprint = ?", [(fp,) for fp in deletes])
 
     def append(self, audit: Sequence[AuditEntry]) -> None:
         """Append audit entries that change no state (adapter health, restarts)."""
@@ -161,10 +216,25 @@ class Store:
         self._db.close()
 
 
+def alert_changes(
+    stored: dict[str, AlertRecord], wanted: dict[str, AlertRecord]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The alert rows to write ((fingerprint, JSON) pairs) and to delete to go from stored to wanted."""
+    # A decision copies the dict and replaces only the records it changes: `is` skips the rest cheaply.
+    upserts = [
+        (fp, alert_to_json(rec))
+        for fp, rec in wanted.items()
+        if (old := stored.get(fp)) is not rec and old != rec
+    ]
+    deletes = [fp for fp in stored if fp not in wanted]
+    return upserts, deletes
+
+
 def lock_state_dir(state_dir: Path) -> IO[str]:
     """Take the state dir for this process (one controller per state dir); keep the handle open."""
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    handle = open(state_dir / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 (held for the process)
+    fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    handle = os.fdopen(fd, "a+", encoding="utf-8")  # held for the process
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -20,12 +20,14 @@ from typing import Any, Final
 import yaml
 
 from lanewatch.alerts.build import GENERATED_DIR
+from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC
 from lanewatch.collector.config import RequestClass
 
 __all__ = [
     "DEMO_RULES",
     "DEMO_VLLM_SPEC",
     "DEPLOY_DIR",
+    "PRODUCTION_RULES",
     "Layout",
     "TemplateError",
     "alertmanager_config",
@@ -40,6 +42,7 @@ __all__ = [
 # deploy/ of a source checkout (the demo runs from one: `make run` installs it editable).
 DEPLOY_DIR: Final = Path(__file__).resolve().parents[2] / "deploy"
 DEMO_RULES: Final = GENERATED_DIR / "lanewatch-demo-rules.yml"
+PRODUCTION_RULES: Final = GENERATED_DIR / "lanewatch-rules.yml"
 # The real-engine demo's SLO spec: its rules are rendered into the run's folder at start.
 DEMO_VLLM_SPEC: Final = Path(__file__).resolve().parents[2] / "alerts" / "slos-demo-vllm.yaml"
 LANES: Final = ("fast", "slow")  # fastest first
@@ -169,13 +172,25 @@ def _scrape_targets(layout: Layout) -> dict[str, dict[str, Any]]:
 
 
 def prometheus_config(
-    template: dict[str, Any], layout: Layout, rules: Path = DEMO_RULES, alertmanager: bool = True
+    template: dict[str, Any],
+    layout: Layout,
+    rules: Path = DEMO_RULES,
+    alertmanager: bool = True,
+    production: bool = False,
 ) -> dict[str, Any]:
-    """deploy/prometheus/prometheus.yml for the demo: loopback targets, 1 s intervals, the demo rules."""
+    """deploy/prometheus/prometheus.yml for the demo: loopback targets, 1 s intervals, the demo rules.
+
+    `production` keeps the template's own scrape and evaluation intervals (a test of the shipped
+    timing); otherwise every job is scraped every second, whatever interval the template gives it.
+    """
     cfg = copy.deepcopy(template)
-    cfg.setdefault("global", {}).update(
-        {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
-    )
+    if not production:
+        cfg.setdefault("global", {}).update(
+            {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+        )
+        for job in cfg.get("scrape_configs") or []:
+            job.pop("scrape_interval", None)
+            job.pop("scrape_timeout", None)
     cfg["rule_files"] = [str(rules)]
     am = [f"127.0.0.1:{layout.alertmanager_port}"]
     cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": am}]}]}
@@ -200,8 +215,9 @@ def prometheus_config(
     return cfg
 
 
-def alertmanager_config(template: dict[str, Any], layout: Layout) -> dict[str, Any]:
-    """deploy/alertmanager/alertmanager.yml for the demo: the controller on loopback, short group timers."""
+def alertmanager_config(template: dict[str, Any], layout: Layout, production: bool = False) -> dict[str, Any]:
+    """deploy/alertmanager/alertmanager.yml for the demo: the controller on loopback, short group timers
+    (`production` keeps the template's timers)."""
     cfg = copy.deepcopy(template)
     receivers = {r.get("name"): r for r in cfg.get("receivers") or []}
     degrade = receivers.get(DEGRADE_RECEIVER)
@@ -213,6 +229,8 @@ def alertmanager_config(template: dict[str, Any], layout: Layout) -> dict[str, A
         "type": "Bearer",
         "credentials_file": str(layout.token_file("degrade")),
     }
+    if production:
+        return cfg
     route = cfg.setdefault("route", {})
     route.update({"group_wait": "1s", "group_interval": "2s"})
     for sub in route.get("routes") or []:
@@ -229,12 +247,13 @@ def _cacert(layout: Layout, lane: str) -> dict[str, str]:
 def lanewatch_config(
     layout: Layout,
     probe_interval_s: float = 2.0,
+    slo_spec: Path = DEMO_SPEC,
     classes: Sequence[RequestClass] | None = None,
     timeouts: Mapping[str, float] | None = None,
     fast_max_tokens: int = 32,
 ) -> dict[str, Any]:
     """The collector's and gateway's config: probe both lanes directly; route short answers
-    (up to `fast_max_tokens`) fast.
+    (up to `fast_max_tokens`) fast; judge goodput by the SLOs whose rules Prometheus loads.
 
     `classes` replaces the probe's default request classes and `timeouts` its timeouts (the
     real engines' models take shorter prompts, and are slower)."""
@@ -263,7 +282,7 @@ def lanewatch_config(
         "targets": targets,
         "probe": probe,
         "scrape": {"interval_s": 1.0, "window_s": 60.0},
-        "export": {"window_s": 60.0},
+        "export": {"window_s": 60.0, "slo_spec": str(slo_spec)},
         "server": {"host": "127.0.0.1", "port": layout.collector_port},
         "gateway": {
             "server": {"host": "127.0.0.1", "port": layout.gateway_port},
@@ -281,8 +300,11 @@ def lanewatch_config(
     }
 
 
-def policy_config() -> dict[str, Any]:
-    """The controller's policy: one step shifts the whole slow lane; short holds, for a live demo."""
+def policy_config(severities: Sequence[str] = ()) -> dict[str, Any]:
+    """The controller's policy: one step shifts the whole slow lane; short holds, for a live demo.
+
+    `severities`: act only on alerts of these severities (empty: any).
+    """
     return {
         "version": 1,
         "lane_order": list(LANES),
@@ -290,6 +312,7 @@ def policy_config() -> dict[str, Any]:
         "min_hold_s": 15,
         "escalation_cooldown_s": 10,
         "recovery_stable_s": 5,
+        "severities": list(severities),
     }
 
 
@@ -339,20 +362,37 @@ def write_configs(
     deploy_dir: Path = DEPLOY_DIR,
     probe_interval_s: float = 2.0,
     with_alertmanager: bool = True,
+    production: bool = False,
+    act_on: Sequence[str] = (),
     classes: Sequence[RequestClass] | None = None,
-    rules: Path = DEMO_RULES,
+    rules: Path | None = None,
+    slo_spec: Path | None = None,
     timeouts: Mapping[str, float] | None = None,
     fast_max_tokens: int = 32,
 ) -> None:
-    """Write every config file of the run into its workdir (secrets: `write_secrets`)."""
+    """Write every config file of the run into its workdir (secrets: `write_secrets`).
+
+    `production`: the shipped rules (alerts/slos.yaml) at the shipped Prometheus and
+    Alertmanager timings, instead of the demo's time-compressed ones. `act_on`: the alert
+    severities the controller acts on (empty: any). `rules` and `slo_spec` replace the rule file
+    Prometheus loads and the spec the collector judges goodput by (the real-engine demo's);
+    `classes`, `timeouts` and `fast_max_tokens` go to `lanewatch_config`.
+    """
     prom_template = _read_template(deploy_dir / "prometheus" / "prometheus.yml")
-    prom = prometheus_config(prom_template, layout, rules, alertmanager=with_alertmanager)
-    am = alertmanager_config(_read_template(deploy_dir / "alertmanager" / "alertmanager.yml"), layout)
+    if rules is None:
+        rules = PRODUCTION_RULES if production else DEMO_RULES
+    if slo_spec is None:
+        slo_spec = DEFAULT_SPEC if production else DEMO_SPEC
+    prom = prometheus_config(prom_template, layout, rules, with_alertmanager, production)
+    am_template = _read_template(deploy_dir / "alertmanager" / "alertmanager.yml")
+    am = alertmanager_config(am_template, layout, production)
     files = {
         layout.prometheus_yaml: prom,
         layout.alertmanager_yaml: am,
-        layout.lanewatch_yaml: lanewatch_config(layout, probe_interval_s, classes, timeouts, fast_max_tokens),
-        layout.policy_yaml: policy_config(),
+        layout.lanewatch_yaml: lanewatch_config(
+            layout, probe_interval_s, slo_spec, classes, timeouts, fast_max_tokens
+        ),
+        layout.policy_yaml: policy_config(act_on),
     }
     for path, data in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from lanewatch.collector.window import Summary
+from lanewatch.collector.record.window import Summary
 
 from .events import Event
 from .records import PHASES

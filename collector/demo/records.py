@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
-from lanewatch.collector.recordfile import RecordFileError, parse_record_line, record_line
-from lanewatch.collector.timing import RequestTiming
-from lanewatch.collector.window import Summary, Window, record_value, summarize
+from lanewatch.collector.record.files import RecordFileError, parse_record_line, record_line
+from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.collector.record.window import Summary, Window, record_value, summarize
 
 __all__ = ["PHASES", "RecordTail", "Recorder", "lane_stats"]
 

@@ -23,7 +23,15 @@ from rich.live import Live
 
 from .burst import Burst, BurstSpec
 from .configs import LANES, MODEL, MODELS, Layout, TemplateError
-from .engines import SIM_SIZING, VLLM_SIZING, EngineMissing, VllmInstall, default_vllm_root, find_vllm
+from .engines import (
+    SIM_SIZING,
+    VLLM_SIZING,
+    EngineMissing,
+    Sizing,
+    VllmInstall,
+    default_vllm_root,
+    find_vllm,
+)
 from .events import Event
 from .live import Snapshot, event_line, render, stage_text
 from .records import Recorder, lane_stats
@@ -54,6 +62,11 @@ class Options:
     engine: str = "sim"  # "vllm": the lanes are real `vllm serve` processes
     vllm_root: Path | None = None  # the folder `make vllm` made; None: its default in the cache
     fast_on_sim: bool = False  # with engine vllm: only the slow lane is real, the fast one simulated
+
+    @property
+    def sizing(self) -> Sizing:
+        """Rules, load, classes and fault of this run's engine."""
+        return VLLM_SIZING if self.engine == "vllm" else SIM_SIZING
 
     @property
     def vllm_lanes(self) -> frozenset[str]:
@@ -259,7 +272,7 @@ async def run_demo(
         run: _Run | None = None
         try:
             with Supervisor() as supervisor:
-                stack = Stack(layout, supervisor, tools, vllm, VLLM_SIZING if vllm else SIM_SIZING)
+                stack = Stack(layout, supervisor, tools, vllm, opts.sizing)
                 result.engines = {lane: "vllm" if layout.is_vllm(lane) else "sim" for lane in LANES}
                 try:
                     up, _ = await _until(
@@ -318,7 +331,9 @@ def _write_outputs(
     started: float,
     console: Console,
 ) -> list[Path]:
+    from lanewatch.alerts.spec import DEMO_SPEC, load_spec
     from lanewatch.collector.cli.report import ReportInputError, write_report
+    from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 
     assert opts.out is not None
     info = {
@@ -334,7 +349,10 @@ def _write_outputs(
         "traffic": _traffic_info(run),
         "bad_record_lines": recorder.bad_lines,
     }
-    summary = build_summary(recorder.kept, result.events, info)
+    shed = [(s.t, s.routed, s.request_class) for s in result.served if s.status == 429]
+    spec = opts.sizing.slo_spec or DEMO_SPEC  # the SLOs Prometheus judged the run by
+    judge = goodput_from_spec(load_spec(spec))
+    summary = build_summary(recorder.kept, result.events, info, judge, shed)
     records, summary_path, report = (
         opts.out / "records.jsonl",
         opts.out / "summary.json",
@@ -343,7 +361,7 @@ def _write_outputs(
     write_summary(summary_path, summary)
     written = [records, summary_path]
     try:
-        write_report(records, report, summary_path)
+        write_report(records, report, summary_path, slo_spec=spec)
         written.append(report)
     except ReportInputError as exc:
         console.print(f"no report: {exc}", style="yellow")

@@ -13,13 +13,13 @@ import asyncio
 import shutil
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from .configs import DEMO_RULES, LANES, MODELS, Layout, render_rules, write_configs, write_secrets
+from .configs import LANES, MODELS, Layout, render_rules, write_configs, write_secrets
 from .engines import SIM_SIZING, Sizing, VllmInstall, vllm_command
 from .supervisor import ChildExited, Supervisor, lanewatch_command
 
@@ -175,15 +175,29 @@ class Stack:
         """True when Alertmanager runs (alerts reach the controller)."""
         return self.tools.alertmanager is not None
 
-    async def start(self, say: Callable[[str], None] = lambda _: None, probe_interval_s: float = 2.0) -> None:
-        """Write configs, start the lanes (in parallel), then everything else; return once all answer."""
+    async def start(
+        self,
+        say: Callable[[str], None] = lambda _: None,
+        probe_interval_s: float = 2.0,
+        production: bool = False,
+        act_on: Sequence[str] = (),
+    ) -> None:
+        """Write configs, start the lanes (in parallel), then everything else; return once all answer.
+
+        `production`: the shipped rules at the shipped Prometheus and Alertmanager timings;
+        `act_on`: the alert severities the degrade controller acts on (empty: any). The sizing's
+        own SLO spec, when it has one, is rendered into the run's rules instead.
+        """
         spec = self.sizing.slo_spec
         write_configs(
             self.layout,
             probe_interval_s=probe_interval_s,
             with_alertmanager=self.has_alertmanager,
+            production=production,
+            act_on=act_on,
             classes=self.sizing.classes,
-            rules=DEMO_RULES if spec is None else render_rules(self.layout, spec),
+            rules=None if spec is None else render_rules(self.layout, spec),
+            slo_spec=spec,
             timeouts=self.sizing.probe_timeouts,
             fast_max_tokens=self.sizing.fast_max_tokens,
         )
@@ -267,6 +281,19 @@ class Stack:
     async def query(self, promql: str) -> list[dict[str, Any]]:
         """An instant PromQL query's result vector."""
         r = await self._http.get(f"{self.layout.prometheus_url}/api/v1/query", params={"query": promql})
+        r.raise_for_status()
+        result: list[dict[str, Any]] = r.json()["data"]["result"]
+        return result
+
+    async def query_range(self, promql: str, start: float, step_s: float = 1.0) -> list[dict[str, Any]]:
+        """A range query's result matrix from `start` (Unix seconds) to now."""
+        params = {
+            "query": promql,
+            "start": f"{start:.3f}",
+            "end": f"{time.time():.3f}",
+            "step": f"{step_s:g}",
+        }
+        r = await self._http.get(f"{self.layout.prometheus_url}/api/v1/query_range", params=params)
         r.raise_for_status()
         result: list[dict[str, Any]] = r.json()["data"]["result"]
         return result

@@ -14,7 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.goodput import Goodput, Tally, outcome, routed_lane
+from lanewatch.collector.record.timing import RequestTiming
 
 from .events import Event, story_complete
 from .records import lane_stats
@@ -70,19 +71,87 @@ def _lanes(records: Sequence[RequestTiming]) -> dict[str, Any]:
     return out
 
 
+PHASES = ("before", "fault", "degraded", "after")
+
+
+def phase_bounds(events: Sequence[Event], lane: str = "slow") -> dict[str, tuple[float, float]]:
+    """Unix-time spans of the run's phases: before the fault, the fault until the degrade took
+    effect, the fault while degraded, and after the fault cleared (phases that did not happen
+    are left out)."""
+    injected = _first(events, "fault_injected")
+    if injected is None:
+        return {"before": (float("-inf"), float("inf"))}
+    cleared = _first(events, "fault_cleared", injected)
+    applied = _first(events, "degrade_applied", injected, lane=lane)
+    end = cleared if cleared is not None else float("inf")
+    out = {"before": (float("-inf"), injected)}
+    if applied is not None and applied < end:
+        out.update(fault=(injected, applied), degraded=(applied, end))
+    else:
+        out["fault"] = (injected, end)
+    if cleared is not None:
+        out["after"] = (cleared, float("inf"))
+    return out
+
+
+def goodput_by_phase(
+    judge: Goodput,
+    records: Sequence[RequestTiming],
+    events: Sequence[Event],
+    shed: Sequence[tuple[float, str, str]] = (),
+    lane: str = "slow",
+) -> dict[str, Any]:
+    """Goodput per phase, routed lane and source, by when each request started; `shed` holds
+    (Unix time, routed lane, class) of requests the gateway refused, counted as tap misses."""
+    bounds = phase_bounds(events, lane)
+    tallies: dict[str, dict[str, dict[str, Tally]]] = {p: {} for p in bounds}
+
+    def phase_of(t: float) -> str | None:
+        return next((p for p, (a, b) in bounds.items() if a <= t < b), None)
+
+    for r in records:
+        phase = phase_of(r.started_at)
+        if phase is not None:
+            tallies[phase].setdefault(routed_lane(r), {}).setdefault(r.source, Tally()).add(outcome(judge, r))
+    for t, routed, _cls in shed:
+        phase = phase_of(t)
+        if phase is not None:
+            tallies[phase].setdefault(routed, {}).setdefault("tap", Tally()).add("missed")
+    return {
+        "phases": {
+            p: [None if abs(x) == float("inf") else round(x, 3) for x in b] for p, b in bounds.items()
+        },
+        "by_phase": {
+            p: {
+                ln: {
+                    src: {"ratio": None if t.ratio is None else round(t.ratio, 4), **asdict(t)}
+                    for src, t in sorted(by_src.items())
+                }
+                for ln, by_src in sorted(lanes.items())
+            }
+            for p, lanes in tallies.items()
+        },
+    }
+
+
 def build_summary(
     records: Sequence[RequestTiming],
     events: Sequence[Event],
     run: Mapping[str, Any],
+    goodput: Goodput | None = None,
+    shed: Sequence[tuple[float, str, str]] = (),
 ) -> dict[str, Any]:
-    """The summary.json document: `run` (how the demo ran), lanes, loop timings, events."""
-    return {
+    """The summary.json document: `run` (how the demo ran), lanes, loop timings, goodput, events."""
+    out = {
         **run,
         "story_complete": story_complete(events),
         "loop": loop_timings(events),
         "lanes": _lanes(records),
-        "events": [e.to_json() for e in events],
     }
+    if goodput is not None:
+        out["goodput"] = goodput_by_phase(goodput, records, events, shed)
+    out["events"] = [e.to_json() for e in events]
+    return out
 
 
 def write_summary(path: Path, summary: Mapping[str, Any]) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 
 from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass
-from lanewatch.collector.prompts import prompt_text
+from lanewatch.collector.probe.prompts import prompt_text
 
 __all__ = [
     "MIX",

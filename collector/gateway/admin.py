@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 
-from lanewatch.collector.bearer import bearer_ok
+from lanewatch.collector.common.bearer import bearer_ok
 
 from .core import Gateway
 from .degrade_state import DegradeError, parse_degrade

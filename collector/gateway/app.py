@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import resource
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ from .errors import error_body, error_response
 from .front import FrontConn, FrontLimits, FrontServer, Handler, Request, Response
 from .proxy import handle_completion
 
-__all__ = ["GatewayServer", "router"]
+__all__ = ["GatewayServer", "default_max_connections", "router"]
 
 GatewayHandler = Callable[[Gateway, Request, FrontConn], Awaitable[Response | None]]
 
@@ -62,7 +63,13 @@ class GatewayServer:
 
     def __init__(self, gw: Gateway) -> None:
         self.gw = gw
-        limits = FrontLimits(max_body=gw.cfg.max_body_bytes)
+        cfg = gw.cfg
+        limits = FrontLimits(
+            max_body=cfg.max_body_bytes,
+            keepalive_s=cfg.keepalive_timeout_s,
+            head_timeout_s=cfg.head_timeout_s,
+            max_connections=cfg.max_connections or default_max_connections(),
+        )
         self._front = FrontServer(router(gw), limits, lambda status, message: error_body(status, message))
         self.port = 0
 
@@ -76,6 +83,14 @@ class GatewayServer:
         """Stop accepting, drop connections (their handlers finish and record), stop the gateway."""
         await self._front.close()
         await self.gw.close()
+
+
+def default_max_connections() -> int:
+    """Half the open-file limit less a reserve (each proxied request also holds an upstream socket)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 10_000
+    return max(8, min(10_000, (soft - 64) // 2))
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -125,8 +140,10 @@ async def healthz(gw: Gateway, _request: Request, _conn: FrontConn) -> Response:
 
 
 async def metrics(gw: Gateway, _request: Request, _conn: FrontConn) -> Response:
-    """The Prometheus text the wiring (cli) gave the gateway."""
+    """The Prometheus text the wiring (cli) gave the gateway, rendered on a worker thread."""
     if gw.metrics_text is None:
         return error_response(404, "metrics are not enabled")
-    body, content_type = gw.metrics_text()
+    # Off the loop: a full series budget takes tens of ms to render, and streams must not wait.
+    # The collectors copy what they read under their lock or as one dict copy (exporters/).
+    body, content_type = await asyncio.to_thread(gw.metrics_text)
     return Response(200, body, content_type=content_type)

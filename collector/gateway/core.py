@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import aiohttp
 
+from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import GatewayConfig, LaneConfig
-from lanewatch.collector.secretfile import read_secret_or_none
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 
 from .degrade_state import DegradeState, LaneDegrade, Shifter
 from .lane_models import LaneModels

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from http import HTTPStatus
 
-from lanewatch.collector.timing import ErrorKind
+from lanewatch.collector.record.timing import ErrorKind
 
 from .front import Response
 from .http1 import HttpError

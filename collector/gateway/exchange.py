@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lanewatch.collector.content import Message
-from lanewatch.collector.timing import Api, ErrorKind
+from lanewatch.collector.record.content import Message
+from lanewatch.collector.record.timing import Api, ErrorKind
 
 from .degrade_state import Decision
 from .leg import LegTimes

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from time import perf_counter
 
-from lanewatch.collector.timing import ErrorKind, error_kind_for_status
+from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from .content_tap import ContentTap
 from .core import Gateway
@@ -154,7 +154,19 @@ def _request_bytes(up: Upstream, request: Request, headers: Mapping[str, str], b
     lines = [f"{request.method} {up.prefix}{request.target} HTTP/1.1", f"Host: {up.host_header}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     lines.append(f"Content-Length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape") + body
+    text = "\r\n".join(lines) + "\r\n\r\n"
+    try:
+        return text.encode("latin-1") + body  # the client's bytes exactly: heads are read as latin-1
+    except UnicodeEncodeError:  # only a value of the gateway's own (an API key) can be past latin-1
+        return b"\r\n".join(_wire(line) for line in lines) + b"\r\n\r\n" + body
+
+
+def _wire(line: str) -> bytes:
+    """One head line: latin-1 (bytes as they came) when it can be, else UTF-8 (configured text)."""
+    try:
+        return line.encode("latin-1")
+    except UnicodeEncodeError:
+        return line.encode("utf-8")
 
 
 async def _exchange(

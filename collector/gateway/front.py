@@ -8,8 +8,11 @@ own requests (http1.py, strictly), runs one handler coroutine per request, and a
 streamed answer goes out through `start`/`send`/`finish`: the head, each payload as it
 comes (chunk-framed on HTTP/1.1), and the last payload with the end of the body in one
 write. Keep-alive, pipelined requests (answered in order), `Expect: 100-continue`,
-body and head limits, write back-pressure (`paused`, `drain`) and a client that hangs
-up (its handler is cancelled) are handled here, so handlers see whole requests.
+body and head limits, a request-head timeout, a cap on open connections, write
+back-pressure (`paused`, `drain`; no further pipelined request is read while the client
+is not reading answers) and a client that hangs up (its handler is cancelled) are
+handled here, so handlers see whole requests. Pipelined requests are taken in a loop,
+not by recursion, and bodies are buffered in a bytearray, so both cost linear time.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ class FrontLimits:
     max_head: int = MAX_HEAD
     keepalive_s: float = 75.0  # an idle keep-alive connection is closed after this long
     high_water: int = 256 * 1024  # client write buffer above which `paused` is set
+    head_timeout_s: float = 10.0  # a request head must be complete this long after it began
+    max_connections: int = 1024  # more open at once are answered 503 and closed
 
 
 class FrontConn(asyncio.Protocol):
@@ -78,11 +83,13 @@ class FrontConn(asyncio.Protocol):
     def __init__(self, route: Route, limits: FrontLimits, error_body: ErrorBody, server: FrontServer) -> None:
         self._route, self._limits, self._error_body, self._server = route, limits, error_body, server
         self.transport: asyncio.Transport | None = None
-        self._buf = b""
+        self._buf = bytearray()  # appended to in place: a body in many reads costs linear time
+        self._seen = 0  # bytes of _buf already scanned for the end of a head
         self._head: RequestHead | None = None  # read, body pending
         self._chunks: BodyParser | None = None
         self._body = bytearray()
         self._busy = False  # a request is being answered
+        self._pumping = False  # _pump is on the stack: _done must not re-enter it
         self._version = (1, 1)
         self._close_after = False
         self._chunked = False  # the streamed response in progress is chunk-framed
@@ -92,23 +99,28 @@ class FrontConn(asyncio.Protocol):
         self._drain: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.idle_since: float | None = None  # waiting for a request since (loop time); None: answering one
+        self.head_since: float | None = None  # a request head began (loop time); None: none in progress
 
     # ---------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Set the write buffer's high-water mark and wait for a request."""
         self.transport = cast(asyncio.Transport, transport)
         self.transport.set_write_buffer_limits(high=self._limits.high_water)
+        if len(self._server.conns) >= self._limits.max_connections:
+            self._server.refused()
+            self._refuse(503, f"the gateway has {self._limits.max_connections} connections open; retry later")
+            return
         self._server.conns.add(self)
-        self.idle_since = asyncio.get_running_loop().time()
+        self.idle_since = self.head_since = asyncio.get_running_loop().time()
 
     def data_received(self, data: bytes) -> None:
         """Buffer; parse when no request is being answered (pipelined ones wait their turn)."""
         self._buf += data
-        if self._busy:
+        if self._busy or self.paused:
             if len(self._buf) > self._limits.max_head + self._limits.max_body and self.transport:
                 self.transport.pause_reading()  # a client pipelining without reading answers
             return
-        self._parse()
+        self._pump()
 
     def eof_received(self) -> bool:
         """The client stopped sending: answer what is in flight, then close."""
@@ -132,9 +144,13 @@ class FrontConn(asyncio.Protocol):
         self.paused = True
 
     def resume_writing(self) -> None:
-        """The client caught up."""
+        """The client caught up: wake a streaming writer, or read the next pipelined request."""
         self.paused = False
         self._wake_drain()
+        if not self._busy and not self.closed:
+            if self.transport is not None:
+                self.transport.resume_reading()
+            self._pump()
 
     # ---------------------------------------------------------------- streamed answers
     def start(self, status: int, reason: str, headers: list[tuple[str, str]], length: int | None) -> None:
@@ -191,25 +207,52 @@ class FrontConn(asyncio.Protocol):
             self._drain.set_result(None)
         self._drain = None
 
-    def _parse(self) -> None:
+    def _pump(self) -> None:
+        """Read and dispatch buffered requests in order until one is in flight (a loop, not recursion).
+
+        Stops while the client's write buffer is above its high-water mark: a client that sends
+        requests but never reads the answers then holds one answer's worth, not all of them.
+        """
+        if self._pumping:
+            return
+        self._pumping = True
         try:
-            request = self._next_request()
-        except RequestError as exc:
-            self._refuse(exc.status, str(exc))
-            return
-        except HttpError as exc:  # a broken chunked body
-            self._refuse(400, str(exc))
-            return
-        if request is not None:
-            self._dispatch(request)
+            # A request that asked to close (or a refusal) closes the transport: nothing after it is read.
+            while (
+                self._buf
+                and not self._busy
+                and self.transport is not None
+                and not self.transport.is_closing()
+            ):
+                if self.paused:
+                    if self.transport is not None:
+                        self.transport.pause_reading()
+                    return
+                try:
+                    request = self._next_request()
+                except RequestError as exc:
+                    self._refuse(exc.status, str(exc))
+                    return
+                except HttpError as exc:  # a broken chunked body
+                    self._refuse(400, str(exc))
+                    return
+                if request is None:
+                    return
+                self._dispatch(request)
+        finally:
+            self._pumping = False
 
     def _next_request(self) -> Request | None:
         """A whole request off the buffer, or None while it is incomplete."""
         if self._head is None:
-            head, used = parse_request(self._buf, self._limits.max_head)
+            head, used = parse_request(self._buf, self._limits.max_head, self._seen)
             if head is None:
+                self._seen = len(self._buf)
+                if self.head_since is None:
+                    self.head_since = asyncio.get_running_loop().time()
                 return None
-            self._buf = self._buf[used:]
+            del self._buf[:used]
+            self._seen, self.head_since = 0, None
             if head.length > self._limits.max_body:
                 raise RequestError(413, f"the request body is larger than {self._limits.max_body} bytes")
             self._head, self._version, self._close_after = head, head.version, not head.keep_alive
@@ -230,16 +273,17 @@ class FrontConn(asyncio.Protocol):
         if head.framing == "length":
             if len(self._buf) < head.length:
                 return None
-            body, self._buf = self._buf[: head.length], self._buf[head.length :]
+            body = bytes(self._buf[: head.length])
+            del self._buf[: head.length]
             return body
         assert self._chunks is not None
-        self._body += self._chunks.feed(self._buf)
-        self._buf = b""
+        self._body += self._chunks.feed(bytes(self._buf))
+        self._buf.clear()
         if len(self._body) > self._limits.max_body:
             raise RequestError(413, f"the request body is larger than {self._limits.max_body} bytes")
         if not self._chunks.done:
             return None
-        self._buf, self._chunks = self._chunks.rest, None
+        self._buf, self._chunks = bytearray(self._chunks.rest), None
         return bytes(self._body)
 
     def _dispatch(self, request: Request) -> None:
@@ -252,7 +296,7 @@ class FrontConn(asyncio.Protocol):
             answer = Response(500, self._error_body(500, "internal error in the gateway"))
         if isinstance(answer, Response):
             self._reply(answer)
-            self._done()
+            self._done()  # inside _pump's loop, which goes on to the next request
             return
         self._task = asyncio.get_running_loop().create_task(self._run(answer, request))
         self._server.tasks.add(self._task)
@@ -284,6 +328,13 @@ class FrontConn(asyncio.Protocol):
             lines.append("Connection: close")
         self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + response.body)
 
+    def head_timed_out(self) -> None:
+        """The request head took too long: 408 when some of it came, else just close."""
+        if self._buf:
+            self._refuse(408, f"the request head was not complete within {self._limits.head_timeout_s:g} s")
+        else:
+            self.close()
+
     def _refuse(self, status: int, message: str) -> None:
         """A request that cannot be read: the error, then close (the stream's framing is lost)."""
         self._busy = self._close_after = True  # nothing more is read off this connection
@@ -296,11 +347,10 @@ class FrontConn(asyncio.Protocol):
         if self._close_after or self.closed:
             self.close()
             return
-        if self.transport is not None:
-            self.transport.resume_reading()
         self.idle_since = asyncio.get_running_loop().time()  # also bounds how long a request may take
-        if self._buf:
-            self._parse()
+        if self.transport is not None and not self.paused:
+            self.transport.resume_reading()
+        self._pump()
 
 
 def _reason(status: int) -> str:
@@ -316,6 +366,8 @@ class FrontServer:
         self._route, self._limits, self._error_body = route, limits, error_body
         self.conns: set[FrontConn] = set()
         self.tasks: set[asyncio.Task[None]] = set()
+        self.refused_total = 0  # connections answered 503 for being over max_connections
+        self._refused_logged = 0
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -328,14 +380,31 @@ class FrontServer:
         self._sweeper = loop.create_task(self._sweep())
         return int(self._server.sockets[0].getsockname()[1])
 
+    def refused(self) -> None:
+        """Count a connection refused for being over the cap; log how many at most every 1,000th."""
+        self.refused_total += 1
+        if self.refused_total - self._refused_logged >= 1000 or self._refused_logged == 0:
+            self._refused_logged = self.refused_total
+            log.warning(
+                "%d connections refused so far: %d open is gateway.max_connections",
+                self.refused_total,
+                self._limits.max_connections,
+            )
+
     async def _sweep(self) -> None:
-        """Close connections idle longer than the keep-alive limit (one timer for all of them)."""
-        loop, limit = asyncio.get_running_loop(), self._limits.keepalive_s
+        """Close connections idle past the keep-alive limit or slow to send a head (one timer for all)."""
+        loop, limit, head_limit = (
+            asyncio.get_running_loop(),
+            self._limits.keepalive_s,
+            self._limits.head_timeout_s,
+        )
         while True:
-            await asyncio.sleep(min(limit / 4, 5.0))
+            await asyncio.sleep(min(limit / 4, head_limit / 4, 5.0))
             now = loop.time()
             for conn in list(self.conns):
-                if conn.idle_since is not None and now - conn.idle_since > limit:
+                if conn.head_since is not None and now - conn.head_since > head_limit:
+                    conn.head_timed_out()
+                elif conn.idle_since is not None and now - conn.idle_since > limit:
                     conn.close()
 
     async def close(self) -> None:

@@ -9,15 +9,17 @@ upstream connection. Failures before the response starts become OpenAI error JSO
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Mapping
 from time import perf_counter
 from typing import Any
 
+from multidict import CIMultiDict
 from opentelemetry.util.types import AttributeValue
 
-from lanewatch.collector.content import (
+from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
     Message,
@@ -26,7 +28,8 @@ from lanewatch.collector.content import (
     prompt_text,
     request_messages,
 )
-from lanewatch.collector.timing import Api, RequestTiming
+from lanewatch.collector.record.rules import MAX_ATTR_CHARS, MAX_LABEL_CHARS, RecordError, clean_text
+from lanewatch.collector.record.timing import Api, RequestTiming
 
 from .content_tap import ContentTap
 from .core import Gateway
@@ -41,6 +44,8 @@ from .tap import StreamTap
 from .tracing import TraceIds
 
 __all__ = ["handle_completion"]
+
+log = logging.getLogger("lanewatch.gateway")
 
 _CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 # Hop-by-hop and gateway-owned headers: never passed upstream as the client sent them.
@@ -89,22 +94,31 @@ async def _proxy(
     ex: Exchange,
     flight: Flight,
     ids: TraceIds,
-    upstream_request: tuple[bytes, dict[str, str], bool],
+    upstream_request: tuple[bytes, CIMultiDict[str], bool],
 ) -> Response | None:
     body, headers, strip = upstream_request
     try:
         return await forward(gw, request, conn, ex, flight, body, headers, strip)
     finally:
         ex.end = perf_counter()
+        _finish(gw, request, ex, ids)
+
+
+def _finish(gw: Gateway, request: Request, ex: Exchange, ids: TraceIds) -> None:
+    """The request's span and record, once its answer ended (or failed)."""
+    try:
         record = _record(ex)
-        if gw.tracing.exporting:  # the attributes cost a few µs a request: only for a span that goes out
-            start_ns = int(ex.started_at * 1e9)
-            end_ns = start_ns + int((ex.end - ex.t0) * 1e9)
-            attrs = _span_attributes(request, ex)
-            if ex.prompt is not None:
-                attrs.update(_content_attributes(ex.prompt, record, ex.tap))
-            gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, attrs)
-        gw.emit(record)
+    except RecordError as exc:  # a time no reader could use: never shipped nor written
+        log.error("no tap record for a request to lane %s: %s", ex.decision.served_lane, exc)
+        return
+    if gw.tracing.exporting:  # the attributes cost a few µs a request: only for a span that goes out
+        start_ns = int(ex.started_at * 1e9)
+        end_ns = start_ns + int(((ex.end or ex.t0) - ex.t0) * 1e9)
+        attrs = _span_attributes(request, ex)
+        if ex.prompt is not None:
+            attrs.update(_content_attributes(ex.prompt, record, ex.tap))
+        gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, attrs)
+    gw.emit(record)
 
 
 def _admit(
@@ -147,10 +161,13 @@ def _admit(
     elif changed or strip:
         raw = json.dumps(body, separators=(",", ":")).encode()
     _count(gw, decision.routed_lane, decision.served_lane, actions)
-    ex = Exchange(api, t0, started_at, cls, served or "", decision, actions)
+    # As the record will hold them: bounded, and without a lone surrogate (a "\ud800" in the
+    # body), which no UTF-8 encoder (span export, /metrics) takes.
+    model = clean_text(served, MAX_LABEL_CHARS) if served is not None else ""
+    ex = Exchange(api, t0, started_at, cls, model, decision, actions)
     if requested is not None and served is not None:
         ex.model_header = header_value(requested, served)
-        ex.requested_model = requested if rewritten else None
+        ex.requested_model = clean_text(requested, MAX_ATTR_CHARS) if rewritten else None
     if gw.record_content:
         ex.prompt = request_messages(body, api)
     return raw, ex, strip
@@ -181,7 +198,7 @@ def _ask_usage(body: dict[str, Any]) -> bool:
 
 def _shed(gw: Gateway, decision: Decision, cls: str) -> Response:
     lane = decision.served_lane
-    gw.stats.shed[(lane, cls)] += 1
+    gw.stats.shed[(decision.routed_lane, cls)] += 1  # against the lane promised (goodput counts it so)
     _count(gw, decision.routed_lane, lane, decision.actions)
     return error_response(
         429,
@@ -200,12 +217,11 @@ def _count(gw: Gateway, lane: str, served: str, actions: tuple[str, ...]) -> Non
         gw.stats.degrade_applied[(lane, action)] += 1
 
 
-def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> dict[str, str]:
-    """The client's headers less hop-by-hop ones; no Accept-Encoding, so the tap reads plain bytes."""
-    out = {k: v for k, v in incoming.items() if k.lower() not in _HOP}
+def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> CIMultiDict[str]:
+    """The client's headers, repeats kept, less hop-by-hop ones and Accept-Encoding (the tap reads plain)."""
+    out = CIMultiDict((k, v) for k, v in incoming.items() if k.lower() not in _HOP)
     if api_key is not None:
-        out = {k: v for k, v in out.items() if k.lower() != "authorization"}
-        out["Authorization"] = f"Bearer {api_key}"
+        out["Authorization"] = f"Bearer {api_key}"  # replaces every Authorization the client sent
     return out
 
 

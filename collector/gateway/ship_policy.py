@@ -7,11 +7,12 @@ records go back to that end, so "drop the oldest" still holds while the collecto
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Sequence
 from typing import Literal, TypeVar
 
-__all__ = ["Verdict", "backoff_s", "due", "requeue", "take", "verdict"]
+__all__ = ["Verdict", "backoff_s", "due", "refused_in", "requeue", "take", "verdict"]
 
 T = TypeVar("T")
 Verdict = Literal["sent", "retry", "rejected"]
@@ -52,3 +53,22 @@ def verdict(status: int | None) -> Verdict:
 def backoff_s(failures: int, initial_s: float, max_s: float) -> float:
     """The wait after `failures` failed sends in a row (>= 1): doubling from `initial_s`, capped."""
     return min(max_s, initial_s * 2.0 ** min(max(failures - 1, 0), 30))
+
+
+def refused_in(answer: bytes, sent: int) -> tuple[int, str]:
+    """How many of the `sent` records a 2xx answer says the collector refused, and the first reason.
+
+    `{"accepted": n, "refused": [{"index", "field", "reason"}, ...], "refused_count": m}`; an
+    answer without `refused_count` (an older collector took the batch whole) refuses none.
+    """
+    try:
+        doc = json.loads(answer)
+    except (ValueError, RecursionError):
+        return 0, ""
+    count = doc.get("refused_count") if isinstance(doc, dict) else None
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+        return 0, ""
+    listed = doc.get("refused")
+    first = listed[0] if isinstance(listed, list) and listed and isinstance(listed[0], dict) else {}
+    why = f"records[{first.get('index')}].{first.get('field')}: {first.get('reason')}" if first else ""
+    return min(count, sent), why

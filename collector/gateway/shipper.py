@@ -5,6 +5,10 @@ task). Everything else runs in the task: batches by count, size or time, encoded
 records per loop turn so no stream waits long behind it; a failed send puts the records
 back and backs off; a full queue drops the oldest. `close` sends what is left, within
 `shutdown_s`. The collector joins the records to vLLM's spans and exports them.
+The collector takes a batch's good records and names the ones it refused (200 with
+`refused_count`): those count as dropped `refused`, the rest as shipped. A record built here
+has passed the same checks the collector makes (RequestTiming's own), so that stays at zero
+unless the two run different versions.
 """
 
 from __future__ import annotations
@@ -21,22 +25,23 @@ from typing import Protocol
 import aiohttp
 
 from lanewatch.collector.config import ShippingConfig
-from lanewatch.collector.record_batch import encode_batch, encode_record
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.batch import encode_batch, encode_record
+from lanewatch.collector.record.timing import RequestTiming
 
-from .ship_policy import backoff_s, due, requeue, take, verdict
+from .ship_policy import backoff_s, due, refused_in, requeue, take, verdict
 
 __all__ = ["HttpPost", "Post", "RecordShipper", "ShipStats"]
 
 log = logging.getLogger("lanewatch.gateway.ship")
-RECORDS_PATH = "/v1/records"  # the collector's (collector/records_http.py)
+RECORDS_PATH = "/v1/records"  # the collector's (collector/collect/records_http.py)
+_MAX_ANSWER_BYTES = 64 * 1024  # the collector lists at most 100 refused records
 _ENCODE_SLICE = 8  # records encoded between loop turns: ~0.2 ms of JSON at a time
 
 
 class Post(Protocol):
-    """Sends one batch body; the HTTP status, or None when no answer came (refused, timed out)."""
+    """Sends one batch body; the HTTP status and body, or (None, b"") when no answer came."""
 
-    async def __call__(self, body: bytes) -> int | None: ...
+    async def __call__(self, body: bytes) -> tuple[int | None, bytes]: ...
 
     async def close(self) -> None:
         """Release connections."""
@@ -153,12 +158,16 @@ class RecordShipper:
         self._last_send = self._clock()
         self.stats.sending = len(batch)
         try:
-            status = await self._post(encode_batch(bodies))
+            status, answer = await self._post(encode_batch(bodies))
         finally:
             self.stats.sending = 0
         outcome = verdict(status)
         if outcome == "sent":
-            self.stats.shipped += len(batch)
+            refused, why = refused_in(answer, len(batch))
+            if refused:
+                self.stats.dropped["refused"] += refused
+                log.error("the collector refused %d of %d records (%s); dropped", refused, len(batch), why)
+            self.stats.shipped += len(batch) - refused
             if self._failing:
                 log.info("the collector takes records again")
                 self._failing = False
@@ -209,16 +218,16 @@ class HttpPost:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
-    async def __call__(self, body: bytes) -> int | None:
-        """Send one batch; its status, or None without an answer."""
+    async def __call__(self, body: bytes) -> tuple[int | None, bytes]:
+        """Send one batch; its status and answer, or (None, b"") without an answer."""
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         try:
             async with self._session.post(self.url, data=body, headers=self._headers) as resp:
-                await resp.read()
-                return resp.status
+                answer = await resp.content.read(_MAX_ANSWER_BYTES)
+                return resp.status, answer
         except (aiohttp.ClientError, TimeoutError, OSError):
-            return None
+            return None, b""
 
     async def close(self) -> None:
         """Close the session."""

@@ -7,14 +7,14 @@ sits between the client and its first token. The tracer provider is the gateway'
 (never the global one); spans are exported only with an OTLP endpoint. Spans follow the
 client's sampled flag (sampled when the gateway starts the trace), so vLLM records its
 `llm_request` span for the collector to join by trace id. Prompt and response text are
-put on a span only with `export.record_content` on (proxy.py, collector/content.py).
+put on a span only with `export.record_content` on (proxy.py, collector/record/content.py).
 """
 
 from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -104,7 +104,7 @@ class GatewayTracing:
         trace_id, parent_span_id, sampled = parent
         return TraceIds(trace_id, span_id, sampled, parent_span_id, headers.get("tracestate"))
 
-    def inject(self, ids: TraceIds, carrier: dict[str, str]) -> None:
+    def inject(self, ids: TraceIds, carrier: MutableMapping[str, str]) -> None:
         """Write `traceparent` (and the client's `tracestate`) into upstream request headers."""
         carrier["traceparent"] = ids.traceparent
         if ids.tracestate:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 
+from lanewatch.collector.collect.gpu import load_nvml
 from lanewatch.collector.demo import KINDS, DemoResult, Stack
 from lanewatch.collector.demo.configs import MODELS
 from lanewatch.collector.demo.events import Event
-from lanewatch.collector.gpu import load_nvml
 from tests.e2e.panels import Panel, dashboard_panels
 
 GPU_PANELS = {
@@ -160,6 +160,13 @@ def check_outputs(out: Path, result: DemoResult, sources: Iterable[str] = ("prob
     shifted = [r for r in records if r["source"] == "tap" and r["attrs"].get("routed_lane") == "slow"]
     assert any(r["lane"] == "fast" for r in shifted) and any(r["lane"] == "slow" for r in shifted)
     assert not [r for r in records if r["error"] == "client_disconnect"], "the run ended with requests cut"
+    # Goodput of the users' requests routed to the slow lane: it falls in the fault and comes back
+    # under the degrade (shifted requests are judged by the slow lane's SLOs and count for it).
+    goodput = {p: lanes["slow"]["tap"]["ratio"] for p, lanes in summary["goodput"]["by_phase"].items()}
+    print(f"goodput of slow-lane user requests: {goodput}")
+    assert set(goodput) == {"before", "fault", "degraded", "after"}
+    assert goodput["before"] > 0.9 and goodput["fault"] < 0.5
+    assert goodput["degraded"] > goodput["fault"] + 0.4 and goodput["after"] > 0.9
     html = (out / "report.html").read_text()
     for label in ("fault injected", "alert firing", "degrade applied", "degrade restored"):
         assert label in html

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway import Gateway, GatewayServer
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import free_port, lanewatch_command, run_service
 from tests.sse_upstream import SseUpstream
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from lanewatch.collector.recordfile import read_records
+from lanewatch.collector.record.files import read_records
 from tests.servers import free_port, lanewatch_command, start_simulator
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from prometheus_client import CollectorRegistry
 
+from lanewatch.collector.collect.service import CollectorService, serve
 from lanewatch.collector.config import LanewatchConfig
-from lanewatch.collector.service import CollectorService, serve
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import closed_port
 
 pytestmark = pytest.mark.integration

@@ -12,14 +12,14 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from lanewatch.collector.collect.scrape import ServerWindow, bucket_index, scrape_once
+from lanewatch.collector.collect.service import CollectorService, serve
 from lanewatch.collector.config import LanewatchConfig
-from lanewatch.collector.scrape import ServerWindow, bucket_index, scrape_once
-from lanewatch.collector.service import CollectorService, serve
-from lanewatch.collector.timing import RequestTiming
-from lanewatch.collector.window import QUANTILES
+from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.collector.record.window import QUANTILES
 from lanewatch.exporters import names
 from tests.servers import SimHandle, free_port, start_simulator
-from tests.unit.collector.test_scrape import rank_value
+from tests.unit.collector.collect.test_scrape import rank_value
 
 pytestmark = pytest.mark.integration
 

@@ -61,6 +61,15 @@ def test_the_commented_pager_example_is_valid_too(tmp_path: Path) -> None:
         (["alertname=LanewatchTTFTBurnRate", "severity=ticket", "lane=slow", "slo=ttft"], "tickets"),
         (["alertname=LanewatchLaneConvergence", "severity=ticket", "lane=fast"], "lanewatch-degrade,tickets"),
         (["alertname=LanewatchComponentDown", "severity=ticket", "job=vllm-fast"], "tickets"),
+        # Mitigation alerts reach the controller and no person, whatever else they carry.
+        (
+            ["alertname=LanewatchTTFTMitigation", "severity=mitigate", "action=degrade", "lane=slow"],
+            "lanewatch-degrade",
+        ),
+        (
+            ["alertname=LanewatchAvailabilityMitigation", "severity=page", "action=degrade", "lane=fast"],
+            "lanewatch-degrade",
+        ),
     ],
 )
 def test_alerts_route_to_the_controller_and_to_people(labels: list[str], receivers: str) -> None:

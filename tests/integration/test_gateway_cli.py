@@ -121,3 +121,58 @@ def test_model_flags_declare_lane_models(tmp_path: Path) -> None:
     assert shifted.status_code == 200 and shifted.headers["x-lanewatch-model"] == "big -> small"
     assert unknown.status_code == 404
     assert "Lanes serve fast: small; slow: big." in unknown.json()["error"]["message"]
+
+
+def _gateway_exits(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the gateway expecting it to refuse to start (a deadline, in case it serves instead)."""
+    cmd = [str(Path(sys.executable).parent / "lanewatch"), "gateway", "--upstream", "fast=http://127.0.0.1:9"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("content", "flag", "message"),
+    [
+        (b"", "--admin-token-file", "admin_token_file {path}: the file is empty"),
+        (None, "--admin-token-file", "admin_token_file {path}: cannot read: No such file or directory"),
+        (b"\xff\xfetok", "--admin-token-file", "admin_token_file {path}: cannot read: 'utf-8' codec"),
+        (b"a b", "--admin-token-file", "admin_token_file {path}: whitespace inside the secret"),
+        (None, "--records", "records file {path}: cannot open: No such file or directory"),
+    ],
+)
+def test_start_up_errors_are_one_line_and_exit_2(
+    tmp_path: Path, content: bytes | None, flag: str, message: str
+) -> None:
+    path = tmp_path / "file"
+    if content is not None:
+        path.write_bytes(content)
+    elif flag == "--records":
+        path = Path("/proc/no-such-dir/records.jsonl")
+    done = _gateway_exits("--port", "0", flag, str(path))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("lanewatch gateway: " + message.format(path=path)), done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_taken_port_is_one_line_and_exit_1() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _gateway_exits("--host", "127.0.0.1", "--port", str(port))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"lanewatch gateway: cannot listen on 127.0.0.1:{port}: "), done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr  # no unclosed-session noise
+
+
+def test_admin_insecure_logs_a_loud_warning(tmp_path: Path) -> None:
+    with (
+        start_test_upstream(tmp_path, first_ms=1, gap_ms=1) as fast,
+        start_gateway(tmp_path, [f"fast={fast}"], "--admin-insecure") as gw,
+    ):
+        log = gw.log_path.read_text()
+    assert (
+        "WARNING lanewatch.gateway: --admin-insecure: /admin/degrade accepts changes WITHOUT authentication"
+        in log
+    )

@@ -13,7 +13,7 @@ import pytest
 
 from lanewatch.collector.gateway.errors import error_body
 from lanewatch.collector.gateway.front import FrontConn, FrontLimits, FrontServer, Handler, Request, Response
-from lanewatch.collector.timing import ErrorKind
+from lanewatch.collector.record.timing import ErrorKind
 
 from .gateway_harness import chat_body, eventually, one_lane
 
@@ -70,9 +70,9 @@ def _bodies(raw: bytes) -> list[dict[str, str]]:
 
 async def test_pipelined_requests_are_answered_in_order_on_one_connection() -> None:
     raw = (
-        b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\none"
-        b"POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\ntwo\r\n0\r\n\r\n"
-        b"GET /c HTTP/1.1\r\nConnection: close\r\n\r\n"
+        b"POST /a HTTP/1.1\r\nHost: g\r\nContent-Length: 3\r\n\r\none"
+        b"POST /b HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\n3\r\ntwo\r\n0\r\n\r\n"
+        b"GET /c HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"
     )
     async with front() as port:
         got = await _exchange(port, raw)
@@ -83,7 +83,7 @@ async def test_pipelined_requests_are_answered_in_order_on_one_connection() -> N
 async def test_expect_continue_gets_the_interim_answer_before_the_body_is_sent() -> None:
     async with front() as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"POST /x HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        writer.write(b"POST /x HTTP/1.1\r\nHost: g\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
         assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == b"HTTP/1.1 100 Continue\r\n\r\n"
         writer.write(b"ok")
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
@@ -94,11 +94,11 @@ async def test_expect_continue_gets_the_interim_answer_before_the_body_is_sent()
 @pytest.mark.parametrize(
     ("raw", "status"),
     [
-        (b"POST /x HTTP/1.1\r\nContent-Length: 101\r\n\r\n", 413),  # over max_body: not even read
-        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n" + b"x" * 101 + b"\r\n", 413),
-        (b"POST /x HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        (b"POST /x HTTP/1.1\r\nHost: g\r\nContent-Length: 101\r\n\r\n", 413),  # over max_body: not even read
+        (b"POST /x HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n" + b"x" * 101, 413),
+        (b"POST /x HTTP/1.1\r\nHost: g\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
         (b"BREW /x HTCPCP/1.0\r\n\r\n", 400),
-        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        (b"POST /x HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
     ],
 )
 async def test_unreadable_requests_get_an_openai_error_and_the_connection_closes(
@@ -114,7 +114,7 @@ async def test_unreadable_requests_get_an_openai_error_and_the_connection_closes
 async def test_an_idle_keep_alive_connection_is_closed() -> None:
     async with front(keepalive_s=0.2) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /a HTTP/1.1\r\n\r\n")
+        writer.write(b"GET /a HTTP/1.1\r\nHost: g\r\n\r\n")
         await asyncio.wait_for(reader.readuntil(b"}"), 5)
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server, well within 5 s
         writer.close()
@@ -142,7 +142,7 @@ async def test_routes_answer_404_and_405_in_openai_json() -> None:
 
 async def test_a_client_gone_right_after_its_request_leaves_nothing_behind() -> None:
     body = json.dumps(chat_body(5)).encode()
-    raw = b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body)
+    raw = b"POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body)
     async with one_lane(first_ms=300) as (up, g, s):
         async with s.post(g.url + "/v1/chat/completions", json=chat_body(1)) as r:
             await r.read()  # a kept-alive upstream connection: the next request leaves at once

@@ -24,7 +24,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from lanewatch.collector.window import summarize
+from lanewatch.collector.record.window import summarize
 
 from .gateway_harness import chat_body, start_gateway, start_test_upstream
 

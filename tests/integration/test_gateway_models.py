@@ -20,7 +20,7 @@ import yaml
 
 from lanewatch.collector.config import GatewayConfig, load_config
 from lanewatch.collector.gateway import Gateway, GatewayServer
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import SimHandle, start_simulator
 
 from .gateway_harness import RunningGateway, gateway_server, upstream_server

@@ -21,9 +21,9 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from lanewatch.collector.collect.service import CollectorService, serve
 from lanewatch.collector.config import LanewatchConfig
-from lanewatch.collector.service import CollectorService, serve
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names
 from tests.servers import free_port, start_simulator
 

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from lanewatch.collector.timing import ErrorKind
+from lanewatch.collector.record.timing import ErrorKind
 from tests.servers import closed_port
 
 from .gateway_harness import (

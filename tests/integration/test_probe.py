@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from lanewatch.collector.config import Target, Timeouts
-from lanewatch.collector.probe import Prober, ProbeSpec
-from lanewatch.collector.timing import ErrorKind, RequestTiming, breakdown
+from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming, breakdown
 from tests.servers import closed_port
 
 from .scripted_server import (

@@ -78,6 +78,31 @@ async def test_table_shows_every_phase_and_exit_0() -> None:
         assert phase in out
     assert "ok 4/4" in out
     assert srv.received[0].json()["max_tokens"] == 256  # the default story class
+    assert "goodput: no latency SLO for lane 'default'" in " ".join(out.split())  # bundled: fast, slow
+
+
+async def test_summary_line_gives_goodput_against_the_lanes_slos(tmp_path: Path) -> None:
+    spec = tmp_path / "slos.yaml"
+    spec.write_text(
+        "apiVersion: lanewatch/v1\nkind: SLOSpec\nmetadata: {name: t}\nspec:\n  slos:\n"
+        "    - {name: ttft, lanes: [slow], objective: 99, latency: {metric: ttft, threshold: 30.0}}\n"
+        "    - {name: e2e, lanes: [fast], objective: 99, latency: {metric: e2e, threshold: 0.001}}\n"
+    )
+    async with ScriptedServer(lambda r: Reply(parts=chat_stream(3, gap=0.01))) as srv:
+        args = ("probe", srv.url(), "-m", "m", "-n", "3", "--slo-spec", str(spec))
+        code, out, err = await lanewatch(*args, "--lane", "slow")
+        assert code == 0, err
+        assert "goodput 100.0% (3/3 met ttft ≤ 30s and did not fail)" in " ".join(out.split())
+        code, out, err = await lanewatch(*args, "--lane", "fast")  # every answer takes over 1 ms
+        assert code == 0, err
+        assert "goodput 0.0% (0/3 met e2e ≤ 0.001s and did not fail)" in " ".join(out.split())
+
+
+async def test_a_bad_slo_spec_is_refused_naming_the_field(tmp_path: Path) -> None:
+    spec = tmp_path / "slos.yaml"
+    spec.write_text("apiVersion: lanewatch/v1\nkind: SLOSpec\nmetadata: {name: t}\nspec: {period: soon}\n")
+    code, _, err = await lanewatch("probe", "http://127.0.0.1:1", "-m", "m", "--slo-spec", str(spec))
+    assert code == 2 and "--slo-spec: invalid SLO spec" in err and "spec.period" in err
 
 
 async def test_failures_are_lines_with_their_kind_not_a_crash() -> None:

@@ -18,10 +18,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.otlp import JSON, PROTOBUF, ServerSpan
-from lanewatch.collector.otlp_http import SpanReceiver
+from lanewatch.collector.collect.otlp import JSON, PROTOBUF, ServerSpan
+from lanewatch.collector.collect.otlp_http import SpanReceiver
 from tests.servers import SimHandle, free_port, start_simulator
-from tests.unit.collector.test_otlp import VLLM_ATTRS, json_body, protobuf_body, sdk_spans
+from tests.unit.collector.collect.test_otlp import VLLM_ATTRS, json_body, protobuf_body, sdk_spans
 
 from .test_probe_cli import LANEWATCH, lanewatch
 

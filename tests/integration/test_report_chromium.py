@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from lanewatch.collector.cli.report import write_report
-from lanewatch.collector.recordfile import record_line
+from lanewatch.collector.record.files import record_line
 from lanewatch.exporters.report import PART_COLORS
 from lanewatch.exporters.svg import LANE_PALETTE
 from tests.conftest import require_binary

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from lanewatch.collector.config import LanewatchConfig, ProbeConfig, RequestClass, Target
-from lanewatch.collector.suites import ProbeSuite
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.probe.suites import ProbeSuite
+from lanewatch.collector.record.timing import RequestTiming
 
 from .scripted_server import Received, Reply, ScriptedServer, chat_stream
 

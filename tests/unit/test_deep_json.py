@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.collector.otlp import JSON, handle_export
-from lanewatch.collector.sse import ChunkKind, classify
+from lanewatch.collector.collect.otlp import JSON, handle_export
+from lanewatch.collector.common.sse import ChunkKind, classify
 from lanewatch.simulator import protocol
 
 DEEP = "[" * 100_000

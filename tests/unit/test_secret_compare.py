@@ -19,10 +19,14 @@ PACKAGES = ("collector", "exporters", "simulator", "alerts", "dashboards")
 # Identifiers that hold a secret (`token`, not `tokens`: those are LLM tokens).
 SECRET = re.compile(r"token(?!s)|secret|api_?key|passw|signature|credential|authoriz", re.IGNORECASE)
 TIMING_UNSAFE = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
-# Where a token is compared; the collector's APIs share collector/bearer.py (the simulator
+# Where a token is compared; the collector's APIs share collector/common/bearer.py (the simulator
 # imports nothing of lanewatch, so it keeps its own).
-AUTH_SITES = ("collector/bearer.py", "simulator/app.py")
-BEARER_USERS = ("collector/gateway/admin.py", "collector/degrade/server.py", "collector/records_http.py")
+AUTH_SITES = ("collector/common/bearer.py", "simulator/app.py")
+BEARER_USERS = (
+    "collector/gateway/admin.py",
+    "collector/degrade/server.py",
+    "collector/collect/records_http.py",
+)
 
 
 def _identifiers(node: ast.AST) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import SimHandle, closed_port, free_port, wait_listening
 
 from .flood import flood_upstream

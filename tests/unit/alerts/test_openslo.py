@@ -67,7 +67,12 @@ def test_the_subset_that_maps_becomes_lanewatch_slos() -> None:
     assert (availability.name, availability.lane, availability.objective) == ("availability", "slow", 0.999)
     assert availability.metric is None
     names = {r.alert for g in rules.generate(spec) for r in g.rules if r.alert}
-    assert names == {"LanewatchTTFTBurnRate", "LanewatchAvailabilityBurnRate"}
+    assert names == {
+        "LanewatchTTFTBurnRate",
+        "LanewatchAvailabilityBurnRate",
+        "LanewatchTTFTMitigation",
+        "LanewatchAvailabilityMitigation",
+    }
 
 
 @pytest.mark.parametrize(

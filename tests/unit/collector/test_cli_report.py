@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
-from lanewatch.collector.recordfile import record_line
+from lanewatch.collector.record.files import record_line
 from tests.unit.exporters.sample_records import EVENTS, sample_records
 
 
@@ -109,3 +109,56 @@ def test_help_describes_every_option() -> None:
     assert code == 0
     for option in ("--output", "--summary", "--skip-bad", "self-contained", "offline"):
         assert option in out
+
+
+def test_goodput_table_per_routed_lane_judged_by_the_slo_spec(tmp_path: Path) -> None:
+    records = _records_file(tmp_path)
+    spec = tmp_path / "slos.yaml"
+    spec.write_text(
+        "apiVersion: lanewatch/v1\nkind: SLOSpec\nmetadata: {name: t}\nspec:\n  slos:\n"
+        "    - {name: ttft, lanes: [fast, slow], objective: 99, latency: {metric: ttft, threshold: 60.0}}\n",
+        encoding="utf-8",
+    )
+    code, _, _ = _invoke(str(records), "--slo-spec", str(spec))
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert code == 0 and '<section id="goodput">' in page and "vllm bench serve --goodput" in page
+    # a 60 s TTFT bound: only the failed requests miss, so goodput is each lane's success share
+    goodput = page.split('<section id="goodput">', 1)[1]
+    for lane in ("fast", "slow"):
+        lane_records = [r for r in sample_records(120) if r.lane == lane]
+        failed = sum(r.error is not None for r in lane_records)
+        total = f"<td>{lane}</td><td>(all)</td><td>{len(lane_records)}</td>"
+        assert f"{total}<td>{len(lane_records) - failed}</td><td>0</td><td>{failed}</td>" in goodput
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(spec.read_text().replace("threshold: 60.0", "threshold: 0.001"), encoding="utf-8")
+    code, _, _ = _invoke(str(records), "--slo-spec", str(strict))
+    goodput = (tmp_path / "report.html").read_text(encoding="utf-8").split('<section id="goodput">', 1)[1]
+    assert code == 0 and "<td>0.0%</td>" in goodput and "<td>100.0%</td>" not in goodput
+
+
+def test_a_bad_slo_spec_is_named_and_writes_nothing(tmp_path: Path) -> None:
+    records = _records_file(tmp_path, 5)
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("apiVersion: lanewatch/v1\nkind: SLOSpec\nmetadata: {name: t}\nspec: {period: soon}\n")
+    code, _, err = _invoke(str(records), "--slo-spec", str(spec))
+    assert code == 1 and err.startswith("error: --slo-spec: invalid SLO spec") and "spec.period" in err
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_control_characters_from_records_are_escaped_in_the_page(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    hostile = [
+        replace(r, lane=f"slow\x00{i % 2}\x07", model="m\x1b[31m\x7f\x85")
+        for i, r in enumerate(sample_records(40))
+    ]
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(record_line(r) for r in hostile), encoding="utf-8")
+    code, _, err = _invoke(str(records))
+    assert (code, err) == (0, "")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    raw = sorted(
+        {f"U+{ord(c):04X}" for c in page if (ord(c) < 0x20 and c not in "\t\n\r") or 0x7F <= ord(c) <= 0x9F}
+    )
+    assert raw == []
+    assert "slow\\x000\\x07" in page and "m\\x1b[31m\\x7f\\x85" in page  # shown, not dropped

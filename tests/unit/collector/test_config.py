@@ -70,3 +70,19 @@ def test_cli_version() -> None:
     res = CliRunner().invoke(app, ["--version"])
     assert res.exit_code == 0
     assert res.output.startswith("lanewatch ")
+
+
+def test_gateway_connection_limits_are_validated(tmp_path: Path) -> None:
+    f = tmp_path / "gw.yaml"
+    f.write_text("gateway:\n  head_timeout_s: 0\n  keepalive_timeout_s: -1\n  max_connections: 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f)
+    found = {(i.path, i.line) for i in info.value.issues}
+    assert found >= {
+        ("gateway.head_timeout_s", 2),
+        ("gateway.keepalive_timeout_s", 3),
+        ("gateway.max_connections", 4),
+    }
+    f.write_text("gateway:\n  head_timeout_s: 2.5\n  max_connections: 64\n")
+    gw = load_config(f).gateway
+    assert (gw.head_timeout_s, gw.keepalive_timeout_s, gw.max_connections) == (2.5, 75.0, 64)

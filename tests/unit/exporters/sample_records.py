@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from lanewatch.collector.timing import ErrorKind, RequestTiming
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 T0 = 1_700_000_000.0
 CLASSES = {"short": 16, "summary": 64, "story": 256}  # output tokens

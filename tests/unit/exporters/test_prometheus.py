@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -7,11 +8,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.gpu import GpuSample
-from lanewatch.collector.join import JoinStats
-from lanewatch.collector.scrape import ServerStats
-from lanewatch.collector.timing import ErrorKind, RequestTiming
-from lanewatch.collector.window import Window, quantile
+from lanewatch.collector.collect.gpu import GpuSample
+from lanewatch.collector.collect.scrape import ServerStats
+from lanewatch.collector.record.goodput import Bound, Goodput
+from lanewatch.collector.record.join import JoinStats
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
+from lanewatch.collector.record.window import Window, quantile
 from lanewatch.exporters import names
 from lanewatch.exporters.prometheus import (
     GpuMetrics,
@@ -206,7 +208,9 @@ def test_join_metrics() -> None:
 
 
 def test_readme_documents_every_exported_metric() -> None:
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    root = Path(__file__).parents[3]
+    # README.md, or a page of docs/ (where the README's sections move)
+    readme = "\n".join(p.read_text() for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))])
     reg = CollectorRegistry()
     RequestMetrics(reg).observe(rec(server=True))
     window = Window()
@@ -219,4 +223,54 @@ def test_readme_documents_every_exported_metric() -> None:
     families = {fam.name for fam in text_string_to_metric_families(render(reg))}
     assert len(families) > 30
     missing = sorted(f for f in families if f"`{f}`" not in readme and f"`{f}_total`" not in readme)
-    assert not missing, f"README.md does not document {missing}"
+    assert not missing, f"neither README.md nor docs/ documents {missing}"
+
+
+def test_exposition_writes_what_generate_latest_writes() -> None:
+    reg = CollectorRegistry()
+    m = RequestMetrics(reg, max_label_values=10, max_series=400, max_series_per_family=200)
+    for i in range(30):  # past the budget: overflow series and counts are in both
+        m.observe(rec(cls=f"c{i}", ttft=0.01 * i, e2e=0.5 + i))
+    m.observe(rec(error=ErrorKind.HTTP_5XX, ttft=None, e2e=None, out=0))  # type: ignore[arg-type]
+    m.observe(dataclasses.replace(rec(), model='we"ird\\name\nx'))
+    text = render(reg)
+    assert 'lanewatch_series_overflow_total{family="lanewatch_ttft_seconds"} 0.0' not in text
+    assert m.exposition() == text
+    assert m.exposition() == text  # the cached lines write the same again
+    m.observe(rec(cls="c3", ttft=0.7, e2e=9.0))  # one series changed, and one new
+    m.observe(rec(cls="late", ttft=0.7, e2e=9.0))
+    assert m.exposition() == render(reg) != text
+
+
+def test_goodput_counts_each_request_by_outcome_against_the_lane_it_was_routed_to() -> None:
+    goodput = Goodput(
+        bounds={"fast": (Bound("ttft", 0.5),), "slow": (Bound("ttft", 2.0), Bound("e2e", 30.0))},
+        excluded_errors={"slow": frozenset({"client_disconnect"})},
+    )
+    registry = CollectorRegistry()
+    metrics = RequestMetrics(registry, goodput=goodput)
+    shifted = dataclasses.replace(rec(lane="fast", ttft=1.0), attrs={"routed_lane": "slow"})
+    for r in (
+        rec(lane="fast", ttft=0.4),
+        rec(lane="fast", ttft=0.6),  # over the fast lane's 0.5 s
+        shifted,  # served fast in 1 s, judged by the slow lane's 2 s: met, counted for slow
+        rec(lane="slow", error=ErrorKind.HTTP_5XX),
+        rec(lane="slow", error=ErrorKind.CLIENT_DISCONNECT),  # excluded: not counted
+    ):
+        metrics.observe(r)
+    text = render(registry)
+    assert metrics.exposition() == text  # the gateway's and collector's /metrics write it so
+    name = names.GOODPUT_REQUESTS_TOTAL
+    assert value(text, name, lane="fast", outcome="met") == 1
+    assert value(text, name, lane="fast", outcome="missed") == 1
+    assert value(text, name, lane="slow", outcome="met") == 1
+    assert value(text, name, lane="slow", outcome="failed") == 1
+    assert sum(v for (n, _), v in samples(text).items() if n == name) == 4
+    # without a goodput judge there is no such family
+    assert names.GOODPUT_REQUESTS_TOTAL not in render_plain()
+
+
+def render_plain() -> str:
+    registry = CollectorRegistry()
+    RequestMetrics(registry).observe(rec())
+    return render(registry)

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from lanewatch.collector.timing import ErrorKind, RequestTiming
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 from lanewatch.exporters.report import render_report
 from lanewatch.exporters.report_data import build_report, parse_events
 
@@ -129,7 +129,7 @@ def test_no_records_renders_a_message() -> None:
 
 
 def test_a_falling_fit_reads_as_a_minus_sign_in_the_legend() -> None:
-    from lanewatch.collector.window import LinearFit
+    from lanewatch.collector.record.window import LinearFit
     from lanewatch.exporters.report import _fit_legend
     from lanewatch.exporters.report_data import LanePoints
 

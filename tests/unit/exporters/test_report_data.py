@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from lanewatch.collector.timing import ErrorKind, RequestTiming, breakdown
-from lanewatch.collector.window import quantile
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming, breakdown
+from lanewatch.collector.record.window import quantile
 from lanewatch.exporters.report_data import (
     ALL_CLASSES,
     MAX_POINTS,

@@ -11,6 +11,7 @@ from lanewatch.exporters.svg import (
     LegendItem,
     Scale,
     clock_unit,
+    esc,
     fmt_seconds,
     latency_unit,
     legend,
@@ -72,6 +73,13 @@ def test_text_is_escaped() -> None:
     el = ET.fromstring(out)
     assert el.text == '<script>"x" & y</script>'
     assert el.get("class") == 'a"b'
+
+
+def test_control_characters_are_made_visible_and_the_svg_stays_well_formed() -> None:
+    out = text(1, 2, "a\x00b\x07c\td\x7f\x9b\ud800")
+    el = ET.fromstring(out)  # XML 1.0 refuses raw NUL or BEL: parsing proves they are gone
+    assert el.text == "a\\x00b\\x07c\td\\x7f\\x9b\\ud800"
+    assert esc("\x01") == "\\x01" and esc("tab\tnew\nline") == "tab\tnew\nline"
 
 
 def test_legend_wraps_rows_within_width() -> None:

@@ -5,9 +5,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.content import MAX_CONTENT_BYTES, TRUNCATED_MARKER
 from lanewatch.collector.gateway.content_tap import MAX_JSON_BODY, ContentTap
 from lanewatch.collector.gateway.tap import StreamTap
+from lanewatch.collector.record.content import MAX_CONTENT_BYTES, TRUNCATED_MARKER
 
 from .test_tap import STREAM, TRICKY, USAGE, _chat, _ev
 

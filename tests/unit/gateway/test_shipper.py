@@ -9,10 +9,10 @@ from collections import deque
 import pytest
 
 from lanewatch.collector.config import ShippingConfig
-from lanewatch.collector.gateway.ship_policy import backoff_s, due, requeue, take, verdict
+from lanewatch.collector.gateway.ship_policy import backoff_s, due, refused_in, requeue, take, verdict
 from lanewatch.collector.gateway.shipper import RecordShipper
-from lanewatch.collector.record_batch import parse_batch
-from lanewatch.collector.timing import RequestTiming
+from lanewatch.collector.record.batch import parse_batch
+from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names
 from lanewatch.exporters.gateway import ShipperCollector
 
@@ -49,18 +49,30 @@ def test_verdict_and_backoff() -> None:
 class FakeCollector:
     """Answers each POST with the next scripted status (then 200) and keeps the accepted records."""
 
-    def __init__(self, statuses: list[int | None] | None = None) -> None:
+    def __init__(
+        self, statuses: list[int | None] | None = None, refuse: frozenset[str] = frozenset()
+    ) -> None:
         self.statuses = list(statuses or [])
+        self.refuse = refuse  # request ids this collector refuses (as a stricter version would)
         self.batches: list[list[RequestTiming]] = []
         self.posts = 0
         self.closed = False
 
-    async def __call__(self, body: bytes) -> int | None:
+    async def __call__(self, body: bytes) -> tuple[int | None, bytes]:
         self.posts += 1
         status = self.statuses.pop(0) if self.statuses else 200
-        if status == 200:
-            self.batches.append(parse_batch(body))
-        return status
+        if status != 200:
+            return status, b""
+        parsed = parse_batch(body)
+        kept = [r for r in parsed.records if r.request_id not in self.refuse]
+        refused = [
+            {"index": i, "field": "request_id", "reason": "refused"}
+            for i, r in enumerate(parsed.records)
+            if r.request_id in self.refuse
+        ]
+        self.batches.append(kept)
+        answer = {"accepted": len(kept), "refused": refused, "refused_count": len(refused)}
+        return status, json.dumps(answer).encode()
 
     async def close(self) -> None:
         self.closed = True
@@ -130,17 +142,42 @@ async def test_a_rejected_batch_is_dropped_not_retried() -> None:
     await shipper.close()
 
 
-async def test_batches_stay_under_their_byte_bound_and_unencodable_records_are_dropped() -> None:
+async def test_batches_stay_under_their_byte_bound() -> None:
     post = FakeCollector()
     size = len(json.dumps(rec(0).to_json()))
     shipper = RecordShipper(shipping(batch_bytes=max(1024, int(size * 2.5))), post)
     shipper.start()
-    shipper.append(rec(0, ttft_s=float("nan")))
     for i in range(1, 5):
         shipper.append(rec(i))
     await settle(lambda: shipper.stats.shipped == 4)
-    assert all(len(b) <= 2 for b in post.batches) and shipper.stats.dropped["unencodable"] == 1
+    assert all(len(b) <= 2 for b in post.batches) and shipper.stats.dropped["unencodable"] == 0
     await shipper.close()
+
+
+def test_a_record_the_collector_would_refuse_cannot_be_built() -> None:
+    with pytest.raises(ValueError, match="ttft_s"):
+        rec(0, ttft_s=float("nan"))
+
+
+async def test_records_the_collector_refuses_are_dropped_alone() -> None:
+    post = FakeCollector(refuse=frozenset({"r1", "r2"}))
+    shipper = RecordShipper(shipping(), post)
+    shipper.start()
+    for i in range(8):
+        shipper.append(rec(i))
+    await settle(lambda: shipper.stats.shipped == 6)
+    assert shipper.stats.dropped["refused"] == 2 and shipper.stats.dropped["rejected"] == 0
+    assert post.ids == [f"r{i}" for i in range(8) if i not in (1, 2)]
+    await shipper.close()
+
+
+def test_refused_in_reads_the_answer_and_an_older_collectors_answer() -> None:
+    refused = [{"index": 2, "field": "e2e_s", "reason": "negative"}]
+    answer = {"accepted": 3, "refused": refused, "refused_count": 1}
+    assert refused_in(json.dumps(answer).encode(), 4) == (1, "records[2].e2e_s: negative")
+    assert refused_in(b'{"accepted": 4}', 4) == (0, "")  # an older collector took the batch whole
+    assert refused_in(b"not json", 4) == (0, "")
+    assert refused_in(b'{"refused_count": 99}', 4)[0] == 4  # never more than were sent
 
 
 async def test_close_with_the_collector_down_counts_what_is_left_and_returns_in_time() -> None:

@@ -49,3 +49,30 @@ def test_admin_takes_its_token_not_the_key_and_refuses_big_bodies(client: TestCl
     deep = b"[" * (MAX_ADMIN_BODY - 1)
     assert client.post("/admin/faults", content=deep, headers=admin).status_code == 400
     assert client.get("/admin/faults", headers=admin).json() == before
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR"])
+def test_the_admin_token_takes_bearer_in_any_case(client: TestClient, scheme: str) -> None:
+    assert client.get("/admin/faults", headers={"authorization": f"{scheme} {TOKEN}"}).status_code == 200
+    assert client.get("/admin/faults", headers={"authorization": f"{scheme} {TOKEN}x"}).status_code == 401
+    assert client.get("/admin/faults", headers={"authorization": f"Basic {TOKEN}"}).status_code == 401
+
+
+HEADERS = [
+    None, "", "Bearer", "Bearer ", f"Bearer {TOKEN}", f"bearer {TOKEN}", f"BEARER {TOKEN}",
+    f"Bearer  {TOKEN}", f"Bearer {TOKEN} ", f"Basic {TOKEN}", f"Bearer {TOKEN}x", f"Bearer{TOKEN}",
+    f"Token {TOKEN}", TOKEN,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("header", HEADERS)
+def test_the_simulator_and_the_shared_lanewatch_check_agree(header: str | None) -> None:
+    # The simulator imports nothing of lanewatch (its contract is vLLM's), so it keeps its own
+    # check; it must accept exactly what every lanewatch service's bearer check accepts.
+    import hashlib
+
+    from lanewatch.collector.common.bearer import bearer_ok
+    from lanewatch.simulator.app import bearer_matches
+
+    digest = hashlib.sha256(TOKEN.encode()).digest()
+    assert bearer_matches((header or "").encode(), digest) == bearer_ok(header, TOKEN)

@@ -189,3 +189,15 @@ def test_slow_lane_is_clearly_slower() -> None:
     slow = run(Engine(SLOW.engine_config()), [req("r", 2000, 64)])["r"]
     assert ttft(slow) > 10 * ttft(fast)
     assert slow.last_token_s - slow.first_token_s > 8 * (fast.last_token_s - fast.first_token_s)
+
+
+@pytest.mark.parametrize("n_out", [1, 3])
+def test_phases_never_go_negative_for_a_request_that_arrived_during_a_step(n_out: int) -> None:
+    # Queued (by the wall clock) after the step it is admitted in began: scheduled at its arrival,
+    # which can fall after the step's end. Its span once reported a negative prefill.
+    engine = Engine(CONFIG)
+    engine.add(EngineRequest("late", prompt(8), n_out, 1.0))
+    done = run(engine, [])
+    t = done["late"]
+    assert t.scheduled_s >= t.queued_s
+    assert t.first_token_s >= t.scheduled_s and t.last_token_s >= t.first_token_s

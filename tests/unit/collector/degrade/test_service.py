@@ -177,3 +177,13 @@ async def test_a_silent_firing_alert_expires_with_a_warning_count_and_audit(
     assert controller.adapter.applied[-1][1] == {}
     events = [e.event for _, _, e in controller.store.recent(20)]
     assert events == ["fired", "apply", "escalate", "expired", "restore"]
+
+
+async def test_future_startsat_is_ignored_counted_and_logged(
+    controller: Controller, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="lanewatch.degrade"):
+        handled = await controller.service.handle(parse_notification(firing(starts=T0 + 86_400)))
+    assert not handled.changed and handled.decision.outcomes == ("future",)
+    assert controller.sample(names.DEGRADE_ALERTS_TOTAL, outcome="future") == 1.0
+    assert "ahead of this host's clock" in caplog.text

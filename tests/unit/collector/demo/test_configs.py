@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lanewatch.collector.config import load_config, load_yaml_model
+from lanewatch.collector.common.yamlfile import load_yaml_model
+from lanewatch.collector.config import load_config
 from lanewatch.collector.degrade.policy import PolicySpec, load_policy
 from lanewatch.collector.demo.configs import (
     DEMO_RULES,
     DEPLOY_DIR,
     MODELS,
+    PRODUCTION_RULES,
     Layout,
     TemplateError,
     alertmanager_config,
@@ -52,6 +54,22 @@ def test_prometheus_scrapes_every_part_on_loopback_every_second_with_the_demo_ru
     assert slow["scheme"] == "https"
     assert slow["tls_config"] == {"ca_file": str(tmp_path / "slow-cert.pem")}
     assert slow["static_configs"][0]["labels"] == {"lane": "slow", "target": "vllm-slow"}  # from deploy/
+    # a job's own interval (the collector's 5s in deploy/) gives way to the demo's 1s
+    assert not [j for j in jobs.values() if "scrape_interval" in j or "scrape_timeout" in j]
+
+
+def test_production_timing_keeps_the_shipped_intervals_timers_and_rules(tmp_path: Path) -> None:
+    lay = layout(tmp_path)
+    write_configs(lay, production=True)
+    prom = yaml.safe_load(lay.prometheus_yaml.read_text())
+    shipped = template("prometheus/prometheus.yml")
+    assert prom["global"]["scrape_interval"] == shipped["global"]["scrape_interval"] == "15s"
+    assert prom["global"]["evaluation_interval"] == shipped["global"]["evaluation_interval"] == "30s"
+    jobs = {j["job_name"]: j for j in prom["scrape_configs"]}
+    assert jobs["lanewatch-collector"]["scrape_interval"] == "5s"
+    assert prom["rule_files"] == [str(PRODUCTION_RULES)] and PRODUCTION_RULES.is_file()
+    am = yaml.safe_load(lay.alertmanager_yaml.read_text())
+    assert am["route"] == template("alertmanager/alertmanager.yml")["route"]
 
 
 def test_prometheus_without_alertmanager_still_evaluates_rules(tmp_path: Path) -> None:

@@ -112,8 +112,11 @@ def test_the_real_engine_demo_renders_and_loads_its_own_rules(tmp_path: Path) ->
     lay = vllm_layout(tmp_path)
     assert VLLM_SIZING.slo_spec is not None and SIM_SIZING.slo_spec is None
     rules = render_rules(lay, VLLM_SIZING.slo_spec)
-    write_configs(lay, classes=VLLM_SIZING.classes, rules=rules)
+    write_configs(lay, classes=VLLM_SIZING.classes, rules=rules, slo_spec=VLLM_SIZING.slo_spec)
     assert yaml.safe_load(lay.prometheus_yaml.read_text())["rule_files"] == [str(lay.rules_yml)]
+    # The collector judges goodput by the same SLOs.
+    exported = yaml.safe_load(lay.lanewatch_yaml.read_text())["export"]
+    assert exported["slo_spec"] == str(VLLM_SIZING.slo_spec)
     # The same alerts and SLO series as the simulator's demo rules (the dashboards read both),
     # with the real engines' thresholds and windows.
     dashboards = {"slo:current_burn_rate:ratio", "slo:error_budget:ratio", "slo:period_burn_rate:ratio"}

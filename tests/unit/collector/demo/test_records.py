@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from lanewatch.collector.demo.records import PHASES, Recorder, RecordTail, lane_stats
-from lanewatch.collector.recordfile import read_records, record_line
-from lanewatch.collector.timing import ErrorKind, RequestTiming
+from lanewatch.collector.record.files import read_records, record_line
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 
 def rec(lane: str, ttft: float, source: str = "probe", **kw: object) -> RequestTiming:

@@ -11,8 +11,9 @@ from lanewatch.collector.demo.events import Event
 from lanewatch.collector.demo.live import Snapshot, event_line, render, stage_text
 from lanewatch.collector.demo.summary import build_summary, loop_timings, write_summary
 from lanewatch.collector.demo.timeline import Plan
-from lanewatch.collector.timing import RequestTiming
-from lanewatch.collector.window import summarize
+from lanewatch.collector.record.goodput import Bound, Goodput
+from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.collector.record.window import summarize
 from lanewatch.exporters.report_data import parse_events
 
 T0 = 1_800_000_000.0
@@ -116,3 +117,45 @@ def test_the_stage_says_what_the_demo_waits_for() -> None:
     assert "queue_delay_s 3.0" in stage_text([(20, "fault_injected")], plan, 25)
     assert stage_text([(20, "fault_injected"), (31, "alert_firing")], plan, 31).startswith("alert firing")
     assert stage_text([(86, "degrade_restored")], plan, 90).startswith("restored")
+
+
+def _tap(at: float, ttft: float, lane: str = "slow", routed: str = "slow") -> RequestTiming:
+    r = RequestTiming(
+        source="tap", target=f"vllm-{lane}", lane=lane, request_class="long", model="m", started_at=at,
+        status=200, ttft_s=ttft, e2e_s=ttft + 1.0, output_tokens=41, attrs={"routed_lane": routed},
+    )  # fmt: skip
+    return r
+
+
+def test_goodput_falls_in_the_fault_and_recovers_under_the_degrade_by_routed_lane() -> None:
+    judge = Goodput(bounds={"slow": (Bound("ttft", 2.0),), "fast": (Bound("ttft", 0.5),)})
+    records = [
+        _tap(T0 + 5, 0.5),
+        _tap(T0 + 10, 0.6),  # before: 2 of 2
+        _tap(T0 + 21, 3.5),
+        _tap(T0 + 25, 3.2),  # fault, not yet degraded: 0 of 2
+        _tap(T0 + 35, 0.3, lane="fast"),  # degraded: shifted to fast, judged for slow: met
+        _tap(T0 + 40, 3.1),  # a slow one in the degrade (a probe or a request not shifted): missed
+        _tap(T0 + 50, 0.5),  # after
+    ]
+    shed = [(T0 + 45, "slow", "long")]
+    summary = build_summary(records, STORY, {}, judge, shed)["goodput"]
+    assert summary["phases"] == {
+        "before": [None, T0 + 20],
+        "fault": [T0 + 20, T0 + 32],
+        "degraded": [T0 + 32, T0 + 47],
+        "after": [T0 + 47, None],
+    }
+    slow = {phase: lanes["slow"]["tap"] for phase, lanes in summary["by_phase"].items()}
+    assert slow["before"] == {"ratio": 1.0, "met": 2, "missed": 0, "failed": 0}
+    assert slow["fault"]["ratio"] == 0.0
+    assert slow["degraded"] == {"ratio": 0.3333, "met": 1, "missed": 2, "failed": 0}  # the shed one missed
+    assert slow["after"]["ratio"] == 1.0
+    assert "fast" not in summary["by_phase"]["degraded"]  # the shifted request counts for slow
+
+
+def test_without_a_fault_every_request_is_before() -> None:
+    judge = Goodput()
+    summary = build_summary([_tap(T0, 9.0)], [], {}, judge)["goodput"]
+    assert summary["phases"] == {"before": [None, None]}
+    assert summary["by_phase"]["before"]["slow"]["tap"]["ratio"] == 1.0

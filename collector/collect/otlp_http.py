@@ -1,0 +1,148 @@
+"""The OTLP/HTTP traces edge: `POST /v1/traces` as an ASGI route, and a receiver on its own thread.
+
+`traces_endpoint` reads the body (bounded) and answers with otlp.py's `handle_export`; the
+collector mounts it on its app. `SpanReceiver` serves that route alone with uvicorn on a
+thread with its own event loop, for `lanewatch probe --otlp-listen`: reading and decoding
+span bodies then happens away from the loop that times the probes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI, Request, Response
+
+from lanewatch.collector.collect.otlp import ServerSpan, handle_export, too_large, unauthorized
+from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.common.bodies import read_limited
+
+if TYPE_CHECKING:
+    import uvicorn
+
+log = logging.getLogger(__name__)
+TRACES_PATH = "/v1/traces"
+MAX_BODY_BYTES = 8 * 1024 * 1024  # as the collector's otlp.max_body_bytes default
+MAX_SPANS_PER_REQUEST = 2048  # as the collector's otlp.max_spans_per_request default
+
+SpansSink = Callable[[list[ServerSpan]], None]
+
+
+def traces_endpoint(
+    max_body_bytes: int,
+    receive: SpansSink,
+    token: str | None = None,
+    max_spans: int | None = MAX_SPANS_PER_REQUEST,
+) -> Callable[[Request], Awaitable[Response]]:
+    """The POST /v1/traces handler: decoded `llm_request` spans go to `receive`.
+
+    With `token`, the sender must present it as a bearer token (the collector passes
+    ingest.token_file's, so one token covers records and spans).
+    """
+
+    async def traces(request: Request) -> Response:
+        ctype = request.headers.get("content-type")
+        if token is not None and not bearer_ok(request.headers.get("authorization"), token):
+            result = unauthorized(ctype)
+            return Response(
+                result.body,
+                status_code=result.status,
+                media_type=result.media_type,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        body = await read_limited(request, max_body_bytes)
+        if body is None:
+            result = too_large(ctype, max_body_bytes)
+        else:
+            encoding = request.headers.get("content-encoding")
+            result = handle_export(body, ctype, encoding, max_body_bytes, max_spans)
+            if result.rejected:
+                log.warning("rejected %d llm_request spans (%s)", result.rejected, result.reason)
+            receive(result.spans)
+        return Response(result.body, status_code=result.status, media_type=result.media_type)
+
+    return traces
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """`[HOST:]PORT` (IPv6 as `[::1]:PORT`) to (host, port); host defaults to 127.0.0.1."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    host = host.removeprefix("[").removesuffix("]")
+    if not port_text.isdigit() or int(port_text) > 65535 or (sep and not host):
+        raise ValueError(f"expected [HOST:]PORT with PORT 0-65535, got {value!r}")
+    return host, int(port_text)
+
+
+def endpoint_url(host: str, port: int) -> str:
+    """The traces URL a server should send to; a wildcard address is shown as this host's name."""
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}{TRACES_PATH}"
+
+
+class SpanReceiver:
+    """Serves POST /v1/traces on its own thread and event loop; spans go to `on_spans` on that thread."""
+
+    def __init__(
+        self, host: str, port: int, on_spans: SpansSink, max_body_bytes: int = MAX_BODY_BYTES
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self._on_spans = on_spans
+        self._max_body_bytes = max_body_bytes
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self.port = 0
+
+    def start(self, timeout_s: float = 10.0) -> int:
+        """Bind (OSError when the address is taken), serve on a thread; returns the bound port."""
+        import uvicorn
+
+        from lanewatch.collector.common.uvicorn_limits import ServeLimits, uvicorn_config
+
+        app = FastAPI(title="lanewatch probe span receiver", docs_url=None, redoc_url=None, openapi_url=None)
+        app.add_api_route(
+            TRACES_PATH, traces_endpoint(self._max_body_bytes, self._on_spans), methods=["POST"]
+        )
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        # Listening from here on: senders queue in the backlog even before the thread's loop accepts.
+        self._sock = socket.create_server((self.host, self._requested_port), family=family, backlog=128)
+        self.port = self._sock.getsockname()[1]
+        config = uvicorn_config(app, ServeLimits(), log_level="warning", lifespan="off", access_log=False)
+        server = uvicorn.Server(config)
+        self._server = server
+        sock = self._sock
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[sock])), name="otlp-receiver", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if not server.started:
+            self.stop()
+            raise OSError(f"the span receiver did not start on {self.host}:{self.port}")
+        return self.port
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop serving and wait for the thread (uvicorn notices within ~0.1 s)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None

@@ -1,0 +1,84 @@
+"""The record ingest edge: `POST /v1/records` as an ASGI route the collector mounts.
+
+A source in another process (the gateway's tap) posts batches in record_batch.py's form.
+The body is read bounded; with a token configured the sender must present it as a bearer
+token (compared in constant time). A body that is not a batch is answered 400 and nothing of
+it is taken. Otherwise each record stands alone: the good ones reach `receive`, and the
+answer is 200 `{"accepted": n, "refused": [{"index", "field", "reason"}, ...], "refused_count": m}`
+(the list names the first MAX_REFUSED_LISTED refused records; the count is all of them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Request, Response
+
+from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.common.bodies import read_limited
+from lanewatch.collector.record.batch import BatchError, parse_batch
+from lanewatch.collector.record.timing import RequestTiming
+
+__all__ = ["MAX_REFUSED_LISTED", "RECORDS_PATH", "records_endpoint"]
+
+log = logging.getLogger(__name__)
+RECORDS_PATH = "/v1/records"
+MAX_REFUSED_LISTED = 100  # the answer stays small when a whole batch is refused
+
+RecordsSink = Callable[[list[RequestTiming]], None]
+
+
+def _answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def _error(status: int, message: str, **detail: Any) -> Response:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return _answer(status, {"error": {"message": message, **detail}}, headers)
+
+
+def authorized(header: str | None, token: str | None) -> bool:
+    """True when no token is configured or `header` is `Bearer <token>` (constant-time compare)."""
+    return token is None or bearer_ok(header, token)
+
+
+def records_endpoint(
+    max_body_bytes: int, max_records: int, token: str | None, receive: RecordsSink
+) -> Callable[[Request], Awaitable[Response]]:
+    """The POST /v1/records handler: a batch's good records go to `receive`; the answer lists the refused."""
+
+    async def records(request: Request) -> Response:
+        if not authorized(request.headers.get("authorization"), token):
+            return _error(401, "missing or wrong bearer token")
+        ctype = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            return _error(415, f"expected Content-Type application/json, got {ctype or 'none'!r}")
+        body = await read_limited(request, max_body_bytes)
+        if body is None:
+            return _error(413, f"body larger than {max_body_bytes} bytes")
+        try:
+            batch = parse_batch(body, max_records)
+        except BatchError as exc:
+            return _error(400, str(exc), field=exc.field)
+        if batch.records:
+            receive(batch.records)
+        refused = batch.refused
+        if refused:
+            first = refused[0]
+            log.warning(
+                "refused %d of %d records (records[%d].%s: %s)",
+                len(refused),
+                len(refused) + len(batch.records),
+                first.index,
+                first.field,
+                first.reason,
+            )
+        listed = [r.to_json() for r in refused[:MAX_REFUSED_LISTED]]
+        return _answer(
+            200, {"accepted": len(batch.records), "refused": listed, "refused_count": len(refused)}
+        )
+
+    return records

@@ -1,0 +1,443 @@
+"""The collector service: the one place that wires sources, the join, analysis and exporters.
+
+    probe suite ─► submit ─► Joiner ─┐        ┌► Window ─► WindowMetrics
+    POST /v1/records ─► submit ─┘    │        │
+    POST /v1/traces ─► spans ────────┘─► emit ┼► RequestMetrics           ─► GET /metrics
+    scrape loop ─► ServerWindow per target ───┼──────────► ServerMetrics
+    GPU sampler ─► latest GpuSamples ─────────┼──────────► GpuMetrics
+                                              └► records JSONL (--records)
+
+Everything runs on one asyncio loop (NVML calls in a worker thread), so the parts need no
+locks between them. `/metrics` keeps off the loop what grows with the series budget: the
+window's quantiles are summarised on a worker thread from a copy of the window (at most
+WINDOW_REFRESH_S old), and the request metrics (which hold their own lock) render there too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from fastapi import FastAPI, Response
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Tracer
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
+from lanewatch.collector.collect.gpu import GpuSample, GpuSampler, load_nvml
+from lanewatch.collector.collect.otlp import ServerSpan
+from lanewatch.collector.collect.otlp_http import TRACES_PATH, traces_endpoint
+from lanewatch.collector.collect.records_http import RECORDS_PATH, records_endpoint
+from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
+from lanewatch.collector.common.secrets import read_secret_or_none
+from lanewatch.collector.config import LanewatchConfig, Target
+from lanewatch.collector.probe.spans import TRACER_NAME
+from lanewatch.collector.record.files import open_for_append, record_line
+from lanewatch.collector.record.goodput import Goodput
+from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
+from lanewatch.collector.record.join import Joiner, JoinStats
+from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.collector.record.window import Window
+from lanewatch.exporters import otlp as otlp_export
+from lanewatch.exporters.prometheus import (
+    GpuMetrics,
+    JoinMetrics,
+    RequestMetrics,
+    ServerMetrics,
+    WindowMetrics,
+)
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[RequestTiming], None]
+WINDOW_REFRESH_S = 1.0  # the window's quantiles on /metrics are this old at most (more for a big window)
+WINDOW_IDLE_REFRESH_S = 5.0  # and at most this old when none come (records still leave the window)
+
+
+class RecordSource(Protocol):
+    """A source that hands records to a sink until stopped (the probe suite)."""
+
+    async def run(self) -> None:
+        """Produce records until `stop()`."""
+
+    def stop(self) -> None:
+        """Ask `run` to return."""
+
+
+SourceFactory = Callable[[LanewatchConfig, Sink, Tracer | None], RecordSource]
+
+
+def probe_suite(cfg: LanewatchConfig, sink: Sink, tracer: Tracer | None) -> RecordSource:
+    """The configured probe suite (collector/probe/suites.py)."""
+    from lanewatch.collector.probe.suites import ProbeSuite
+
+    return ProbeSuite(cfg, sink, tracer=tracer)
+
+
+class RecordsWriter:
+    """Appends records to a JSONL file, one `RequestTiming.to_json()` per line, flushed per line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] = open_for_append(path)
+
+    def write(self, record: RequestTiming) -> None:
+        """Append one record."""
+        self._file.write(record_line(record))
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
+    """The goodput judge from an SLO spec (the bundled default without a path); None when off.
+
+    A spec that does not load raises SpecError, naming each bad field and line.
+    """
+    if not enabled:
+        return None
+    return goodput_from_spec(load_spec(spec_path or DEFAULT_SPEC))
+
+
+def lane_order(cfg: LanewatchConfig) -> list[str]:
+    """Lanes fastest first: the gateway's order when given, else as the targets list them."""
+    if cfg.gateway.lane_order:
+        return list(cfg.gateway.lane_order)
+    return list(dict.fromkeys(t.lane for t in cfg.targets))
+
+
+class CollectorService:
+    """Every collector part, wired; `run()` drives the loops, `app()` is the HTTP face."""
+
+    def __init__(
+        self,
+        cfg: LanewatchConfig,
+        *,
+        registry: CollectorRegistry | None = None,
+        source_factory: SourceFactory | None = probe_suite,
+        nvml: Any | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        tracer: Tracer | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.window = Window(cfg.export.window_s)
+        ex = cfg.export
+        self.metrics = RequestMetrics(
+            self.registry,
+            ex.max_label_values,
+            load_goodput(ex.goodput, ex.slo_spec),
+            max_series=ex.max_series,
+            max_series_per_family=ex.max_series_per_family,
+        )
+        # /metrics renders three parts (render_metrics): these, which read the loop's live state
+        # and are small; the window's, from a copy; the request metrics' own exposition.
+        self._others = CollectorRegistry()
+        WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
+        self._window_text: bytes | None = None  # set by the refresh loop while run() runs
+        self._window_version: tuple[int, float | None] | None = None
+        scraped = [t for t in shard_targets(cfg) if t.scrape] if cfg.scrape.enabled else []
+        self.scrape_targets = [ScrapeTarget(t.name, t.lane, t.scrape_url) for t in scraped]
+        # A target's CA bundle (or -k) applies to its scrape as to its probes.
+        self.scrape_tls = {t.name: (t.cacert, t.insecure) for t in scraped}
+        self.server_windows = {t.name: ServerWindow(t.name, t.lane, cfg.scrape.window_s) for t in scraped}
+        self._others.register(
+            ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
+        )
+        self.joiner = Joiner(cfg.otlp.join_wait_s, cfg.otlp.max_pending) if cfg.otlp.enabled else None
+        if self.joiner is not None:
+            self._others.register(JoinMetrics(self.registry, self._join_stats))
+        self.gpu_samples: list[GpuSample] = []
+        self._others.register(GpuMetrics(self.registry, lambda: self.gpu_samples))
+        self._nvml = nvml
+        self._writer = RecordsWriter(cfg.export.records_path) if cfg.export.records_path else None
+        self._tracer = tracer
+        self._provider: TracerProvider | None = None
+        if tracer is None and cfg.export.otlp_endpoint:
+            self._provider = otlp_export.tracer_provider(
+                cfg.export.otlp_endpoint, service_name="lanewatch-collector"
+            )
+            self._tracer = self._provider.get_tracer(TRACER_NAME)
+        self._source_factory = source_factory
+        self._listeners: list[Sink] = []
+        self._ingest_token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
+        self._span_posts = 0
+
+    # ------------------------------------------------------------ the record path
+
+    def submit(self, record: RequestTiming) -> None:
+        """The sink every source calls: join when a span may come, then emit."""
+        ready = self.joiner.add_record(record, self.clock()) if self.joiner is not None else [record]
+        self._emit_all(ready)
+
+    def receive_records(self, records: Iterable[RequestTiming]) -> None:
+        """Records another process's source posted (POST /v1/records): the same path as probes'."""
+        for record in records:
+            self.submit(record)
+
+    def receive_spans(self, spans: Iterable[ServerSpan]) -> None:
+        """Spans from the OTLP receiver: each completes a waiting record or waits for one."""
+        if self.joiner is None:
+            return
+        self._span_posts += 1  # each POST is its own group: the join evicts a flood's spans first
+        for span in spans:
+            self._emit_all(self.joiner.add_span(span, self.clock(), self._span_posts))
+
+    def expire(self) -> None:
+        """Release records whose join wait ran out."""
+        if self.joiner is not None:
+            self._emit_all(self.joiner.expire(self.clock()))
+
+    def add_listener(self, sink: Sink) -> None:
+        """Also hand every emitted record to `sink` (e.g. a test or the report)."""
+        self._listeners.append(sink)
+
+    def add_snapshot(self, snap: ServerSnapshot) -> None:
+        """A scrape result for its target's window."""
+        self.server_windows[snap.target].add(snap)
+
+    def _emit_all(self, records: Iterable[RequestTiming]) -> None:
+        for r in records:
+            self._emit(r)
+
+    def _emit(self, record: RequestTiming) -> None:
+        # Prompt and response text (record_content) go to the file and listeners, never to
+        # metrics, and the window does not hold them for its minutes.
+        capped = self.metrics.cap_group(record.without_content())
+        self.window.add(capped, self.clock())
+        self.metrics.observe(capped)
+        if self._writer is not None:
+            try:
+                self._writer.write(record)  # the file keeps the record as measured, uncapped
+            except (OSError, ValueError) as exc:
+                log.error("cannot write record to %s: %s", self._writer.path, exc)
+        for sink in self._listeners:
+            sink(record)
+
+    def _join_stats(self) -> JoinStats:
+        return self.joiner.stats if self.joiner is not None else JoinStats()
+
+    # ------------------------------------------------------------ the loops
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run every configured loop until `stop` is set; then stop probing, drain the join, close."""
+        factory = self._source_factory
+        probing = factory is not None and self.cfg.probe.enabled and bool(self.cfg.targets)
+        source = factory(self.cfg, self.submit, self._tracer) if factory is not None and probing else None
+        probe_task = asyncio.create_task(source.run(), name="probe") if source is not None else None
+        tasks = [
+            asyncio.create_task(self._expire_loop(stop), name="join-expiry"),
+            asyncio.create_task(self._window_loop(stop), name="window-refresh"),
+        ]
+        if self.scrape_targets:
+            tasks.append(asyncio.create_task(self._scrape(stop), name="scrape"))
+        if self.cfg.gpu.enabled:
+            tasks.append(asyncio.create_task(self._gpu_loop(stop), name="gpu"))
+        try:
+            await stop.wait()
+        finally:
+            stop.set()
+            if source is not None and probe_task is not None:
+                source.stop()
+                await asyncio.gather(probe_task, return_exceptions=True)
+            await self.drain()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.close()
+
+    async def drain(self) -> None:
+        """Give records still waiting for a span their full wait (spans keep arriving meanwhile)."""
+        while self.joiner is not None and self.joiner.pending[0]:
+            self.expire()
+            await asyncio.sleep(0.02)
+
+    async def _scrape(self, stop: asyncio.Event) -> None:
+        """One scrape loop per TLS setting (httpx verifies per client), all until `stop`."""
+        groups: dict[tuple[Path | None, bool], list[ScrapeTarget]] = {}
+        for t in self.scrape_targets:
+            groups.setdefault(self.scrape_tls[t.target], []).append(t)
+        await asyncio.gather(*(self._scrape_group(tls, targets, stop) for tls, targets in groups.items()))
+
+    async def _scrape_group(
+        self, tls: tuple[Path | None, bool], targets: list[ScrapeTarget], stop: asyncio.Event
+    ) -> None:
+        import httpx
+
+        from lanewatch.collector.probe.transport import ssl_context
+
+        sc = self.cfg.scrape
+        async with httpx.AsyncClient(verify=ssl_context(*tls)) as client:
+            await run_scrape_loop(client, targets, sc.interval_s, sc.timeout_s, self.add_snapshot, stop)
+
+    async def _expire_loop(self, stop: asyncio.Event) -> None:
+        tick = min(0.05, max(self.cfg.otlp.join_wait_s / 4, 0.005))
+        while not stop.is_set():
+            self.expire()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=tick)
+
+    async def _gpu_loop(self, stop: asyncio.Event) -> None:
+        nvml = self._nvml if self._nvml is not None else load_nvml()
+        if nvml is None:
+            return
+        sampler = GpuSampler(nvml)
+        if not await asyncio.to_thread(sampler.start):
+            return
+        try:
+            while not stop.is_set():
+                self.gpu_samples = await asyncio.to_thread(sampler.sample)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.cfg.gpu.interval_s)
+        finally:
+            await asyncio.to_thread(sampler.close)
+            self.gpu_samples = []
+
+    def close(self) -> None:
+        """Release every waiting record (unjoined) and close the records file."""
+        if self.joiner is not None:
+            self._emit_all(self.joiner.flush())
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._provider is not None:
+            otlp_export.shutdown(self._provider, timeout_s=2.0)  # the last probe spans go out
+            self._provider = None
+
+    # ------------------------------------------------------------ HTTP
+
+    def render_metrics(self) -> bytes:
+        """The Prometheus exposition of everything, on this thread (the window as last refreshed)."""
+        window = self._window_text
+        if window is None:  # not running (tests, before run()): summarise the window now
+            window = window_exposition(self.window.snapshot(self.clock()), self.clock(), lane_order(self.cfg))
+        return generate_latest(self._others) + window + self.metrics.exposition().encode()
+
+    async def render_metrics_async(self) -> bytes:
+        """`render_metrics` with the part that grows with the series budget on a worker thread."""
+        head = generate_latest(self._others)
+        window = self._window_text
+        if window is None:
+            snap, now = self.window.snapshot(self.clock()), self.clock()
+            window = await asyncio.to_thread(window_exposition, snap, now, lane_order(self.cfg))
+        tail = await asyncio.to_thread(self.metrics.exposition)
+        return head + window + tail.encode()
+
+    async def refresh_window(self) -> None:
+        """Summarise a copy of the window on a worker thread for the next scrapes."""
+        now = self.clock()
+        self._window_version = self.window.version
+        snap = self.window.snapshot(now)
+        self._window_text = await asyncio.to_thread(window_exposition, snap, now, lane_order(self.cfg))
+
+    async def _window_loop(self, stop: asyncio.Event) -> None:
+        idle, pause = 0.0, WINDOW_REFRESH_S
+        while not stop.is_set():
+            if self.window.version != self._window_version or idle >= WINDOW_IDLE_REFRESH_S:
+                started = time.monotonic()
+                await self.refresh_window()
+                # A big window takes a while to summarise: keep that under a tenth of a core.
+                pause = max(WINDOW_REFRESH_S, 10 * (time.monotonic() - started))
+                idle = 0.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=pause)
+            idle += pause
+
+    def health(self) -> dict[str, Any]:
+        """What /healthz answers: ok, and how the parts stand."""
+        pending = self.joiner.pending if self.joiner is not None else (0, 0)
+        return {
+            "status": "ok",
+            "targets": len(self.cfg.targets),
+            "scrape_up": {name: w.stats(self.clock()).up for name, w in self.server_windows.items()},
+            "join_pending": {"records": pending[0], "spans": pending[1]},
+            "gpus": len(self.gpu_samples),
+        }
+
+    def app(self) -> FastAPI:
+        """The FastAPI app: GET /metrics, GET /healthz, POST /v1/traces and /v1/records (when on)."""
+        app = FastAPI(title="lanewatch collector", docs_url=None, redoc_url=None, openapi_url=None)
+
+        @app.get("/metrics")
+        async def metrics() -> Response:
+            return Response(await self.render_metrics_async(), media_type=CONTENT_TYPE_LATEST)
+
+        @app.get("/healthz")
+        async def healthz() -> dict[str, Any]:
+            return self.health()
+
+        if self.cfg.otlp.enabled:
+            otlp = self.cfg.otlp
+            endpoint = traces_endpoint(
+                otlp.max_body_bytes, self.receive_spans, self._ingest_token, otlp.max_spans_per_request
+            )
+            app.add_api_route(TRACES_PATH, endpoint, methods=["POST"])
+        ing = self.cfg.ingest
+        if ing.enabled:
+            ingest = records_endpoint(
+                ing.max_body_bytes, ing.max_records, self._ingest_token, self.receive_records
+            )
+            app.add_api_route(RECORDS_PATH, ingest, methods=["POST"])
+
+        return app
+
+
+def window_exposition(window: Window, now: float, lanes: list[str]) -> bytes:
+    """The window's gauges as Prometheus text; pure over its arguments, so it may run on a thread."""
+    registry = CollectorRegistry()
+    WindowMetrics(registry, window, lambda: now, lambda: lanes)
+    return generate_latest(registry)
+
+
+def shard_targets(cfg: LanewatchConfig) -> list[Target]:
+    """The targets this collector owns under `probe.shard` (all of them without sharding)."""
+    from lanewatch.collector.probe.suites import parse_shard, shard_of
+
+    shard = parse_shard(cfg.probe.shard)
+    if shard is None:
+        return list(cfg.targets)
+    return [t for t in cfg.targets if shard_of(t.name, shard[1]) == shard[0]]
+
+
+async def serve(
+    service: CollectorService, host: str, port: int, stop: asyncio.Event, on_listening: Callable[[int], None]
+) -> None:
+    """Serve the HTTP app and run the service until `stop`; `on_listening` gets the bound port."""
+    import uvicorn
+
+    from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
+
+    limits = limits_of(service.cfg.server)
+    config = uvicorn_config(service.app(), limits, host=host, port=port, log_level="warning", lifespan="off")
+    sock = listen_socket(host, port)  # bound before anything runs: a taken port fails here, clearly
+    on_listening(sock.getsockname()[1])
+    server = uvicorn.Server(config)
+    server_task = asyncio.create_task(server.serve(sockets=[sock]), name="http")
+    run_task = asyncio.create_task(service.run(stop), name="collector")
+    try:
+        await stop.wait()
+    finally:
+        stop.set()
+        await asyncio.gather(run_task, return_exceptions=True)  # still receiving spans while it drains
+        server.should_exit = True
+        await asyncio.gather(server_task, return_exceptions=True)
+        sock.close()
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A bound TCP socket (OSError when the address is taken or unknown)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock

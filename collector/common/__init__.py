@@ -1,0 +1,1 @@
+"""Small shared pieces: SSE parsing, bearer checks, bounded bodies, secret files, YAML loading."""

@@ -1,0 +1,108 @@
+"""The probe's client span (OpenTelemetry GenAI conventions) and its phases as child spans.
+
+The parent span starts before the request so its W3C `traceparent` goes upstream and
+vLLM's `llm_request` span joins the same trace. The phase children are added after the
+fact from the measured times. Prompt and response text reach a span only when the record
+carries them (export.record_content), as GenAI opt-in attributes (collector/record/content.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from lanewatch.collector.record.content import (
+    INPUT_MESSAGES,
+    OUTPUT_MESSAGES,
+    input_messages,
+    output_messages,
+)
+from lanewatch.collector.record.timing import Api, RequestTiming
+
+# OpenTelemetry GenAI semantic conventions (../shared/reference/client-timing.md).
+OPERATION_NAMES: Mapping[Api, str] = {"chat": "chat", "completions": "text_completion"}
+PROVIDER_NAME = "vllm"
+TRACER_NAME = "lanewatch.probe"
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def default_tracer() -> Tracer:
+    """A recording tracer that exports nowhere: spans still get real, sampled trace ids."""
+    return TracerProvider(shutdown_on_exit=False).get_tracer(TRACER_NAME)
+
+
+def start_probe_span(
+    tracer: Tracer,
+    *,
+    api: Api,
+    model: str,
+    host: str,
+    port: int,
+    max_tokens: int,
+    start_ns: int,
+    attributes: Mapping[str, str],
+) -> tuple[Span, dict[str, str], str | None]:
+    """Start the client span; return it, the headers that carry its context, and its trace id."""
+    operation = OPERATION_NAMES[api]
+    span = tracer.start_span(
+        f"{operation} {model}",
+        kind=SpanKind.CLIENT,
+        start_time=start_ns,
+        attributes={
+            "gen_ai.operation.name": operation,
+            "gen_ai.provider.name": PROVIDER_NAME,
+            "gen_ai.request.model": model,
+            "gen_ai.request.max_tokens": max_tokens,
+            "server.address": host,
+            "server.port": port,
+            **attributes,
+        },
+    )
+    headers: dict[str, str] = {}
+    _PROPAGATOR.inject(headers, context=trace.set_span_in_context(span))
+    ctx = span.get_span_context()
+    trace_id = format(ctx.trace_id, "032x") if ctx.is_valid else None
+    return span, headers, trace_id
+
+
+def finish_probe_span(
+    tracer: Tracer,
+    span: Span,
+    record: RequestTiming,
+    intervals: Mapping[str, tuple[float, float]],
+    start_ns: int,
+    finish_reason: str | None = None,
+) -> None:
+    """Add the phase children (offsets in seconds from `start_ns`, wall clock) and end the span."""
+    if record.prompt_text is not None:
+        span.set_attribute(INPUT_MESSAGES, input_messages([("user", record.prompt_text)]))
+    if record.response_text is not None:
+        span.set_attribute(OUTPUT_MESSAGES, output_messages(record.response_text, finish_reason))
+    if record.prompt_tokens is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", record.prompt_tokens)
+    if record.output_tokens is not None:
+        span.set_attribute("gen_ai.usage.output_tokens", record.output_tokens)
+    if record.status is not None:
+        span.set_attribute("http.response.status_code", record.status)
+    if record.ttft_s is not None:
+        span.set_attribute("lanewatch.ttft_s", record.ttft_s)
+    if record.error is not None:
+        span.set_attribute("error.type", record.error.value)
+        span.set_status(Status(StatusCode.ERROR, record.error.value))
+    parent = trace.set_span_in_context(span)
+    for name, (begin, end) in intervals.items():
+        child = tracer.start_span(
+            name, context=parent, kind=SpanKind.INTERNAL, start_time=start_ns + _ns(begin)
+        )
+        child.set_attribute("lanewatch.phase", name)
+        child.end(end_time=start_ns + _ns(end))
+    span.end(end_time=start_ns + _ns(record.e2e_s or 0.0))
+
+
+def _ns(seconds: float) -> int:
+    return round(max(seconds, 0.0) * 1e9)

@@ -1,0 +1,238 @@
+"""Probe suites: which (target, request class) pairs to probe, and a scheduler that runs them.
+
+`plan` turns the config into jobs: every target in this collector's shard times its request
+classes. `Scheduler` runs each job every `interval_s` (± jitter) under a concurrency cap until
+stopped and hands every RequestTiming to a sink; its clock, sleep and random source are
+injected so tests run on fake time. `ProbeSuite` joins the two with one Prober per target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import heapq
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from opentelemetry.trace import Tracer
+
+from lanewatch.collector.config import LanewatchConfig, RequestClass, Target
+from lanewatch.collector.probe.prober import Prober, spec_for
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[RequestTiming], None]
+RunProbe = Callable[["ProbeJob", int], Awaitable[RequestTiming]]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeJob:
+    """One request class probed on one target."""
+
+    target: Target
+    request_class: RequestClass
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(target name, class name)."""
+        return (self.target.name, self.request_class.name)
+
+
+def parse_shard(value: str | None) -> tuple[int, int] | None:
+    """`"i/N"` → (i, N) with 0 ≤ i < N; None for no sharding."""
+    if value is None:
+        return None
+    index, _, count = value.partition("/")
+    i, n = int(index), int(count)
+    if n < 1 or not 0 <= i < n:
+        raise ValueError(f"probe.shard: {value!r} must be i/N with 0 <= i < N")
+    return i, n
+
+
+def shard_of(target_name: str, shards: int) -> int:
+    """The shard (0..shards-1) that probes a target: a stable hash of its name."""
+    digest = hashlib.sha256(target_name.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+def plan(cfg: LanewatchConfig) -> list[ProbeJob]:
+    """The jobs of this collector: targets in its shard × their request classes."""
+    shard = parse_shard(cfg.probe.shard)
+    classes = {c.name: c for c in cfg.probe.classes}
+    jobs = []
+    for t in cfg.targets:
+        if shard is not None and shard_of(t.name, shard[1]) != shard[0]:
+            continue
+        for name in t.classes if t.classes is not None else list(classes):
+            jobs.append(ProbeJob(t, classes[name]))
+    return jobs
+
+
+class Scheduler:
+    """Runs every job each `interval_s` (± jitter_ratio), at most `concurrency` at once."""
+
+    def __init__(
+        self,
+        jobs: list[ProbeJob],
+        run_probe: RunProbe,
+        sink: Sink,
+        *,
+        interval_s: float,
+        jitter_ratio: float = 0.0,
+        concurrency: int = 4,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.jobs = jobs
+        self._run_probe = run_probe
+        self._sink = sink
+        self._interval = interval_s
+        self._jitter = jitter_ratio
+        self._sem = asyncio.Semaphore(concurrency)
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._stop = asyncio.Event()
+        self._inflight: dict[int, asyncio.Task[None]] = {}
+        self.started = 0  # probes started
+        self.skipped = 0  # ticks skipped because the job's previous probe still ran
+        self._seq = [0] * len(jobs)
+
+    def stop(self) -> None:
+        """Ask `run` to return; probes in flight are cancelled."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Probe until `stop()`; first runs spread over one interval."""
+        now = self._clock()
+        heap = [(now + self._rng.uniform(0, self._interval), i) for i in range(len(self.jobs))]
+        heapq.heapify(heap)
+        try:
+            while heap and not self._stop.is_set():
+                due, i = heap[0]
+                if await self._wait(due - self._clock()):
+                    break
+                heapq.heapreplace(heap, (max(self._next(due), self._clock()), i))
+                self._launch(i)
+        finally:
+            await self._cancel_inflight()
+
+    def _next(self, due: float) -> float:
+        return due + self._interval * (1 + self._rng.uniform(-self._jitter, self._jitter))
+
+    async def _wait(self, delay: float) -> bool:
+        """Sleep `delay` (if positive); True when stopped meanwhile."""
+        if delay <= 0:
+            await asyncio.sleep(0)  # let probes run even when we are behind
+            return self._stop.is_set()
+        sleeper = asyncio.ensure_future(self._sleep(delay))
+        stopper = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        for t in (sleeper, stopper):
+            t.cancel()
+        return self._stop.is_set()
+
+    def _launch(self, i: int) -> None:
+        if i in self._inflight:
+            self.skipped += 1
+            return
+        self.started += 1
+        seq = self._seq[i]
+        self._seq[i] += 1
+        task = asyncio.create_task(self._one(i, seq))
+        self._inflight[i] = task
+        task.add_done_callback(functools.partial(self._done, i))
+
+    def _done(self, i: int, _task: asyncio.Task[None]) -> None:
+        self._inflight.pop(i, None)
+
+    async def _one(self, i: int, seq: int) -> None:
+        job = self.jobs[i]
+        async with self._sem:
+            try:
+                record = await self._run_probe(job, seq)
+            except Exception:  # a prober bug must not stop the schedule; count it as OTHER
+                log.exception("probe %s/%s raised", *job.key)
+                record = _failed(job)
+        try:
+            self._sink(record)
+        except Exception:
+            log.exception("probe sink raised on %s/%s", *job.key)
+
+    async def _cancel_inflight(self) -> None:
+        tasks = list(self._inflight.values())
+        for t in tasks:
+            t.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _failed(job: ProbeJob) -> RequestTiming:
+    return RequestTiming(
+        source="probe",
+        target=job.target.name,
+        lane=job.target.lane,
+        request_class=job.request_class.name,
+        model=job.target.model,
+        api=job.target.api,
+        started_at=time.time(),
+        error=ErrorKind.OTHER,
+    )
+
+
+class ProbeSuite:
+    """The configured probe suite: one Prober per target, one Scheduler over all jobs."""
+
+    def __init__(
+        self,
+        cfg: LanewatchConfig,
+        sink: Sink,
+        *,
+        tracer: Tracer | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        p = cfg.probe
+        self.jobs = plan(cfg)
+        targets = {j.target.name: j.target for j in self.jobs}
+        self._probers = {
+            name: Prober(
+                t,
+                connection=p.connection,
+                timeouts=p.timeouts,
+                tracer=tracer,
+                max_connections=p.concurrency,
+                record_content=cfg.export.record_content,
+            )
+            for name, t in targets.items()
+        }
+        self.scheduler = Scheduler(
+            self.jobs,
+            self._probe,
+            sink,
+            interval_s=p.interval_s,
+            jitter_ratio=p.jitter_ratio,
+            concurrency=p.concurrency,
+            rng=rng,
+        )
+
+    async def _probe(self, job: ProbeJob, seq: int) -> RequestTiming:
+        prober = self._probers[job.target.name]
+        return await prober.probe(spec_for(job.request_class, job.target, seq))
+
+    async def run(self) -> None:
+        """Probe until `stop()`, then close every connection."""
+        try:
+            await self.scheduler.run()
+        finally:
+            await asyncio.gather(*(pr.aclose() for pr in self._probers.values()), return_exceptions=True)
+
+    def stop(self) -> None:
+        """Ask `run` to return."""
+        self.scheduler.stop()

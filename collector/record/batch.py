@@ -1,0 +1,113 @@
+"""The records batch wire format: `{"records": [RequestTiming.to_json(), ...]}`; pure.
+
+A source in another process (the gateway's tap) ships its records to the collector's
+`POST /v1/records` in this form. The batch itself must be one (a JSON object with a
+`records` list, not more than the limit), or `parse_batch` raises `BatchError` and nothing
+is taken. Each record then stands alone: a bad one is refused (`Refused`: its index, field
+and reason) and the others are kept. Text is repaired rather than refused (lone surrogates,
+over-long labels: collector/record/rules.py), so only a record with a wrong type or a
+number no reader could use is refused. Unknown keys are ignored, in a record (as
+`RequestTiming.from_json` does; `tpot_s` is derived) and beside `records`, so a newer
+sender still reaches an older collector.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from lanewatch.collector.record.rules import RecordError
+from lanewatch.collector.record.timing import RequestTiming
+
+__all__ = [
+    "BatchError",
+    "ParsedBatch",
+    "Refused",
+    "encode_batch",
+    "encode_record",
+    "parse_batch",
+    "refusal",
+]
+
+_RECORD = TypeAdapter(RequestTiming)
+
+
+class BatchError(ValueError):
+    """A body that is not a batch: `field` names the part at fault (None: the body itself)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(f"batch{'.' + field if field else ''}: {message}")
+        self.field = field
+        self.reason = message
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """One record of a batch that was not taken: its index, the field at fault and why."""
+
+    index: int
+    field: str | None
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """As the POST /v1/records answer lists it."""
+        return {"index": self.index, "field": self.field, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedBatch:
+    """The records of a batch that are good, in order, and the ones refused."""
+
+    records: list[RequestTiming]
+    refused: list[Refused] = field(default_factory=list)
+
+
+def encode_record(record: RequestTiming) -> bytes:
+    """One record's JSON (ValueError when a number is NaN or infinite)."""
+    return json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False).encode()
+
+
+def encode_batch(encoded: Iterable[bytes]) -> bytes:
+    """The batch body around records already encoded with `encode_record`."""
+    return b'{"records":[' + b",".join(encoded) + b"]}"
+
+
+def parse_batch(body: bytes, max_records: int | None = None) -> ParsedBatch:
+    """Every good record of a batch body and every refused one; BatchError when it is no batch."""
+    # json, not pydantic's parser: that one refuses a whole body over one "\ud800" escape,
+    # which the record then repairs (and a bare NaN, which the record then refuses alone).
+    try:
+        doc = json.loads(body)
+    except RecursionError:
+        raise BatchError("not JSON (nested too deeply)") from None
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        raise BatchError(f"not JSON ({str(exc)[:200]})") from None
+    if not isinstance(doc, dict) or "records" not in doc:
+        raise BatchError('expected a JSON object {"records": [...]}')
+    items = doc["records"]
+    if not isinstance(items, list):
+        raise BatchError("expected a list", "records")
+    if max_records is not None and len(items) > max_records:
+        raise BatchError(f"{len(items)} records, more than the {max_records} one batch may hold")
+    out = ParsedBatch([])
+    for index, item in enumerate(items):
+        try:
+            out.records.append(_RECORD.validate_python(item))
+        except ValidationError as exc:
+            out.refused.append(refusal(index, exc))
+    return out
+
+
+def refusal(index: int, exc: ValidationError) -> Refused:
+    """Why record `index` was refused: the first problem pydantic (or the record's own check) found."""
+    err = exc.errors()[0]
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, RecordError):
+        return Refused(index, cause.field, cause.reason)
+    if not err["loc"]:
+        return Refused(index, None, "expected a JSON object (a record)")
+    return Refused(index, ".".join(str(p) for p in err["loc"]), str(err["msg"]))

@@ -1,0 +1,253 @@
+"""The one record every source yields: the timing of one LLM request, phase by phase.
+
+Client-side times are measured from the request's start on a monotonic clock;
+`started_at` alone is wall-clock (Unix seconds) so records can be placed on a timeline.
+Server-side phases (queue, prefill, decode) come from vLLM's `llm_request` span when
+one joined by trace id. See ../shared/DESIGN.md, "Phases".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lanewatch.collector.record.rules import (
+    MAX_CONTENT_CHARS,
+    MAX_ID_CHARS,
+    MAX_LABEL_CHARS,
+    RecordError,
+    bad_duration,
+    bad_durations,
+    clean_attrs,
+    clean_text,
+)
+
+Source = Literal["probe", "tap"]
+Api = Literal["chat", "completions"]
+
+# Milestones and phases as they appear in JSON (`<name>_s`) and in metric labels.
+CLIENT_PHASES: tuple[str, ...] = ("dns", "connect", "tls", "send")
+SERVER_PHASES: tuple[str, ...] = ("queue", "prefill", "decode")
+# The exhaustive, stacked breakdown of e2e, in time order.
+BREAKDOWN_PARTS: tuple[str, ...] = (
+    "dns",
+    "connect",
+    "tls",
+    "send",
+    "queue",
+    "prefill",
+    "residual",
+    "decode",
+)
+# When no server span joined, queue + prefill + residual collapse into this part.
+SERVER_WAIT = "server_wait"
+# Prompt and response text: set only with `export.record_content` on (bounded, collector/record/content.py),
+# never read by metrics, and left out of a record's JSON while unset.
+CONTENT_FIELDS: tuple[str, ...] = ("prompt_text", "response_text")
+
+
+class ErrorKind(enum.StrEnum):
+    """The closed set of ways a request can fail; each becomes a metric label value."""
+
+    DNS = "dns"  # the name did not resolve
+    CONNECT_REFUSED = "connect_refused"  # TCP RST / nothing listening
+    CONNECT_TIMEOUT = "connect_timeout"  # no TCP handshake within the connect timeout
+    CONNECT = "connect"  # any other TCP-level failure (unreachable, reset during connect)
+    TLS = "tls"  # TLS handshake failed (untrusted certificate, protocol error)
+    SEND = "send"  # the connection broke while the request was written
+    HTTP_4XX = "http_4xx"  # a 4xx other than 429
+    HTTP_429 = "http_429"  # rate limited or shed
+    HTTP_5XX = "http_5xx"  # server error status
+    TTFT_TIMEOUT = "ttft_timeout"  # no content chunk within the TTFT timeout
+    STALL = "stall"  # a gap between chunks longer than the stall timeout
+    TIMEOUT = "timeout"  # the whole request ran past its total timeout
+    TRUNCATED = "truncated"  # the stream ended without `data: [DONE]`
+    BAD_STREAM = "bad_stream"  # undecodable SSE data (counted by the parser)
+    STREAM_ERROR = "stream_error"  # the server sent an error object mid-stream
+    CLIENT_DISCONNECT = "client_disconnect"  # the downstream client went away (tap only)
+    OTHER = "other"  # anything else; should stay at zero
+
+
+def error_kind_for_status(status: int) -> ErrorKind | None:
+    """Map an HTTP status code to its error kind; None for success."""
+    if status == 429:
+        return ErrorKind.HTTP_429
+    if 400 <= status < 500:
+        return ErrorKind.HTTP_4XX
+    if status >= 500:
+        return ErrorKind.HTTP_5XX
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTiming:
+    """One request, measured end to end. Durations in seconds; None = not measured."""
+
+    source: Source
+    target: str
+    lane: str
+    request_class: str
+    model: str
+    api: Api = "chat"
+    started_at: float = 0.0  # wall clock, Unix seconds
+    request_id: str | None = None
+    trace_id: str | None = None  # 32 lowercase hex digits (W3C)
+    status: int | None = None  # HTTP status of the response, None if none arrived
+    error: ErrorKind | None = None
+    # client-side phases (durations); 0 on a reused connection, tls 0 over plain HTTP
+    dns_s: float | None = None
+    connect_s: float | None = None
+    tls_s: float | None = None
+    send_s: float | None = None
+    # client-side milestones, offsets from the request's start
+    ttfb_s: float | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: tuple[float, ...] = ()  # gaps between content chunks
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    tokens_from_usage: bool = False  # False: output_tokens counted from content chunks
+    # server-side phases, from vLLM's span (or a server-reported breakdown)
+    queue_s: float | None = None
+    prefill_s: float | None = None
+    decode_s: float | None = None
+    # free-form, bounded extras (e.g. served lane for the tap); never prompt text
+    attrs: Mapping[str, str] = field(default_factory=dict)
+    # opt-in (export.record_content): the prompt and the streamed response, each truncated
+    prompt_text: str | None = field(default=None, repr=False)
+    response_text: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        """Refuse numbers no reader could use; repair and bound text (collector/record/rules.py)."""
+        # Every record is built through here, at every edge (tap, probe, POST /v1/records, the
+        # records file), so nothing past this point meets NaN, a negative time or a lone surrogate.
+        # Checked inline, not per field through a helper: the gateway builds one per request.
+        for value in _DURATIONS(self):
+            if value is not None and not (0.0 <= value < _INF):  # NaN fails every comparison
+                raise RecordError(_bad_field(self), "not a finite, non-negative number of seconds")
+        if self.itl_s and (i := bad_durations(self.itl_s)) is not None:
+            raise RecordError(f"itl_s.{i}", "not a finite, non-negative number of seconds")
+        if bad_duration(self.started_at):
+            raise RecordError("started_at", "not a finite, non-negative Unix time")
+        if (self.prompt_tokens or 0) < 0 or (self.output_tokens or 0) < 0:
+            raise RecordError(
+                "prompt_tokens" if (self.prompt_tokens or 0) < 0 else "output_tokens", "negative"
+            )
+        for (name, limit), value in zip(_TEXT_FIELDS, _TEXTS(self), strict=True):
+            if value is not None and (len(value) > limit or not value.isascii()):
+                object.__setattr__(self, name, clean_text(value, limit))
+        if self.attrs and (attrs := clean_attrs(self.attrs)) is not None:
+            object.__setattr__(self, "attrs", attrs)
+
+    @property
+    def ok(self) -> bool:
+        """True when the request completed without an error."""
+        return self.error is None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (e2e - ttft) / (output_tokens - 1)."""
+        if self.e2e_s is None or self.ttft_s is None or not self.output_tokens:
+            return None
+        if self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    @property
+    def has_server_phases(self) -> bool:
+        """True when queue, prefill and decode all joined from a server span."""
+        return None not in (self.queue_s, self.prefill_s, self.decode_s)
+
+    def with_server_phases(self, queue_s: float, prefill_s: float, decode_s: float) -> RequestTiming:
+        """Return a copy carrying the server-side phases."""
+        return dataclasses.replace(self, queue_s=queue_s, prefill_s=prefill_s, decode_s=decode_s)
+
+    def without_content(self) -> RequestTiming:
+        """The record without prompt and response text (itself when it holds none)."""
+        if self.prompt_text is None and self.response_text is None:
+            return self
+        return dataclasses.replace(self, prompt_text=None, response_text=None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict (the records.jsonl line format); unset content is left out."""
+        # The field names once, not dataclasses.fields() per call: the gateway encodes every record.
+        out: dict[str, Any] = {name: getattr(self, name) for name in _FIELD_NAMES}
+        out["itl_s"] = list(self.itl_s)
+        out["attrs"] = dict(self.attrs)
+        if self.error is not None:
+            out["error"] = self.error.value
+        for name in CONTENT_FIELDS:
+            if out[name] is None:
+                del out[name]
+        out["tpot_s"] = self.tpot_s
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RequestTiming:
+        """Build a record from `to_json` output; unknown keys are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        if kwargs.get("error") is not None:
+            kwargs["error"] = ErrorKind(kwargs["error"])
+        kwargs["itl_s"] = tuple(kwargs.get("itl_s") or ())
+        kwargs["attrs"] = dict(kwargs.get("attrs") or {})
+        return cls(**kwargs)
+
+
+_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RequestTiming))
+_DURATION_FIELDS: tuple[str, ...] = tuple(
+    f"{name}_s" for name in (*CLIENT_PHASES, "ttfb", "ttft", "e2e", *SERVER_PHASES)
+)
+_TEXT_FIELDS: tuple[tuple[str, int], ...] = (
+    *((name, MAX_LABEL_CHARS) for name in ("target", "lane", "request_class", "model")),
+    ("request_id", MAX_ID_CHARS),
+    ("trace_id", MAX_ID_CHARS),
+    ("prompt_text", MAX_CONTENT_CHARS),
+    ("response_text", MAX_CONTENT_CHARS),
+)
+_DURATIONS = operator.attrgetter(*_DURATION_FIELDS)
+_TEXTS = operator.attrgetter(*(name for name, _ in _TEXT_FIELDS))
+_INF = float("inf")
+
+
+def _bad_field(record: RequestTiming) -> str:
+    """The first duration field that is NaN, infinite or negative."""
+    return next(name for name in _DURATION_FIELDS if bad_duration(getattr(record, name)))
+
+
+def breakdown(r: RequestTiming) -> dict[str, float]:
+    """Split e2e into stacked parts, each >= 0, that sum to e2e.
+
+    With server phases: dns, connect, tls, send, queue, prefill, residual, decode
+    (decode here is first token to end of stream as the client saw it). Without:
+    dns, connect, tls, send, server_wait, decode. Empty when e2e or ttft is missing.
+    """
+    if r.e2e_s is None or r.ttft_s is None:
+        return {}
+    ttft = min(max(r.ttft_s, 0.0), r.e2e_s)
+    parts: dict[str, float] = {}
+    budget = ttft
+    for name in CLIENT_PHASES:
+        value = _clamp(getattr(r, f"{name}_s") or 0.0, budget)
+        parts[name] = value
+        budget -= value
+    if r.has_server_phases:
+        # Server clocks run apart from ours; clamp so the parts never exceed the
+        # client-side window between request sent and first token seen.
+        parts["queue"] = _clamp(r.queue_s or 0.0, budget)
+        budget -= parts["queue"]
+        parts["prefill"] = _clamp(r.prefill_s or 0.0, budget)
+        budget -= parts["prefill"]
+        parts["residual"] = max(budget, 0.0)
+    else:
+        parts[SERVER_WAIT] = max(budget, 0.0)
+    parts["decode"] = max(r.e2e_s - ttft, 0.0)
+    return parts
+
+
+def _clamp(value: float, budget: float) -> float:
+    return min(max(value, 0.0), max(budget, 0.0))

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from lanewatch.collector.collect.otlp import ServerSpan
+from lanewatch.collector.collect.scrape import ServerSnapshot
+from lanewatch.collector.collect.service import CollectorService, lane_order, shard_targets
+from lanewatch.collector.config import LanewatchConfig
+from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.exporters import names
+
+TRACE = "ab" * 16
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def config(tmp_path: Path | None = None, **overrides: Any) -> LanewatchConfig:
+    data: dict[str, Any] = {
+        "targets": [
+            {"name": "a", "url": "http://127.0.0.1:1", "lane": "fast", "model": "m"},
+            {"name": "b", "url": "http://127.0.0.1:2", "lane": "slow", "model": "m", "scrape": False},
+        ],
+        "gpu": {"enabled": False},
+        "otlp": {"join_wait_s": 2.0},
+    }
+    if tmp_path is not None:
+        data["export"] = {"records_path": str(tmp_path / "records.jsonl")}
+    data.update(overrides)
+    return LanewatchConfig(**data)
+
+
+def record(trace: str | None = TRACE) -> RequestTiming:
+    return RequestTiming(
+        source="probe", target="a", lane="fast", request_class="short", model="m", status=200,
+        trace_id=trace, ttft_s=0.1, e2e_s=0.5, output_tokens=16, prompt_tokens=10, send_s=0.001,
+    )  # fmt: skip
+
+
+def service(cfg: LanewatchConfig, clock: Clock) -> tuple[CollectorService, list[RequestTiming]]:
+    svc = CollectorService(cfg, registry=CollectorRegistry(), source_factory=None, clock=clock)
+    seen: list[RequestTiming] = []
+    svc.add_listener(seen.append)
+    return svc, seen
+
+
+def text(svc: CollectorService) -> str:
+    return generate_latest(svc.registry).decode()
+
+
+def test_record_waits_for_its_span_then_flows_everywhere(tmp_path: Path) -> None:
+    clock = Clock()
+    svc, seen = service(config(tmp_path), clock)
+    svc.submit(record())
+    assert seen == []  # waiting for the span
+    svc.receive_spans([ServerSpan(TRACE, queue_s=0.02, prefill_s=0.05, decode_s=0.4)])
+    assert len(seen) == 1 and seen[0].queue_s == 0.02
+    out = text(svc)
+    assert 'lanewatch_phase_seconds_count{lane="fast",model="m",phase="queue"' in out
+    assert f"{names.OTLP_SPANS_JOINED_TOTAL} 1.0" in out
+    svc.close()
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()
+    assert [json.loads(line)["queue_s"] for line in lines] == [0.02]
+
+
+def test_unjoined_record_is_released_after_the_wait() -> None:
+    clock = Clock()
+    svc, seen = service(config(), clock)
+    svc.submit(record())
+    clock.now += 1.9
+    svc.expire()
+    assert seen == []
+    clock.now += 0.2
+    svc.expire()
+    assert len(seen) == 1 and not seen[0].has_server_phases
+    assert f"{names.OTLP_UNJOINED_RECORDS_TOTAL} 1.0" in text(svc)
+
+
+def test_without_receiver_records_pass_at_once() -> None:
+    svc, seen = service(config(otlp={"enabled": False}), Clock())
+    svc.submit(record())
+    assert len(seen) == 1
+    assert names.OTLP_SPANS_RECEIVED_TOTAL not in text(svc)
+
+
+def test_close_releases_waiting_records_to_the_file(tmp_path: Path) -> None:
+    svc, seen = service(config(tmp_path), Clock())
+    svc.submit(record())
+    svc.close()
+    assert len(seen) == 1
+    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 1
+
+
+def test_scrape_snapshots_reach_metrics_and_unscraped_targets_are_absent() -> None:
+    clock = Clock()
+    svc, _ = service(config(), clock)
+    assert [t.target for t in svc.scrape_targets] == ["a"]
+    svc.add_snapshot(ServerSnapshot("a", "fast", at=clock.now, duration_s=1.0, error="timeout"))
+    out = text(svc)
+    assert 'lanewatch_scrape_up{lane="fast",target="a"} 0.0' in out
+    assert 'lanewatch_scrape_errors_total{lane="fast",target="a"} 1.0' in out
+    assert 'target="b"' not in out
+
+
+def test_shards_split_targets_between_collectors() -> None:
+    targets = [{"name": f"t{i}", "url": "http://127.0.0.1:1", "model": "m"} for i in range(20)]
+    owned = [
+        {t.name for t in shard_targets(LanewatchConfig(targets=targets, probe={"shard": f"{i}/3"}))}
+        for i in range(3)
+    ]
+    assert set.union(*owned) == {f"t{i}" for i in range(20)}
+    assert sum(len(o) for o in owned) == 20 and all(owned)
+
+
+def test_lane_order_from_gateway_or_targets() -> None:
+    assert lane_order(config()) == ["fast", "slow"]
+    cfg = config(gateway={"lanes": {"x": {"upstreams": ["http://h"]}, "y": {"upstreams": ["http://h"]}},
+                          "lane_order": ["y", "x"]})  # fmt: skip
+    assert lane_order(cfg) == ["y", "x"]
+
+
+def test_content_reaches_the_file_and_listeners_but_not_the_window_or_metrics(tmp_path: Path) -> None:
+    clock = Clock()
+    svc, seen = service(config(tmp_path, otlp={"enabled": False}), clock)
+    svc.submit(dataclasses.replace(record(), prompt_text="PROMPT-CANARY", response_text="RESPONSE-CANARY"))
+    assert seen[0].prompt_text == "PROMPT-CANARY" and seen[0].response_text == "RESPONSE-CANARY"
+    assert [r.prompt_text for r in svc.window.records(clock())] == [None]
+    assert [r.response_text for r in svc.window.records(clock())] == [None]
+    assert "CANARY" not in text(svc)
+    svc.close()
+    line = json.loads((tmp_path / "records.jsonl").read_text())
+    assert (line["prompt_text"], line["response_text"]) == ("PROMPT-CANARY", "RESPONSE-CANARY")

@@ -1,0 +1,88 @@
+"""The series budget holds against 10,000 distinct (model, class) combinations, in-process:
+/metrics stays under 2 MB and a scrape renders in well under 50 ms, for the gateway's wiring
+and the collector's. (tests/integration/reliability/test_series_budget.py runs the processes.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from lanewatch.collector.collect.service import CollectorService
+from lanewatch.collector.config import ExportConfig, GatewayConfig, LanewatchConfig
+from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.exporters import names
+from lanewatch.exporters.series_budget import SeriesBudget, fold
+
+COMBOS = 10_000
+MAX_PAGE = 2 * 1024 * 1024
+MAX_RENDER_S = 0.050
+
+
+def combo(i: int, ok: bool = True) -> RequestTiming:
+    return RequestTiming(
+        source="tap", target="127.0.0.1:8001", lane="fast", request_class=f"c{i % 150}",
+        model=f"model-{i}", started_at=1.7e9, status=200 if ok else 404, ttfb_s=0.01,
+        ttft_s=0.02 if ok else None, e2e_s=0.3, itl_s=(0.01,) * 10 if ok else (),
+        output_tokens=11 if ok else None,
+    )  # fmt: skip
+
+
+def best_of(render: Callable[[], bytes], n: int = 3) -> tuple[float, bytes]:
+    times, page = [], b""
+    for _ in range(n):
+        t0 = time.perf_counter()
+        page = render()
+        times.append(time.perf_counter() - t0)
+    return min(times), page
+
+
+def folded(page: bytes) -> float:
+    for family in text_string_to_metric_families(page.decode()):
+        if family.name + "_total" == names.SERIES_OVERFLOW_TOTAL:
+            return sum(s.value for s in family.samples)
+    raise AssertionError("no overflow counter")
+
+
+def test_the_budget_counts_series_and_folds_past_either_bound() -> None:
+    budget = SeriesBudget(max_series=100, max_per_family=60)
+    assert budget.admit("a", 37) and not budget.admit("a", 37)  # the family's bound
+    assert budget.admit("b", 37) and not budget.admit("c", 37)  # the exporter's bound
+    assert budget.total == 74 and budget.families == {"a": 37, "b": 37}
+    assert fold(("t", "l", "c", "m", "tap", "queue")) == (names.OVERFLOW_VALUE,) * 4 + ("tap", "queue")
+
+
+def test_gateway_metrics_stay_in_budget(tmp_path: Path) -> None:
+    from lanewatch.collector.cli.gateway import _build_gateway
+
+    cfg = GatewayConfig.model_validate({"lanes": {"fast": {"upstreams": ["http://127.0.0.1:9"]}}})
+    gw = _build_gateway(cfg, ExportConfig(), None)
+    assert gw.metrics_text is not None
+    for i in range(COMBOS):
+        gw.emit(combo(i, ok=i % 20 == 0))
+    first = time.perf_counter()
+    gw.metrics_text()
+    first_s = time.perf_counter() - first
+    for i in range(0, COMBOS, 10):  # a scrape interval's traffic, on series old and new
+        gw.emit(combo(i + COMBOS, ok=True))
+    render_s, page = best_of(lambda: gw.metrics_text()[0])  # type: ignore[misc]
+    assert len(page) < MAX_PAGE and folded(page) > 0
+    assert render_s < MAX_RENDER_S, (render_s, first_s)
+
+
+def test_collector_metrics_stay_in_budget(tmp_path: Path) -> None:
+    cfg = LanewatchConfig.model_validate(
+        {"targets": [], "gpu": {"enabled": False}, "otlp": {"enabled": False}, "scrape": {"enabled": False}}
+    )
+    svc = CollectorService(cfg, source_factory=None)
+    svc.receive_records(combo(i) for i in range(COMBOS))
+    svc.render_metrics()
+    svc.receive_records(combo(i) for i in range(COMBOS, COMBOS + 1000))
+    asyncio.run(svc.refresh_window())  # as the running service does each second, on a thread
+    render_s, page = best_of(svc.render_metrics)
+    assert len(page) < MAX_PAGE and folded(page) > 0
+    assert render_s < MAX_RENDER_S, render_s
