@@ -5,15 +5,18 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-PKGS := collector exporters simulator alerts dashboards
+# "lanewatch.collector=collector ...": the import name and folder of each package, from pyproject's
+# [tool.setuptools.package-dir] (the one place the mapping is written).
+PKG_DIRS := $(shell $(PYTHON) -c 'import tomllib; m = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; print(*(f"{k}={v}" for k, v in m.items()))')
 DEBIAN_TOOLS := prometheus prometheus-alertmanager chromium nginx-light curl
 
-.PHONY: run run-vllm test lint typecheck tools generate check-generated bench clean vllm
+.PHONY: run run-vllm test lint typecheck tools generate check-generated bench clean .mypy-tree vllm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(MAKE) --no-print-directory .mypy-tree
 	touch $(STAMP)
 
 # Prometheus 2.42, Alertmanager 0.25, Chromium (renders the report in a test), nginx (the reference
@@ -34,17 +37,21 @@ tools:
 	  fi; \
 	fi
 
-# mypy cannot follow setuptools' package-dir mapping, so give it a tree of links in the import layout.
-.mypy-tree/lanewatch: Makefile
-	@mkdir -p .mypy-tree/lanewatch
-	@for p in $(PKGS); do ln -sfn ../../$$p .mypy-tree/lanewatch/$$p; done
+# mypy, pyright and editors cannot follow setuptools' package-dir mapping, so give them a tree of links
+# in the import layout (lanewatch/collector -> collector, ...); pyproject points both tools at it.
+.mypy-tree:
+	@rm -rf .mypy-tree
+	@for pair in $(PKG_DIRS); do \
+	  link=.mypy-tree/$$(echo $${pair%%=*} | tr . /); mkdir -p $$(dirname $$link); \
+	  ln -sfnr $${pair#*=} $$link; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP) .mypy-tree/lanewatch
+typecheck: $(STAMP) .mypy-tree
 	$(BIN)/mypy -p lanewatch
+	$(BIN)/mypy tests bench
 
 test: $(STAMP) tools vllm lint typecheck
 	$(BIN)/pytest -q
@@ -74,14 +81,17 @@ vllm:
 run-vllm: $(STAMP) tools vllm
 	$(BIN)/lanewatch demo --engine vllm --out $(DEMO_OUT)
 
-# Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap); commit the result.
+# Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap, docs/slo-spec.md);
+# commit the result.
 generate: $(STAMP)
 	$(BIN)/lanewatch alerts build
 	$(BIN)/lanewatch dashboards build
+	$(BIN)/lanewatch alerts docs
 
 # Fail when a generated file is stale (make test runs the same checks).
 check-generated: $(STAMP)
-	$(BIN)/pytest -q tests/unit/alerts/test_generated.py tests/unit/dashboards/test_dashboards.py -k "fresh or rebuilds"
+	$(BIN)/pytest -q tests/unit/alerts/test_generated.py tests/unit/alerts/test_specdoc.py \
+	  tests/unit/dashboards/test_dashboards.py -k "fresh or rebuilds"
 
 # Every benchmark, side by side in one run (a few minutes): writes bench/results.json and bench/results.md.
 bench: $(STAMP) tools

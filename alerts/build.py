@@ -6,13 +6,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from lanewatch.collector.common.packagedata import checkout_root, data_path
+
 from . import render, rules
 from .model import Spec
 from .spec import BUNDLED_SPECS, DEFAULT_SPEC, load_spec
 
-GENERATED_DIR: Final = Path(__file__).resolve().parent / "generated"
-# deploy/kubernetes of a source checkout; absent from an installed wheel.
-KUBERNETES_DIR: Final = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes"
+# The committed rule files, shipped as package data (the demo's Prometheus loads them from here).
+GENERATED_DIR: Final = data_path("lanewatch.alerts", "generated")
+# deploy/kubernetes, shipped too; `alerts build` writes into it only in a source checkout.
+KUBERNETES_DIR: Final = data_path("lanewatch.deploy", "kubernetes")
+
+
+def checkout_dirs() -> tuple[Path, Path]:
+    """alerts/generated and deploy/kubernetes of the source checkout (NoCheckoutError when installed)."""
+    root = checkout_root()
+    return root / "alerts" / "generated", root / "deploy" / "kubernetes"
 
 
 def rule_file_name(spec: Spec) -> str:
@@ -36,12 +45,12 @@ def prometheus_rules(specs: Iterable[Spec]) -> dict[str, str]:
 
 
 def bundled_outputs() -> dict[Path, str]:
-    """Every generated file committed in the source tree, at its path: what `alerts build` rebuilds."""
+    """Every generated file committed in the source checkout, at its path: what `alerts build` rebuilds."""
     specs = [load_spec(p) for p in BUNDLED_SPECS]
     default = [s for s, p in zip(specs, BUNDLED_SPECS, strict=True) if p == DEFAULT_SPEC]
-    out = {GENERATED_DIR / name: text for name, text in rule_files(specs).items()}
-    if KUBERNETES_DIR.parent.is_dir():  # a source checkout, not an installed wheel
-        out.update({KUBERNETES_DIR / name: text for name, text in prometheus_rules(default).items()})
+    generated, kubernetes = checkout_dirs()
+    out = {generated / name: text for name, text in rule_files(specs).items()}
+    out.update({kubernetes / name: text for name, text in prometheus_rules(default).items()})
     return out
 
 

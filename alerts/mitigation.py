@@ -12,7 +12,6 @@ their ratios inline (no recording another group would read a whole interval late
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Final
 
 from lanewatch.exporters import names
@@ -24,7 +23,6 @@ from .model import DISPLAY, SLO, Mitigation, Spec, display_name
 from .rulemodel import AlertText, Rule, RuleGroup, alert
 
 GROUP: Final = f"{names.PREFIX}-mitigation"
-RUNBOOK_PAGE: Final = "docs/slo.md"  # their runbook, where the spec's runbook template names README.md
 
 
 def alert_name(slo: SLO) -> str:
@@ -54,32 +52,21 @@ def _text(slo: SLO, m: Mitigation) -> AlertText:
     return AlertText(summary, description, names.DASHBOARD_DEGRADE_UID, slo.lane)
 
 
-def _with_runbook(spec: Spec, rule: Rule) -> Rule:
-    """The rule with its runbook on the SLO docs page, when the spec's runbooks live in README.md."""
-    name = rule.alert or ""
-    url = spec.links.runbook.replace("README.md", RUNBOOK_PAGE).format(alert=name, anchor=name.lower())
-    annotations = tuple((k, url if k == "runbook_url" else v) for k, v in rule.annotations)
-    return replace(rule, annotations=annotations)
-
-
 def mitigation_alerts(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGroup, ...]:
     """Processor: one mitigation alert per SLO, in their own group at the mitigation interval."""
     m = spec.mitigation
     if m is None or not spec.slos:
         return groups
     rules: list[Rule] = [
-        _with_runbook(
+        alert(
             spec,
-            alert(
-                spec,
-                alert_name(slo),
-                mitigation_expr(slo, m),
-                m.for_s,
-                "mitigate",
-                _text(slo, m),
-                slo=slo.name,
-                **{names.ACTION: names.ACTION_DEGRADE},
-            ),
+            alert_name(slo),
+            mitigation_expr(slo, m),
+            m.for_s,
+            "mitigate",
+            _text(slo, m),
+            slo=slo.name,
+            **{names.ACTION: names.ACTION_DEGRADE},
         )
         for slo in spec.slos
     ]

@@ -1,8 +1,9 @@
 """The SLO spec: a versioned YAML document, parsed into pydantic models, mapped into `model.Spec`.
 
-`apiVersion: lanewatch/v1` is the native format (documented in README.md, "SLOs as
-code"); `apiVersion: openslo/v1` documents are imported for the subset that maps
-(`openslo.py`). Every problem is reported at once with its field path and line.
+`apiVersion: lanewatch/v1` is the native format (docs/slo.md; field by field in
+docs/slo-spec.md, which specdoc.py generates from these models); `apiVersion: openslo/v1`
+documents are imported for the subset that maps (`openslo.py`). Every problem is reported
+at once with its field path and line.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from lanewatch.collector.common.packagedata import data_path
 from lanewatch.collector.common.yamlfile import ConfigIssue, validation_issues, yaml_line_index
 from lanewatch.collector.record.timing import ErrorKind
 from lanewatch.exporters import names
@@ -25,12 +27,12 @@ from .duration import parse_duration
 
 API_VERSION: Final = "lanewatch/v1"
 KIND: Final = "SLOSpec"
-HERE: Final = Path(__file__).parent
+HERE: Final = data_path("lanewatch.alerts")  # the specs and windows ship as package data
 WINDOWS_FILE: Final = HERE / "windows.yaml"
 DEFAULT_SPEC: Final = HERE / "slos.yaml"
 DEMO_SPEC: Final = HERE / "slos-demo.yaml"
 BUNDLED_SPECS: Final = (DEFAULT_SPEC, DEMO_SPEC)
-DEFAULT_RUNBOOK: Final = "https://github.com/lanewatch/lanewatch/blob/main/README.md#{anchor}"
+DEFAULT_RUNBOOK: Final = "https://github.com/lanewatch/lanewatch/blob/main/docs/runbooks.md#{anchor}"
 
 Lines = dict[tuple[str, ...], int]
 
@@ -76,7 +78,9 @@ Metric = Literal["ttft", "tpot", "itl", "e2e"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, use_attribute_docstrings=True
+    )
 
 
 # ---------------------------------------------------------------- burn-rate windows
@@ -84,9 +88,13 @@ class WindowPairModel(_Model):
     """Two windows that must both burn; the factor is explicit or derived from a budget share."""
 
     long: Duration
+    """The long window: the error ratio over it must exceed the factor × budget."""
     short: Duration
+    """The short window, shorter than `long`: it makes the alert reset soon after the burn stops."""
     budget_percent: float | None = Field(default=None, gt=0, le=100)
+    """Percent of the period's error budget spent before firing; factor = budget% × period / long window."""
     factor: float | None = Field(default=None, gt=0)
+    """The burn-rate factor itself, instead of `budgetPercent`."""
 
     @model_validator(mode="after")
     def _one_factor(self) -> WindowPairModel:
@@ -101,16 +109,22 @@ class SeverityWindowsModel(_Model):
     """The window pairs OR-ed into one alert of a severity."""
 
     for_: For = Field(default="0s", alias="for")
+    """How long a pair's condition must hold before the alert fires."""
     pairs: list[WindowPairModel] = Field(min_length=1)
+    """Window pairs, OR-ed into one alert of this severity."""
 
 
 class MitigationModel(_Model):
     """Mitigation alerts: the error ratio over one short window, evaluated in a group of its own."""
 
     window: Duration
+    """Rate window of the error ratio; at least two `interval`s."""
     error_ratio: float = Field(gt=0, lt=1)
+    """Fire above this share of bad requests (0–1), above every SLO's error budget."""
     for_: For = Field(default="0s", alias="for")
+    """How long the ratio must stay above `errorRatio`."""
     interval: Duration = "5s"
+    """Evaluation interval of the mitigation rule group."""
 
     @model_validator(mode="after")
     def _window_spans_evaluations(self) -> MitigationModel:
@@ -123,8 +137,11 @@ class WindowSetModel(_Model):
     """Windows per severity; at least one of page and ticket. `mitigate` adds degrade-only alerts."""
 
     page: SeverityWindowsModel | None = None
+    """Windows of the page alerts."""
     ticket: SeverityWindowsModel | None = None
+    """Windows of the ticket alerts."""
     mitigate: MitigationModel | None = None
+    """Mitigation alerts for the degrade controller; absent = none."""
 
     @model_validator(mode="after")
     def _some(self) -> WindowSetModel:
@@ -137,8 +154,11 @@ class WindowsFileModel(_Model):
     """alerts/windows.yaml: named window sets."""
 
     api_version: Literal["lanewatch/v1"]
+    """Always `lanewatch/v1`."""
     kind: Literal["BurnRateWindows"]
+    """Always `BurnRateWindows`."""
     sets: dict[str, WindowSetModel]
+    """Window sets by name, chosen by a spec's `windows`."""
 
 
 # ---------------------------------------------------------------- SLOs
@@ -146,13 +166,16 @@ class LatencySLIModel(_Model):
     """Good = requests whose `metric` is at most `threshold` seconds (a histogram bucket bound)."""
 
     metric: Metric
+    """The request latency judged."""
     threshold: float = Field(gt=0)
+    """Seconds; must be a bucket bound of the metric's histogram."""
 
 
 class AvailabilitySLIModel(_Model):
     """Good = requests that finished without an error (except the kinds excluded)."""
 
     exclude_error_kinds: list[str] = Field(default_factory=list)
+    """Error kinds not counted at all (neither good nor bad), e.g. `client_disconnect`."""
 
     @model_validator(mode="after")
     def _known_kinds(self) -> AvailabilitySLIModel:
@@ -167,13 +190,21 @@ class SLOModel(_Model):
     """One objective, applied to each of `lanes`."""
 
     name: SloName
+    """The `slo` label and the alert's display name."""
     lanes: list[LaneName] = Field(min_length=1)
+    """One SLO per lane listed."""
     objective: float = Field(gt=0, lt=100)
+    """Percent of good requests, e.g. 99 or 99.9."""
     description: str = ""
+    """Free text for people."""
     selector: dict[str, str] = Field(default_factory=dict)
+    """Exact label matchers on target, request_class, model or source."""
     latency: LatencySLIModel | None = None
+    """A latency SLI; give this or `availability`."""
     availability: AvailabilitySLIModel | None = None
+    """An availability SLI; give this or `latency`."""
     alert_name: str | None = Field(default=None, pattern=r"^Lanewatch[A-Z][A-Za-z0-9]*$")
+    """The burn-rate alert's name; default `Lanewatch<Name>BurnRate`."""
 
     @model_validator(mode="after")
     def _consistent(self) -> SLOModel:
@@ -195,42 +226,59 @@ class QuantileAlertModel(_Model):
     """A latency quantile over `limit` seconds for `for`, per lane."""
 
     metric: Metric
+    """The latency whose quantile is watched."""
     lanes: list[LaneName] = Field(min_length=1)
+    """One alert per lane listed."""
     quantile: float = Field(default=0.99, gt=0, lt=1)
+    """The quantile, 0–1."""
     limit: float = Field(gt=0)
+    """Seconds the quantile may reach."""
     for_: For = Field(default="5m", alias="for")
+    """How long the quantile must stay over `limit`."""
     severity: Severity = "ticket"
+    """The alert's `severity` label."""
 
 
 class ProbeFailuresModel(_Model):
     """Failed probes over all probes of a target above `above` for `for`."""
 
     above: float = Field(default=0.1, gt=0, lt=1)
+    """Share of a target's probes that fail, 0–1."""
     for_: For = Field(default="5m", alias="for")
+    """How long the share must stay above."""
     severity: Severity = "ticket"
+    """The alert's `severity` label."""
 
 
 class DownModel(_Model):
     """The collector cannot scrape a target's vLLM /metrics for `for`."""
 
     for_: For = Field(default="2m", alias="for")
+    """How long scrapes must fail."""
     severity: Severity = "ticket"
+    """The alert's `severity` label."""
 
 
 class ComponentDownModel(DownModel):
     """Prometheus cannot scrape a job matching `jobs` for `for`."""
 
     jobs: Annotated[str, AfterValidator(_regex)] = "lanewatch-.*|vllm.*"
+    """Regular expression of the Prometheus jobs watched."""
 
 
 class ConvergenceModel(_Model):
     """The fast lane's P99 TTFT at or above `ratio` × the slow lane's for `for`."""
 
     fast: LaneName
+    """The fast lane."""
     slow: LaneName
+    """The slow lane it is compared with."""
     ratio: float = Field(default=0.8, gt=0)
+    """Fire when fast P99 TTFT ≥ ratio × slow P99 TTFT."""
     for_: For = Field(default="10m", alias="for")
+    """How long the ratio must hold."""
     severity: Severity = "ticket"
+    """The alert's `severity` label."""
 
     @model_validator(mode="after")
     def _two_lanes(self) -> ConvergenceModel:
@@ -243,73 +291,106 @@ class FlatnessModel(_Model):
     """CV of mean E2E across request classes below `maxCv` for `for` while traffic flows."""
 
     max_cv: float = Field(default=0.1, gt=0)
+    """Fire below this coefficient of variation of mean E2E across classes."""
     min_classes: int = Field(default=2, ge=2)
+    """Request classes needed before flatness is judged."""
     min_rate: float = Field(default=0.01, ge=0)
+    """Requests per second the lane needs before flatness is judged."""
     for_: For = Field(default="15m", alias="for")
+    """How long the CV must stay below `maxCv`."""
     severity: Severity = "ticket"
+    """The alert's `severity` label."""
 
 
 class WaitingModel(_Model):
     """vLLM requests waiting for a batch slot above `above` for `for`."""
 
     above: float = Field(default=10, ge=0)
+    """Requests waiting."""
     for_: For = Field(default="5m", alias="for")
+    """How long the count must stay above."""
     severity: Severity = "ticket"
+    """The alert's `severity` label."""
 
 
 class KvCacheModel(_Model):
     """vLLM KV-cache usage (0-1) above `above` for `for`."""
 
     above: float = Field(default=0.9, gt=0, lt=1)
+    """KV-cache usage, 0–1."""
     for_: For = Field(default="5m", alias="for")
+    """How long usage must stay above."""
     severity: Severity = "ticket"
+    """The alert's `severity` label."""
 
 
 class PreemptionsModel(_Model):
     """vLLM preemptions per second above `above` for `for`."""
 
     above: float = Field(default=0, ge=0)
+    """Preemptions per second."""
     for_: For = Field(default="10m", alias="for")
+    """How long the rate must stay above."""
     severity: Severity = "ticket"
+    """The alert's `severity` label."""
 
 
 class SaturationModel(_Model):
     """vLLM saturation alerts; each is on unless set to null."""
 
     waiting_requests: WaitingModel | None = WaitingModel()
+    """`LanewatchVLLMRequestsWaiting`; null turns it off."""
     kv_cache_usage: KvCacheModel | None = KvCacheModel()
+    """`LanewatchVLLMKVCacheFull`; null turns it off."""
     preemptions: PreemptionsModel | None = PreemptionsModel()
+    """`LanewatchVLLMPreemptions`; null turns it off."""
 
 
 class AlertsModel(_Model):
     """Alerts besides burn rates; a section left out generates nothing."""
 
     latency: list[QuantileAlertModel] = Field(default_factory=list)
+    """Latency quantile alerts (`Lanewatch<Metric>P99High` at quantile 0.99)."""
     probe_failures: ProbeFailuresModel | None = None
+    """`LanewatchProbeFailures`."""
     target_down: DownModel | None = None
+    """`LanewatchTargetDown`: the collector cannot scrape a target."""
     component_down: ComponentDownModel | None = None
+    """`LanewatchComponentDown`: Prometheus cannot scrape a job."""
     convergence: list[ConvergenceModel] = Field(default_factory=list)
+    """`LanewatchLaneConvergence`, one per lane pair."""
     flatness: FlatnessModel | None = None
+    """`LanewatchLatencyFlat`."""
     saturation: SaturationModel | None = None
+    """The vLLM saturation alerts."""
 
 
 class LinksModel(_Model):
     """Runbook URL template ({alert}, {anchor} = lower-case alert name) and Grafana's base URL."""
 
     runbook: str = Field(default=DEFAULT_RUNBOOK, pattern=r"^https?://")
+    """Runbook URL template of every alert's `runbook_url`."""
     grafana: str = Field(default="http://localhost:3000", pattern=r"^https?://")
+    """Grafana's base URL, for every alert's `dashboard_url`."""
 
 
 class SpecBodyModel(_Model):
     """`spec:` of a lanewatch/v1 SLOSpec."""
 
     period: Duration = "28d"
+    """The SLO period (a Prometheus duration)."""
     windows: str | WindowSetModel = "standard"
+    """A window set of alerts/windows.yaml by name, or one inline."""
     analysis_window: Duration = "5m"
+    """Rate window of the quantile, lane and saturation rules."""
     evaluation_interval: Duration | None = None
+    """Rule group interval; default: Prometheus' global one."""
     links: LinksModel = LinksModel()
+    """Where alerts point."""
     slos: list[SLOModel] = Field(default_factory=list)
+    """The objectives."""
     alerts: AlertsModel = AlertsModel()
+    """Alerts besides burn rates."""
 
     @model_validator(mode="after")
     def _unique_slos(self) -> SpecBodyModel:
@@ -326,16 +407,22 @@ class MetadataModel(_Model):
     """Names the spec; the rule file is `<name>-rules.yml`."""
 
     name: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+    """Names the spec and its rule file."""
     description: str = ""
+    """Free text for people."""
 
 
 class SpecDocumentModel(_Model):
     """A whole lanewatch/v1 SLOSpec document."""
 
     api_version: Literal["lanewatch/v1"]
+    """Always `lanewatch/v1`."""
     kind: Literal["SLOSpec"]
+    """Always `SLOSpec`."""
     metadata: MetadataModel
+    """Names the spec."""
     spec: SpecBodyModel
+    """The SLOs and alerts."""
 
 
 # ---------------------------------------------------------------- loading

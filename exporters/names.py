@@ -125,7 +125,7 @@ DIRECTION: Final = "direction"  # apply | escalate | restore
 OUTCOME: Final = "outcome"
 
 # ---------------------------------------------------------------- vLLM names read by rules and dashboards
-# Copied from ../shared/reference/vllm.md (v0.33.0, V1 engine).
+# vLLM's own metric names (V1 engine), as its /metrics page serves them.
 VLLM_LABELS: Final = ("model_name", "engine")
 VLLM_NUM_REQUESTS_RUNNING: Final = "vllm:num_requests_running"
 VLLM_NUM_REQUESTS_WAITING: Final = "vllm:num_requests_waiting"

@@ -5,8 +5,8 @@ counters (the request metrics every alert and dashboard reads); `WindowMetrics`,
 `ServerMetrics`, `GpuMetrics` and `JoinMetrics` render gauges from the window, the scrape
 windows, NVML samples and the OTLP join. Nothing is module-level state: each Collector
 registers on the registry it is given, renders from its own state in `collect()`, and so
-tests compare exact text. Every name comes from names.py and is documented in README.md
-("Metrics") or docs/.
+tests compare exact text. Every name comes from names.py and is documented in
+docs/metrics.md.
 """
 
 from __future__ import annotations

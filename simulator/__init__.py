@@ -1,6 +1,6 @@
 """lanewatch.simulator: a vLLM-compatible server with a continuous-batching timing model.
 
-Its contract is vLLM's (/work/shared/reference/vllm.md), so it imports nothing else of lanewatch.
+Its contract is vLLM's (OpenAI API, /metrics names, OTLP spans), so it imports nothing else of lanewatch.
 The pure parts are re-exported here; the server is `lanewatch.simulator.app` /
 `lanewatch.simulator.server` (run it with `lanewatch sim`).
 """

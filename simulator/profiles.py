@@ -25,8 +25,8 @@ Numbers and sources:
   2 GiB per GPU for activations and CUDA graphs, in blocks of 16 tokens.
 
 What results (engine.py, batch of one, short prompt): fast decode step ~2.4 ms, slow ~29.6 ms;
-a 2,000-token prompt prefills in ~13 ms (fast) and ~0.32 s (slow). The README lists figures
-measured through the server.
+a 2,000-token prompt prefills in ~13 ms (fast) and ~0.32 s (slow). docs/simulator.md lists
+figures measured through the server.
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ from typing import Any
 
 import httpx
 
+from tests.waiting import eventually
+
 START_TIMEOUT_S = 20.0
 DEFAULT_MODELS = {"fast": "meta-llama/Llama-3.2-1B-Instruct", "slow": "meta-llama/Llama-3.1-70B-Instruct"}
 
@@ -60,16 +62,17 @@ def closed_port() -> int:
 def wait_listening(url: str, after_s: float, within_s: float = 10.0) -> None:
     """Sleep `after_s` (a refusal's length), then wait until `url`'s port accepts connections again."""
     parts = httpx.URL(url)
+    # the refusal starts asynchronously: polling at once could see the port before it closes
     time.sleep(after_s)
-    deadline = time.monotonic() + within_s
-    while True:
+
+    def accepts() -> bool:
         try:
             socket.create_connection((parts.host, parts.port or 80), timeout=1).close()
-            return
         except OSError:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{url} still refuses {within_s} s after its {after_s} s") from None
-            time.sleep(0.02)
+            return False
+        return True
+
+    eventually(accepts, within_s, f"{url} accepts connections {after_s} s after its refusal began")
 
 
 @dataclass(frozen=True)
@@ -158,23 +161,19 @@ def start_simulator(
         args += ["--otlp-endpoint", otlp_endpoint]
     args += _flag_args(flags)
     log_path = folder / "sim.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    scheme = "https" if tls else "http"
-    handle = SimHandle(
-        url=f"{scheme}://127.0.0.1:{port}",
-        port=port,
-        cert_path=cert,
-        admin_token=token,
-        model=flags.get("model") or DEFAULT_MODELS[profile],
-        process=proc,
-        log_path=log_path,
-    )
-    try:
+    with started(args, log_path) as proc:
+        scheme = "https" if tls else "http"
+        handle = SimHandle(
+            url=f"{scheme}://127.0.0.1:{port}",
+            port=port,
+            cert_path=cert,
+            admin_token=token,
+            model=flags.get("model") or DEFAULT_MODELS[profile],
+            process=proc,
+            log_path=log_path,
+        )
         _wait_healthy(handle)
         yield handle
-    finally:
-        stop_process(proc)
 
 
 def _wait_healthy(h: SimHandle) -> None:
@@ -189,19 +188,17 @@ def wait_http(
     timeout_s: float = START_TIMEOUT_S,
     verify: Callable[[], ssl.SSLContext | bool] = lambda: True,
 ) -> None:
-    """Poll `url` until it answers 200; RuntimeError with `log()` if `proc` exits first or time runs out."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """Poll `url` until it answers 200; AssertionError with `log()` if `proc` exits first or time runs out."""
+
+    def answers() -> bool:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}:\n{log()}")
+            raise AssertionError(f"{proc.args!r} exited with {proc.returncode}:\n{log()}")
         try:
-            if httpx.get(url, verify=verify(), timeout=1.0).status_code == 200:
-                return
+            return httpx.get(url, verify=verify(), timeout=1.0).status_code == 200
         except (httpx.TransportError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} not up after {timeout_s} s:\n{log()}")
-        time.sleep(0.05)
+            return False
+
+    eventually(answers, timeout_s, f"{url} answers 200", context=log)
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
@@ -219,17 +216,35 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def run_service(
-    args: list[str], log_path: Path, health_url: str, cwd: Path | None = None
+def started(
+    args: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run `args` in its own process group, logging to `log_path`, until the block exits.
+    """Run `args` in its own process group, output appended to `log_path`, until the block exits.
 
-    Yields once `health_url` answers 200; a process that exits first raises with its log.
+    The one way tests start a process: `stop_process` ends it and its children at the end.
+    Without `env` the child inherits the C-level environment, which can hold more than
+    os.environ (COLUMNS and LINES set by the terminal code); with it, os.environ plus `env`.
     """
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(args, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            args,
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=None if env is None else {**os.environ, **env},
+        )
     try:
-        wait_http(health_url, proc, log_path.read_text)
         yield proc
     finally:
         stop_process(proc)
+
+
+@contextmanager
+def run_service(
+    args: list[str], log_path: Path, health_url: str, cwd: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`started`, yielding once `health_url` answers 200; a process that exits first fails with its log."""
+    with started(args, log_path, cwd=cwd) as proc:
+        wait_http(health_url, proc, lambda: log_path.read_text(errors="replace"))
+        yield proc

@@ -31,33 +31,37 @@ def build(
     out: Path | None = typer.Option(
         None,
         "--out",
-        help="Folder for <spec name>-rules.yml. Default: alerts/generated of this source tree.",
+        help="Folder for <spec name>-rules.yml. Default, in a source checkout only: its alerts/generated.",
         show_default=False,
     ),
     kubernetes: Path | None = typer.Option(
         None,
         "--kubernetes",
         help="Also write a PrometheusRule per spec into this folder. Without --spec and --out, "
-        "the bundled default spec's PrometheusRule goes to deploy/kubernetes of this source tree.",
+        "the bundled default spec's PrometheusRule goes to deploy/kubernetes of the source checkout.",
         show_default=False,
     ),
 ) -> None:
     """Write rule files (headed "generated — do not edit"); exit 1 on an invalid spec."""
     from lanewatch.alerts import build as builder
     from lanewatch.alerts.spec import BUNDLED_SPECS, SpecError, load_spec
+    from lanewatch.collector.common.packagedata import NoCheckoutError
 
     try:
         if spec is None and out is None and kubernetes is None:
             outputs = builder.bundled_outputs()
         else:
             specs = [load_spec(p) for p in (spec or BUNDLED_SPECS)]
-            folder = out or builder.GENERATED_DIR
+            folder = out or builder.checkout_dirs()[0]
             outputs = {folder / name: text for name, text in builder.rule_files(specs).items()}
             if kubernetes is not None:
                 outputs.update({kubernetes / n: t for n, t in builder.prometheus_rules(specs).items()})
     except SpecError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
+    except NoCheckoutError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
     changed = set(builder.write(outputs))
     for path in outputs:
         typer.echo(f"{'wrote' if path in changed else 'unchanged'} {path}")
@@ -89,6 +93,30 @@ def check(
     binary = shutil.which("promtool")
     if promtool and binary:
         _promtool(binary, render.rule_file(parsed, groups))
+
+
+@alerts_app.command("docs")
+def docs(
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="File to write. Default: docs/slo-spec.md of this source tree.",
+        show_default=False,
+    ),
+) -> None:
+    """Write the SLO spec reference (every field, type, default) generated from the spec models."""
+    from lanewatch.alerts import specdoc
+
+    path = out or specdoc.DOCS_PAGE
+    if out is None and not path.parent.is_dir():
+        typer.echo(f"{path.parent} does not exist (not a source checkout): pass --out FILE", err=True)
+        raise typer.Exit(1)
+    text = specdoc.render()
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        typer.echo(f"unchanged {path}")
+        return
+    path.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {path}")
 
 
 def _promtool(binary: str, text: str) -> None:

@@ -19,7 +19,7 @@ def build(
     out: Path | None = typer.Option(
         None,
         "--out",
-        help="Folder for lanewatch-<name>.json. Default: dashboards/generated of this source tree "
+        help="Folder for lanewatch-<name>.json. Default, in a source checkout only: its dashboards/generated "
         "(and the ConfigMap in its deploy/kubernetes).",
         show_default=False,
     ),
@@ -32,9 +32,14 @@ def build(
 ) -> None:
     """Write every dashboard's JSON (headed "generated — do not edit" in its description)."""
     from lanewatch.alerts.build import write
+    from lanewatch.collector.common.packagedata import NoCheckoutError
     from lanewatch.dashboards.build import outputs
 
-    files = outputs(out, kubernetes)
+    try:
+        files = outputs(out, kubernetes)
+    except NoCheckoutError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
     changed = set(write(files))
     for path in files:
         typer.echo(f"{'wrote' if path in changed else 'unchanged'} {path}")

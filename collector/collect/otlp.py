@@ -3,7 +3,7 @@
 `handle_export` is the whole receiver as a pure function over the request body and
 headers (protobuf `ExportTraceServiceRequest` or OTLP JSON, optionally gzip); the HTTP
 app in service.py only reads the body and writes what it returns. Span and attribute
-names are vLLM's (../shared/reference/vllm.md). Error bodies are `google.rpc.Status`,
+names are vLLM's (its `llm_request` span and `gen_ai.*` attributes). Error bodies are `google.rpc.Status`,
 as the OTLP/HTTP specification asks.
 """
 

@@ -1,6 +1,6 @@
 """Adapters: how the intended degrade state reaches a router, always whole and declarative.
 
-- `GatewayAdapter`: lanewatch's gateway admin API (CONTRACTS.md section 2), `PUT /admin/degrade`.
+- `GatewayAdapter`: lanewatch's gateway admin API (docs/gateway.md), `PUT /admin/degrade`.
 - `WebhookAdapter`: any router behind an HTTP endpoint: a JSON POST signed with HMAC-SHA256.
 - `DryRunAdapter`: logs what it would apply.
 

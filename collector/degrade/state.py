@@ -1,9 +1,9 @@
 """The degrade controller's state: what each lane is told to do, and which alerts hold it there.
 
 Pure data with a JSON codec (the store keeps the tracks as one JSON document and each alert
-record as a row of its own) and the
-projection to the router's declarative degrade state (CONTRACTS.md section 2). Times are Unix
-seconds, so a restarted controller keeps counting holds and cooldowns where it stopped.
+record as a row of its own) and the projection to the router's declarative degrade state
+(the gateway admin API's body, docs/gateway.md). Times are Unix seconds, so a restarted
+controller keeps counting holds and cooldowns where it stopped.
 """
 
 from __future__ import annotations

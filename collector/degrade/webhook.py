@@ -1,7 +1,7 @@
 """Alertmanager's webhook body (version 4), validated strictly.
 
-Field names and shapes follow Alertmanager 0.25 (see ../shared/reference/alerting.md and the
-captured bodies in ../shared/fixtures/). Wrong types and missing fields are errors, refused
+Field names and shapes follow Alertmanager 0.25's webhook_config payload (version "4"; the bodies
+captured from a real Alertmanager are in tests/fixtures/). Wrong types and missing fields are errors, refused
 with a reason. Fields this version does not know are ignored: Alertmanager does not retry a
 4xx, so refusing a field a newer release adds would silently drop every alert.
 """

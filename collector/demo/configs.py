@@ -21,6 +21,7 @@ import yaml
 
 from lanewatch.alerts.build import GENERATED_DIR
 from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC
+from lanewatch.collector.common.packagedata import data_path
 from lanewatch.collector.config import RequestClass
 
 __all__ = [
@@ -39,12 +40,12 @@ __all__ = [
     "write_secrets",
 ]
 
-# deploy/ of a source checkout (the demo runs from one: `make run` installs it editable).
-DEPLOY_DIR: Final = Path(__file__).resolve().parents[2] / "deploy"
+# deploy/, shipped as the data package lanewatch.deploy (the checkout's folder in an editable install).
+DEPLOY_DIR: Final = data_path("lanewatch.deploy")
 DEMO_RULES: Final = GENERATED_DIR / "lanewatch-demo-rules.yml"
 PRODUCTION_RULES: Final = GENERATED_DIR / "lanewatch-rules.yml"
 # The real-engine demo's SLO spec: its rules are rendered into the run's folder at start.
-DEMO_VLLM_SPEC: Final = Path(__file__).resolve().parents[2] / "alerts" / "slos-demo-vllm.yaml"
+DEMO_VLLM_SPEC: Final = DEMO_SPEC.with_name("slos-demo-vllm.yaml")
 LANES: Final = ("fast", "slow")  # fastest first
 # Each lane's simulator serves its own model name, as a small and a big model would: a request
 # served by the other lane (a degrade shift, the short-answer rule) is rewritten by the gateway.
@@ -321,7 +322,7 @@ def _read_template(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TemplateError(
-            f"{path}: cannot read ({exc.strerror}); the demo runs from a source checkout of lanewatch"
+            f"{path}: cannot read ({exc.strerror}); lanewatch's deploy/ files are missing from this install"
         ) from None
     except yaml.YAMLError as exc:
         raise TemplateError(f"{path}: not YAML: {exc}") from None

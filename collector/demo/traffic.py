@@ -1,8 +1,8 @@
 """Mixed user traffic through the gateway: Poisson arrivals of the three request classes.
 
 `next_arrival` and `pick_class` are pure (a seeded random source passed in); `Traffic` sends
-each arrival as a streamed chat completion with an aiohttp client (httpx collapses with
-many open streams: /work/shared/reference/performance.md), bounded by a cap on requests in
+each arrival as a streamed chat completion with an aiohttp client (httpx's client costs
+far more CPU per chunk with many open streams), bounded by a cap on requests in
 flight, and counts which lane served each class (the gateway's `x-lanewatch-lane`).
 """
 

@@ -1,4 +1,4 @@
-"""`GET`/`PUT /admin/degrade` (CONTRACTS.md section 2): the degrade controller's handle on the gateway.
+"""`GET`/`PUT /admin/degrade` (contract in docs/gateway.md): the degrade controller's handle on the gateway.
 
 Bearer token compared in constant time. Without a token file the API answers 403
 unless `admin_insecure` is set. A PUT replaces the whole state or, on any problem,

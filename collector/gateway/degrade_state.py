@@ -1,4 +1,4 @@
-"""Per-lane degrade state (CONTRACTS.md section 2) and its application to one request. Pure.
+"""Per-lane degrade state (the admin API's body, docs/gateway.md) and its application to one request. Pure.
 
 The state is declarative: a PUT replaces it whole, a lane absent from it has no degrade.
 Applying it to a request routed to lane L: shed when L (or the lane it is shifted to)

@@ -2,7 +2,7 @@
 
 Why not aiohttp's client here: its per-chunk path (parser, stream reader, a future and a
 task switch per read, then the server's writer) costs more CPU than the rest of the
-gateway together (../shared/reference/performance.md). Here `data_received` decodes the
+gateway together (measured with bench/tap_overhead.py). Here `data_received` decodes the
 framing and hands the payload to a sink that writes it downstream at once; a coroutine
 waits only for the head, the end, or back-pressure. DNS, TCP and TLS are timed apart.
 """

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 PATHS: dict[Api, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 SSE_BAD_EVENTS_ATTR = "sse_bad_events"  # record attr: undecodable SSE events in the stream
-LANE_HEADER = "x-lanewatch-lane"  # forces a lane at a lanewatch gateway (CONTRACTS.md §2)
+LANE_HEADER = "x-lanewatch-lane"  # forces a lane at a lanewatch gateway (docs/gateway.md)
 _ERROR_BODY_LIMIT = 64 * 1024
 _AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
 

@@ -23,7 +23,7 @@ from lanewatch.collector.record.content import (
 )
 from lanewatch.collector.record.timing import Api, RequestTiming
 
-# OpenTelemetry GenAI semantic conventions (../shared/reference/client-timing.md).
+# Operation names of the OpenTelemetry GenAI semantic conventions (`gen_ai.operation.name`).
 OPERATION_NAMES: Mapping[Api, str] = {"chat": "chat", "completions": "text_completion"}
 PROVIDER_NAME = "vllm"
 TRACER_NAME = "lanewatch.probe"

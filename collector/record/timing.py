@@ -3,7 +3,7 @@
 Client-side times are measured from the request's start on a monotonic clock;
 `started_at` alone is wall-clock (Unix seconds) so records can be placed on a timeline.
 Server-side phases (queue, prefill, decode) come from vLLM's `llm_request` span when
-one joined by trace id. See ../shared/DESIGN.md, "Phases".
+one joined by trace id; docs/metrics.md lists the phases and how they add up to e2e.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from tests.e2e.story import PanelCheck, assert_shifted_and_back, check_outputs, 
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-# Deadlines, generous for a loaded CI machine; the figures measured here are in the README.
+# Deadlines, generous for a loaded CI machine; the figures measured here are in docs/demo.md.
 FAULT_TO_ALERT_S = 60.0  # ~11 s here: the 15 s / 1 m windows, `for: 5s`, 1 s evaluation
 ALERT_TO_DEGRADE_S = 20.0  # ~1 s: Alertmanager's group_wait 1 s, the controller, the gateway
 CLEAR_TO_RESOLVE_S = 90.0  # ~34 s: the 30 s window must forget the slow requests

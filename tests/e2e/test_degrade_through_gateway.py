@@ -3,15 +3,12 @@
 A firing TTFT burn-rate alert on the slow lane makes the gateway serve slow-lane requests
 from the fast lane (50%, then 100%); the resolved alert restores the slow lane. The gateway
 here is the real one (`lanewatch gateway` over two test upstreams), so this checks the
-admin API contract (CONTRACTS.md section 2) from both ends.
+admin API contract (docs/gateway.md) from both ends.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -25,19 +22,10 @@ from tests.integration.degrade.test_alertmanager_loop import (
     rfc3339_now,
 )
 from tests.integration.gateway_harness import chat_body, start_gateway, start_test_upstream
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 GW_TOKEN = "gw-token-7f7f7f"
-
-
-def _wait(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def _served(client: httpx.Client, n: int) -> list[str]:
@@ -90,12 +78,12 @@ def test_alert_shifts_the_slow_lane_through_the_real_gateway_and_back(tmp_path: 
 
             starts = rfc3339_now()
             post_alert(am_url, starts)
-            assert _wait(lambda: shift() >= 50, 15, "slow shifted to fast")
-            _wait(lambda: shift() == 100, 10, "the shift escalated to 100%")
+            assert eventually(lambda: shift() >= 50, 15, "slow shifted to fast")
+            eventually(lambda: shift() == 100, 10, "the shift escalated to 100%")
             degraded = client.post("/v1/chat/completions", json=chat_body(2))
             assert degraded.headers["x-lanewatch-lane"] == "fast"
             assert degraded.headers["x-lanewatch-degraded"] == "shift"
             assert _served(client, 4) == ["fast"] * 4
             post_alert(am_url, starts, ends=rfc3339_now())
-            _wait(lambda: shift() == 0, 15, "the slow lane restored")
+            eventually(lambda: shift() == 0, 15, "the slow lane restored")
             assert _served(client, 3) == ["slow"] * 3

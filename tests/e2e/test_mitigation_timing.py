@@ -105,7 +105,9 @@ async def _scenario(stack: Stack, traffic: Traffic) -> dict[str, float]:
 def test_shipped_rules_degrade_a_sustained_breach_within_a_minute_and_ignore_a_15s_blip() -> None:
     tools = Tools(require_binary("prometheus"), require_binary("prometheus-alertmanager"))
     with tempfile.TemporaryDirectory(prefix="lanewatch-mitigation-") as tmp:
-        layout = Layout(Path(tmp), *free_ports(7), seed=11)
+        fast, slow, collector, gateway, degrade, prometheus, alertmanager = free_ports(7)
+        ports = (fast, slow, collector, gateway, degrade, prometheus, alertmanager)
+        layout = Layout(Path(tmp), *ports, seed=11)
 
         async def run() -> dict[str, float]:
             with Supervisor() as supervisor:

@@ -50,8 +50,10 @@ def test_tap_overhead_measures_every_path_at_every_concurrency(smoke: tuple[dict
             assert figures["chunks_per_s"] > 0
             # the upstream's first content chunk comes 50 ms after the request: no path beats it
             assert 50 <= figures["ttft_p50_ms"] < 1000, (path, n)
-        assert results[f"tap_sink_cpu_s_per_1k_chunks_{n}"] >= 0  # the tap ships to the records sink
-        assert "sink_cpu_s_per_1k_chunks" not in levels["pipe"]
+        # only the tap ships to the records sink, and its CPU is reported as the tap's sink figure
+        sink = levels["tap"]["sink_cpu_s_per_1k_chunks"]
+        assert results[f"tap_sink_cpu_s_per_1k_chunks_{n}"] == sink >= 0
+        assert [p for p in levels if "sink_cpu_s_per_1k_chunks" in levels[p]] == ["tap"]
         for path in ("nginx", "pipe", "tap"):
             assert -50 < results[f"{path}_added_ttft_p50_ms_{n}"] < 1000
             assert -50 < results[f"{path}_added_ttft_p99_ms_{n}"] < 1000
@@ -105,7 +107,17 @@ def test_results_name_the_machine_and_every_goal(smoke: tuple[dict[str, Any], st
     assert len(results["load_avg_start"]) == 3 and len(results["load_avg_end"]) == 3
     goals = {g["id"]: g for g in results["goals"]}
     assert {"tap_p99_abs", "tap_p99_vs_nginx", "probe_p99", "collector_rss", "tap_cpu"} <= set(goals)
-    assert goals["probe_p99"]["met"] in (True, False)  # measured in the smoke run too
+    # each verdict is its figure against its limit; the prober's is measured in the smoke run too
+    probe = goals["probe_p99"]
+    assert (probe["measured"], probe["limit"]) == (results["probe_ttft_error_p99_ms"], 2.0)
+    for goal in goals.values():
+        if goal["measured"] is None or goal["limit"] is None:
+            assert goal["met"] is None, goal
+        else:
+            assert goal["met"] is (goal["measured"] <= goal["limit"]), goal
+            assert goal["measured"] == results[goal["key"]], goal
     assert goals["tap_p50_256"]["met"] is None  # no 256-stream level in the smoke run
+    verdict = "**met**" if probe["met"] else "**not met**"
+    assert any(probe["goal"] in line and verdict in line for line in markdown.splitlines())
     assert "## Goals" in markdown and "## Gateway tap overhead" in markdown
     assert "## Alert to degrade" in markdown and "## Collector cost" in markdown

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -14,7 +13,8 @@ import pytest
 import yaml
 
 from lanewatch.collector.record.files import read_records
-from tests.servers import free_port, lanewatch_command, start_simulator
+from tests.servers import free_port, lanewatch_command, start_simulator, started
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -49,32 +49,34 @@ def test_collect_serves_metrics_writes_joined_records_and_stops_on_sigterm(tmp_p
             "gpu": {"enabled": False},
         }))  # fmt: skip
         records = tmp_path / "out" / "records.jsonl"
-        log = (tmp_path / "collect.log").open("wb")
-        proc = subprocess.Popen(
-            [*lanewatch_command(), "collect", "-c", str(cfg), "--port", str(port), "--records", str(records)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 30
-            joined = 0
-            while time.monotonic() < deadline and joined < 5:
-                time.sleep(0.2)
-                assert proc.poll() is None, (tmp_path / "collect.log").read_text()
-                if records.exists():
-                    joined = sum(
-                        json.loads(line)["queue_s"] is not None for line in records.read_text().splitlines()
-                    )
-            assert joined >= 5
+        log_path = tmp_path / "collect.log"
+        args = [
+            *lanewatch_command(),
+            "collect",
+            "-c",
+            str(cfg),
+            "--port",
+            str(port),
+            "--records",
+            str(records),
+        ]
+        with started(args, log_path) as proc:
+
+            def joined_records() -> int:
+                assert proc.poll() is None, log_path.read_text()
+                if not records.exists():
+                    return 0
+                lines = records.read_text().splitlines()
+                n = sum(json.loads(line)["queue_s"] is not None for line in lines if line.endswith("}"))
+                return n if n >= 5 else 0
+
+            joined = eventually(joined_records, 30, "five records joined to their server phases", every_s=0.2)
             metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
             assert 'lanewatch_scrape_up{lane="fast",target="sim"} 1.0' in metrics
             assert 'lanewatch_ttft_seconds_count{lane="fast",model=' in metrics
             assert httpx.get(f"http://127.0.0.1:{port}/healthz").json()["status"] == "ok"
             os.killpg(proc.pid, signal.SIGTERM)
             assert proc.wait(timeout=15) == 0
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
     read = read_records(records)  # every line is a whole, valid record
     assert len(read.records) >= joined and not read.bad_lines
     assert "HTTP Request:" not in (tmp_path / "collect.log").read_text()  # no line per probe or scrape

@@ -20,6 +20,7 @@ from lanewatch.collector.record.window import QUANTILES
 from lanewatch.exporters import names
 from tests.servers import SimHandle, free_port, start_simulator
 from tests.unit.collector.collect.test_scrape import rank_value
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -135,10 +136,12 @@ async def test_an_https_target_is_scraped_with_its_own_ca_bundle(tmp_path: Path)
         stop = asyncio.Event()
         task = asyncio.create_task(serve(svc, "127.0.0.1", port, stop, lambda _: None))
         try:
-            deadline = time.monotonic() + 30
-            while not svc.server_windows["sim"].stats(time.monotonic()).up:
-                assert time.monotonic() < deadline, "no successful scrape of the HTTPS target"
-                await asyncio.sleep(0.1)
+            await eventually_async(
+                lambda: svc.server_windows["sim"].stats(time.monotonic()).up,
+                30,
+                "a successful scrape of the HTTPS target",
+                every_s=0.1,
+            )
         finally:
             stop.set()
             await asyncio.wait_for(task, 15)

@@ -9,14 +9,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from lanewatch.collector.demo.supervisor import ChildExited, Supervisor
 from tests.servers import lanewatch_command
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -55,22 +54,15 @@ def children_of(pid: int) -> list[int]:
     return out
 
 
-def wait_for(check: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.1)
-
-
 def test_stop_all_ends_children_and_their_children(tmp_path: Path) -> None:
     with Supervisor(grace_s=2.0) as sup:
         child = sup.start("parent", [sys.executable, "-c", PARENT_OF_SLEEPER], tmp_path / "parent.log")
-        wait_for(lambda: child.log_path.read_text().strip(), 20, "the grandchild's pid")
+        eventually(lambda: child.log_path.read_text().strip(), 20, "the grandchild's pid")
         grandchild = int(child.log_path.read_text().split()[0])
         assert os.getpgid(child.proc.pid) == child.proc.pid != os.getpgid(0)  # its own group
         assert alive(grandchild)
     assert child.proc.poll() is not None
-    wait_for(lambda: not alive(grandchild), 10, "the grandchild ended")
+    eventually(lambda: not alive(grandchild), 10, "the grandchild ended")
 
 
 def test_check_names_a_child_that_exited_with_its_log(tmp_path: Path) -> None:
@@ -100,7 +92,7 @@ def test_children_die_with_a_killed_supervisor_process(tmp_path: Path) -> None:
         assert alive(sleeper)
         owner.kill()  # no clean-up runs: PR_SET_PDEATHSIG must end the child
         owner.wait(10)
-        wait_for(lambda: not alive(sleeper), 10, "the orphan ended")
+        eventually(lambda: not alive(sleeper), 10, "the orphan ended")
     finally:
         if owner.poll() is None:
             owner.kill()
@@ -116,12 +108,15 @@ def test_demo_without_prometheus_says_so_runs_the_rest_and_ctrl_c_ends_everythin
         stderr=subprocess.STDOUT,
         env=env,
     )
-    text = lambda: (tmp_path / "demo.log").read_text()  # noqa: E731
+
+    def text() -> str:
+        return (tmp_path / "demo.log").read_text()
+
     try:
-        wait_for(lambda: "gateway http://" in text(), 120, f"the stack up:\n{text()}")
+        eventually(lambda: "gateway http://" in text(), 120, f"the stack up:\n{text()}")
         assert "prometheus and prometheus-alertmanager not found" in text()
         records = out / "records.jsonl"
-        wait_for(lambda: records.is_file() and records.read_text().count("\n") >= 5, 60, "records")
+        eventually(lambda: records.is_file() and records.read_text().count("\n") >= 5, 60, "records")
         kids = children_of(demo.pid)
         assert len(kids) == 5, kids  # two simulators, collector, gateway, controller; no Prometheus
         demo.send_signal(signal.SIGINT)

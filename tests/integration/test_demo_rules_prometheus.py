@@ -20,6 +20,7 @@ from lanewatch.exporters import names
 from tests.conftest import require_binary
 from tests.integration.degrade.loopback import running, wait_http
 from tests.servers import free_port, start_simulator
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration  # a real Prometheus on 127.0.0.1
 
@@ -122,9 +123,18 @@ def _page_and_evaluate(tmp_path: Path, exporter: str, sim: str) -> None:
         wait_http(f"{base}/-/ready", proc, timeout=30)
         started = time.monotonic()
         page = ("LanewatchTTFTBurnRate", "slow", "page")
-        while page not in (firing := _firing(base)):
-            assert time.monotonic() - started < FIRE_WITHIN_S, f"no page within {FIRE_WITHIN_S} s: {firing}"
-            time.sleep(0.5)
+
+        def paged() -> set[tuple[str, str, str]]:
+            now = _firing(base)
+            return now if page in now else set()
+
+        firing = eventually(
+            paged,
+            FIRE_WITHIN_S,
+            "the slow lane's page fires",
+            every_s=0.5,
+            context=lambda: str(_firing(base)),
+        )
         fired_after = time.monotonic() - started
         assert ("LanewatchTTFTBurnRate", "fast", "page") not in firing
         groups = httpx.get(f"{base}/api/v1/rules", timeout=5).json()["data"]["groups"]

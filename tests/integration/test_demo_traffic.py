@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -14,6 +14,7 @@ from aiohttp import web
 
 from lanewatch.collector.config import RequestClass
 from lanewatch.collector.demo.traffic import Traffic, TrafficClass
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 CHUNK_GAP_S = 0.05
@@ -61,15 +62,6 @@ async def upstream() -> AsyncIterator[Upstream]:
         await runner.cleanup()
 
 
-async def until(check: Callable[[], bool], within_s: float = 30.0) -> None:
-    deadline = time.monotonic() + within_s
-    while True:
-        if check():
-            return
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-
-
 def mix(tokens: int) -> tuple[TrafficClass, ...]:
     return (TrafficClass(RequestClass(name="story", prompt_words=5, max_tokens=tokens), 1.0),)
 
@@ -78,7 +70,7 @@ async def test_requests_stream_through_and_open_ones_finish_when_traffic_stops(u
     traffic = Traffic(upstream.url, "lanewatch-demo", rate_per_s=20.0, seed=1, mix=mix(40))
     stop = asyncio.Event()
     task = asyncio.create_task(traffic.run(stop, drain_s=30.0))
-    await until(lambda: traffic.sent >= 5)
+    await eventually_async(lambda: traffic.sent >= 5, 30, "five requests sent")
     stop.set()
     await asyncio.wait_for(task, 60)
     assert upstream.finished == traffic.sent >= 5  # every open stream ran to its end
@@ -95,7 +87,9 @@ async def test_abort_cuts_the_drain_short(upstream: Upstream) -> None:
     traffic = Traffic(upstream.url, "m", rate_per_s=20.0, seed=2, mix=mix(600))  # 30 s streams
     stop, abort = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(traffic.run(stop, drain_s=60.0, abort=abort))
-    await until(lambda: len(traffic.history) >= 3)  # some streams open, headers read
+    await eventually_async(
+        lambda: len(traffic.history) >= 3, 30, "three streams open"
+    )  # some streams open, headers read
     abort.set()
     stop.set()
     started = time.monotonic()

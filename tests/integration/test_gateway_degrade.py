@@ -1,4 +1,4 @@
-"""The admin API (CONTRACTS.md section 2) and degrade state applied on the data path."""
+"""The admin API (docs/gateway.md) and degrade state applied on the data path."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ ITL is measured at both ends: when the upstream (tests/sse_upstream.py, another 
 wrote each content chunk, and when a lean raw-socket client received it. On a shared
 2-core machine the processes' scheduling alone moves single gaps by several ms, and a
 stall of this client by its whole length, so the bounds are taken side by side in the
-same run (../shared/reference/performance.md): 50 more streams straight from the upstream
+same run: 50 more streams straight from the upstream
 at the same moments show what the client and the load cost without the gateway, and the
 upstream's own lateness against its 50 ms shows how late a process here wakes. Holding
 chunks back costs whole gaps, far past either. The tight figures, each chunk's added delay

@@ -17,6 +17,7 @@ import aiohttp
 import openai
 import pytest
 import yaml
+from openai.types.chat import ChatCompletionMessageParam
 
 from lanewatch.collector.config import GatewayConfig, load_config
 from lanewatch.collector.gateway import Gateway, GatewayServer
@@ -27,7 +28,7 @@ from .gateway_harness import RunningGateway, gateway_server, upstream_server
 
 pytestmark = pytest.mark.integration
 COMPOSE_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "compose" / "lanewatch.yaml"
-HELLO = [{"role": "user", "content": "Hello there, how are you?"}]
+HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hello there, how are you?"}]
 TOKEN = "models-admin-token"
 SHIFT_ALL = {"lanes": {"slow": {"shift_to": "fast", "shift_percent": 100}}}
 
@@ -69,7 +70,7 @@ async def _stream(
     """One streamed chat request: (lanewatch response headers, the chunks' model fields, the text)."""
     stream = await client.chat.completions.create(
         model=model,
-        messages=HELLO,  # type: ignore[arg-type]
+        messages=HELLO,
         max_tokens=max_tokens,
         stream=True,
         extra_headers={"x-request-id": f"models-{uuid.uuid4().hex}"},

@@ -26,6 +26,7 @@ from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names
 from tests.servers import free_port, start_simulator
+from tests.waiting import eventually_async
 
 from .gateway_harness import chat_body, start_gateway, start_test_upstream
 
@@ -69,14 +70,6 @@ async def collector(
         await asyncio.wait_for(task, 15)
 
 
-async def until(condition: object, within_s: float) -> bool:
-    for _ in range(int(within_s / 0.05)):
-        if condition():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.05)
-    return bool(condition())  # type: ignore[operator]
-
-
 async def stream(client: httpx.AsyncClient, lane: str, model: str, max_tokens: int) -> str:
     """One streamed chat request through the gateway to `lane`; returns its request id."""
     request_id = f"ship-{uuid.uuid4().hex}"
@@ -109,11 +102,15 @@ async def test_tap_records_reach_the_collector_joined_to_the_servers_phases(tmp_
                         for _ in range(3)
                     )
                 )
-                joined = await until(lambda: sum(r.has_server_phases for r in seen) >= 6, 20)
+                await eventually_async(
+                    lambda: sum(r.has_server_phases for r in seen) >= 6,
+                    20,
+                    "every record joined to its server phases",
+                    context=lambda: f"{sum(r.has_server_phases for r in seen)} of {len(seen)} joined: {seen}",
+                )
                 gw_text = (await client.get("/metrics")).text
             col_text = svc.render_metrics().decode()
             truth = {r.request_id: sims[r.lane].truth(r.request_id or "") for r in seen}
-    assert joined, f"{sum(r.has_server_phases for r in seen)} of {len(seen)} records joined: {seen}"
     assert sorted(r.request_id or "" for r in seen) == sorted(ids)  # each request once
     for r in seen:
         t = truth[r.request_id]
@@ -157,11 +154,18 @@ async def test_with_the_collector_away_the_gateway_serves_counts_and_later_deliv
                     )
 
                 # Failed sends are counted and retried; 5 records, room for 3: the 2 oldest went.
-                assert await until(lambda: shipping()[0] >= 2 and shipping()[1:] == (2, 3, 0), 10), shipping()
+                await eventually_async(
+                    lambda: shipping()[0] >= 2 and shipping()[1:] == (2, 3, 0),
+                    10,
+                    "two batches shipped, the retried one counted",
+                    context=lambda: str(shipping()),
+                )
                 assert (await client.get("/healthz")).status_code == 200
                 # The collector comes back (the test upstream sends no spans: its records wait briefly).
                 async with collector(port, tmp_path, join_wait_s=0.2) as (_svc, seen):
-                    assert await until(lambda: len(seen) == 3, 10), seen
+                    await eventually_async(
+                        lambda: len(seen) == 3, 10, "three records", context=lambda: str(seen)
+                    )
                     text = (await client.get("/metrics")).text
                 assert samples(text, names.GATEWAY_SHIPPED_RECORDS_TOTAL) == {(): 3.0}
                 assert all(r.source == "tap" for r in seen)

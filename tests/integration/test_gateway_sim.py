@@ -8,13 +8,14 @@ from collections.abc import Iterator
 import aiohttp
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.servers import SimHandle, start_simulator
 
 from .gateway_harness import gateway_server
 
 pytestmark = pytest.mark.integration
-HELLO = [{"role": "user", "content": "Hello there, how are you?"}]
+HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hello there, how are you?"}]
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ async def test_openai_client_streams_through_the_gateway(sims: tuple[SimHandle, 
         pieces, usages = [], []
         stream = await client.chat.completions.create(
             model=fast.model,
-            messages=HELLO,  # type: ignore[arg-type]
+            messages=HELLO,
             max_tokens=12,
             stream=True,
             extra_headers={"x-lanewatch-lane": "fast", "x-request-id": f"gw-{uuid.uuid4().hex}"},
@@ -45,7 +46,7 @@ async def test_openai_client_streams_through_the_gateway(sims: tuple[SimHandle, 
             pieces += [c.delta.content for c in chunk.choices if c.delta.content]
         asked = await client.chat.completions.create(
             model=slow.model,
-            messages=HELLO,  # type: ignore[arg-type]
+            messages=HELLO,
             max_tokens=5,
             stream=True,
             stream_options={"include_usage": True},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from typing import Any
 
 import aiohttp
 import pytest
@@ -202,7 +203,7 @@ async def test_health_checks_eject_and_restore() -> None:
 async def test_server_span_exported_with_the_ids_sent_upstream() -> None:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    spans = []
+    spans: list[Any] = []
 
     async def receive(request: web.Request) -> web.Response:
         export = ExportTraceServiceRequest.FromString(await request.read())
@@ -233,4 +234,5 @@ async def test_server_span_exported_with_the_ids_sent_upstream() -> None:
     assert attrs["http.response.status_code"].int_value == 200
     assert not any("zebra" in v.string_value for v in attrs.values())  # no prompt text on spans
     rec = g.records[-1]
+    assert rec.e2e_s is not None
     assert span.end_time_unix_nano - span.start_time_unix_nano == pytest.approx(rec.e2e_s * 1e9, rel=0.01)

@@ -63,7 +63,7 @@ async def test_json_shows_prompt_and_response_text_only_with_record_content() ->
         _, plain, _ = await lanewatch("probe", srv.url(), "-m", "m", "--json")
         code, out, err = await lanewatch("probe", srv.url(), "-m", "m", "--json", "--record-content")
     assert code == 0, err
-    first, sent = (r.json()["messages"][0]["content"] for r in srv.received)
+    first, sent = (str(r.json()["messages"][0]["content"]) for r in srv.received)
     assert not {"prompt_text", "response_text"} & set(json.loads(plain))  # nothing new by default
     assert first not in plain and "t0 t1" not in plain
     line = json.loads(out)

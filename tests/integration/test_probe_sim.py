@@ -2,7 +2,7 @@
 
 Tight figures (TTFT error p99 within 2 ms, curl agreement within 2 ms) are measured by
 bench/probe_accuracy.py over many samples; these tests assert the same behaviour with
-margins a loaded 2-core CI machine cannot break (../shared/reference/performance.md).
+margins a loaded 2-core CI machine cannot break.
 """
 
 from __future__ import annotations

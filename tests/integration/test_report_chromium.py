@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import cast
 
 import pytest
 from PIL import Image
@@ -74,8 +75,9 @@ class _ChartMarks(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
         if tag == "svg" and a.get("data-chart"):
-            self.chart = a["data-chart"]
-            self.marks[self.chart] += 0
+            chart = a["data-chart"] or ""
+            self.chart = chart
+            self.marks[chart] += 0
         elif self.chart and "mark" in (a.get("class") or "").split():
             self.marks[self.chart] += 1
 
@@ -103,7 +105,7 @@ def test_screenshot_is_not_blank_and_shows_the_charts(rendered: Rendered) -> Non
         assert img.size == (WIDTH, HEIGHT)
         colors = img.convert("RGB").getcolors(maxcolors=WIDTH * HEIGHT)
     assert colors is not None
-    pixels: Counter[tuple[int, int, int]] = Counter({rgb: n for n, rgb in colors})
+    pixels: Counter[tuple[int, int, int]] = Counter({cast(tuple[int, int, int], rgb): n for n, rgb in colors})
     _background, bg_count = pixels.most_common(1)[0]
     assert bg_count < 0.8 * WIDTH * HEIGHT  # cards, text and charts cover the rest
     assert len(pixels) > 500  # text and antialiased lines, not a flat fill

@@ -114,7 +114,7 @@ def _frames(c: httpx.Client, path: str, body: dict[str, object]) -> list[str]:
         return [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
 
 
-# name -> (type, labels besides model_name and engine); from /work/shared/reference/vllm.md
+# name -> (type, labels besides model_name and engine); vLLM V1's /metrics names
 EXPECTED = {
     "vllm:num_requests_running": ("gauge", set()),
     "vllm:num_requests_waiting": ("gauge", set()),

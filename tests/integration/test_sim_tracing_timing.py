@@ -16,6 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tests.servers import SimHandle, free_port, start_simulator
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -77,9 +78,7 @@ def test_llm_request_span_joins_the_callers_trace(
             headers={"traceparent": f"00-{trace_id}-{parent_id}-01", "x-request-id": "traced-1"},
         )
         r.raise_for_status()
-        deadline = time.monotonic() + 5
-        while not _spans(bodies) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(lambda: _spans(bodies), 5, "the request's span exported")
         truth = sim.truth("traced-1")
     [(scope, span)] = _spans(bodies)
     assert scope == "vllm.llm_engine" and span.name == "llm_request"

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 async def test_suite_probes_every_class_with_deterministic_distinct_prompts() -> None:
     def reply(req: Received) -> Reply:
-        return Reply(parts=chat_stream(int(req.json()["max_tokens"])))  # type: ignore[call-overload]
+        return Reply(parts=chat_stream(int(req.json()["max_tokens"])))
 
     async with ScriptedServer(reply) as srv:
         classes = [
@@ -41,5 +41,5 @@ async def test_suite_probes_every_class_with_deterministic_distinct_prompts() ->
     assert {r.request_class for r in got} == {"a", "b"}
     assert all(r.ok and r.lane == "fast" and r.target == "sim" for r in got)
     assert {r.output_tokens for r in got if r.request_class == "b"} == {3}
-    prompts = [req.json()["messages"][0]["content"] for req in srv.received]  # type: ignore[index]
+    prompts = [req.json()["messages"][0]["content"] for req in srv.received]
     assert len(set(prompts)) == len(prompts)  # no two probes share a prefix-cacheable prompt

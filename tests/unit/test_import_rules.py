@@ -16,24 +16,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {
-    "collector": "lanewatch.collector",
-    "exporters": "lanewatch.exporters",
-    "simulator": "lanewatch.simulator",
-    "alerts": "lanewatch.alerts",
-    "dashboards": "lanewatch.dashboards",
-}
+from tests.layout import ROOT, module_name
+
 # All that exporters, alerts and dashboards may take from the collector.
 FROM_COLLECTOR = ("lanewatch.collector.record", "lanewatch.collector.common")
-
-
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
-    parts = [PACKAGES[rel.parts[0]], *rel.parts[1:]]
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -45,7 +31,7 @@ def _is_type_checking(node: ast.If) -> bool:
 
 def _runtime_imports(path: Path) -> Iterator[str]:
     """Absolute names of the lanewatch modules a file imports at run time."""
-    module = _module_name(path)
+    module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
     while stack:

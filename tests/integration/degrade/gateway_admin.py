@@ -1,4 +1,4 @@
-"""A real HTTP server on 127.0.0.1 implementing the gateway admin API contract (CONTRACTS.md §2).
+"""A real HTTP server on 127.0.0.1 implementing the gateway admin API contract (docs/gateway.md).
 
 It stands in for the lanewatch gateway until that lands: `GET`/`PUT /admin/degrade` with a
 bearer token, the whole state replaced declaratively, 400 with a reason (and no change) for
@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.waiting import eventually
 
 LANE_KEYS = {"shift_to", "shift_percent", "cap_max_tokens", "shed_classes"}
 
@@ -50,13 +52,13 @@ class GatewayAdmin:
             self.lanes, self.version = {}, self.version + 1
 
     def wait_for(self, check: Callable[[GatewayAdmin], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Wait until `check` holds on this gateway's state (read under its lock)."""
+
+        def holds() -> bool:
             with self.lock:
-                if check(self):
-                    return
-            time.sleep(0.02)
-        raise AssertionError(f"gateway never saw {what} within {timeout} s; states: {self.states}")
+                return check(self)
+
+        eventually(holds, timeout, f"the gateway sees {what}", context=lambda: f"states: {self.states}")
 
     def validate(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) != {"lanes"} or not isinstance(body["lanes"], dict):

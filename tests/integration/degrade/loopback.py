@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,18 +33,7 @@ def output(proc: subprocess.Popen[bytes]) -> str:
 def running(
     cmd: list[str], log_path: Path, env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run `cmd` with output to `log_path`; SIGTERM (then SIGKILL) it at the end."""
-    log = open(log_path, "ab")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-    proc.log_path = str(log_path)  # type: ignore[attr-defined]
-    try:
+    """`servers.started`, the log's path kept on the process for `output`."""
+    with servers.started(cmd, log_path, env or {}) as proc:
+        proc.log_path = str(log_path)  # type: ignore[attr-defined]
         yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        log.close()

@@ -6,9 +6,7 @@ exits; `rss_kib` reads a process's resident memory; `samples` parses a /metrics 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +17,8 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.servers import lanewatch_command, stop_process
+from tests.servers import lanewatch_command, started
+from tests.waiting import eventually
 
 START_TIMEOUT_S = 30.0
 
@@ -57,34 +56,23 @@ def service(
     args: list[str], port: int, log_path: Path, ready_path: str, env: dict[str, str] | None = None
 ) -> Iterator[Service]:
     """Run `lanewatch *args` listening on `port` until the block exits (SIGTERM, then SIGKILL)."""
-    with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            [*lanewatch_command(), *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, **(env or {})},
-        )
-    svc = Service(f"http://127.0.0.1:{port}", proc, log_path)
-    try:
+    with started([*lanewatch_command(), *args], log_path, env or {}) as proc:
+        svc = Service(f"http://127.0.0.1:{port}", proc, log_path)
         wait_ready(svc, ready_path)
         yield svc
-    finally:
-        stop_process(proc)
 
 
 def wait_ready(svc: Service, path: str) -> None:
     """Poll `path` until it answers (any status below 500)."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         svc.alive()
         try:
-            if httpx.get(svc.url + path, timeout=1.0).status_code < 500:
-                return
+            return httpx.get(svc.url + path, timeout=1.0).status_code < 500
         except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"{svc.url}{path} not up within {START_TIMEOUT_S} s:\n{svc.log()}")
+            return False
+
+    eventually(answers, START_TIMEOUT_S, f"{svc.url}{path} answers", context=svc.log)
 
 
 def write_yaml(path: Path, data: dict[str, Any]) -> Path:

@@ -8,7 +8,6 @@ per value: each free-form label keeps at most the cap's values plus the overflow
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lanewatch.exporters.names import OVERFLOW_VALUE
 from tests.servers import SimHandle, free_port
+from tests.waiting import eventually
 
 from .processes import Service, samples, service, write_yaml
 
@@ -131,10 +131,9 @@ def test_collector_caps_targets_lanes_and_models(tmp_path: Path, sim: SimHandle)
 
 def wait_counted(svc: Service, n: int) -> str:
     """The /metrics page once it counts n requests (capped labels, but every request counted)."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def counted() -> str:
         text = svc.metrics()
-        if sum(v for _, v in samples(text, "lanewatch_requests_total")) >= n:
-            return text
-        time.sleep(0.1)
-    raise AssertionError(f"/metrics did not count {n} requests within 20 s:\n{svc.log()[-2000:]}")
+        return text if sum(v for _, v in samples(text, "lanewatch_requests_total")) >= n else ""
+
+    return eventually(counted, 20, f"/metrics counts {n} requests", context=lambda: svc.log()[-2000:])

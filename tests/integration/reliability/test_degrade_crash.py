@@ -25,6 +25,7 @@ from lanewatch.collector.degrade.store import Store
 from tests.alertmanager_bodies import alert, body
 from tests.integration.degrade.gateway_admin import GatewayAdmin, start_gateway_admin
 from tests.servers import free_port
+from tests.waiting import eventually
 
 from .processes import Service, secret_file, service
 
@@ -113,10 +114,8 @@ def test_sigkill_at_random_moments_of_transitions_leaves_one_side_and_restarts_o
                         lambda g: g.lanes == on_disk(tmp_path / "state")[1], 10, f"round {n} re-apply"
                     )
                 with Alertmanager(f"{ctl.url}/alertmanager", seed=n) as am:
-                    deadline = time.monotonic() + 10
-                    while am.posts == 0 and time.monotonic() < deadline:  # into the middle of work
-                        time.sleep(0.01)
-                    time.sleep(rng.uniform(0.0, 0.5))
+                    eventually(lambda: am.posts, 10, "a first Alertmanager post", every_s=0.01)
+                    time.sleep(rng.uniform(0.0, 0.5))  # a random moment in the middle of work
                     kill(ctl)
                 total_posts += am.posts
             revision, lanes, audited = on_disk(tmp_path / "state")

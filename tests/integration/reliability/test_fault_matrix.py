@@ -24,6 +24,7 @@ import pytest
 
 from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import SimHandle, closed_port, free_port, wait_listening
+from tests.waiting import eventually, settled
 
 from .flood import flood_upstream
 from .processes import Service, errors_by_kind, rss_kib, samples, service, write_yaml
@@ -64,15 +65,13 @@ def read_records(path: Path) -> list[RequestTiming]:
 
 
 def wait_for(check: Callable[[], Any], within_s: float, what: str, svc: Service) -> Any:
-    """Poll `check` until it returns something truthy; fail naming `what` (with the log) if not."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
+    """Poll `check` while the service stays up; fail naming `what` (with the log) if it never holds."""
+
+    def holds() -> Any:
         svc.alive()
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {within_s} s\n{svc.log()[-3000:]}")
+        return check()
+
+    return eventually(holds, within_s, what, context=lambda: svc.log()[-3000:])
 
 
 def started_since(path: Path, target: str, since: float, kind: str | None) -> list[RequestTiming]:
@@ -243,10 +242,10 @@ def test_gateway_counts_every_fault_under_its_kind_and_keeps_serving(
         refused = refused_connections(gw, sim, records)
         wait_for(lambda: send(gw, "sim")[0] == 200, 10, "a success once the faults cleared", gw)
         seen = read_records(records)
-        text = gw.metrics()
+        exposition = gw.metrics()
         gw.alive()
     for lane in lanes:
-        counted = errors_by_kind(text, lane=lane, source="tap")
+        counted = errors_by_kind(exposition, lane=lane, source="tap")
         for kind, n in Counter(r.error.value for r in seen if r.lane == lane and r.error).items():
             assert counted.get(kind, 0) >= n, (lane, kind, counted)
     assert refused >= 1
@@ -279,15 +278,15 @@ def test_gateway_back_pressure_and_a_client_that_gives_up(tmp_path: Path) -> Non
         with service([*args, "--records", str(records)], port, tmp_path / "gateway.log", "/metrics") as gw:
             base = rss_kib(gw.pid)
             with slow_client(port) as sock:
-                time.sleep(1.5)  # not reading: the gateway must stop reading the flood
-                held_rss, held_written = rss_kib(gw.pid) - base, flood.written
+                # not reading: the gateway must stop reading the flood; measure once the upstream stalls
+                held_written = settled(lambda: flood.written, 0.5, 20, "the flood upstream stalls")
+                held_rss = rss_kib(gw.pid) - base
                 frames, size, tail = read_all(sock)
             assert (frames, size) == (FLOOD_FRAMES, flood.body_bytes) and tail.endswith(b"data: [DONE]\n\n")
             assert held_written < flood.body_bytes // 2, held_written  # it waited for the client
             assert held_rss < 16 * 1024, held_rss  # and did not buffer the flood in memory
             with slow_client(port) as sock:
-                time.sleep(0.5)
-                sock.recv(1024)
+                sock.recv(1024)  # the stream has begun; then the client hangs up mid-stream
             # the client hung up mid-stream: counted, and the flood upstream is let go
             record = wait_for(
                 lambda: [r for r in read_records(records) if r.error], 5, "client_disconnect record", gw

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.servers import free_port, start_simulator
+from tests.waiting import eventually
 
 from .processes import Service, service, write_yaml
 from .span_capture import span_capture
@@ -97,13 +97,12 @@ def client_requests(gw: Service, model: str) -> str:
 
 def settle(tmp: Path) -> None:
     """Until each probe target has two successful records."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def probed() -> bool:
         ok = [r["target"] for r in records(tmp / "records.jsonl") if r["error"] is None]
-        if min(ok.count("direct"), ok.count("via-gateway")) >= 2:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"too few probe records: {records(tmp / 'records.jsonl')}")
+        return min(ok.count("direct"), ok.count("via-gateway")) >= 2
+
+    eventually(probed, 20, "two good records per target", context=lambda: str(records(tmp / "records.jsonl")))
 
 
 def test_record_content_puts_prompt_and_response_in_records_and_spans_not_metrics(tmp_path: Path) -> None:

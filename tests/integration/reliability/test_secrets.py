@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from lanewatch.collector.cli import app as cli
 from tests.alertmanager_bodies import alert, body
 from tests.servers import SimHandle, free_port, start_simulator
+from tests.waiting import eventually
 
 from .processes import Service, secret_file, service, write_yaml
 from .span_capture import SpanCapture, span_capture
@@ -166,12 +167,12 @@ def drive(loop: Loop) -> str:
         assert r.status_code == 401
         r = c.post(f"{ctl.url}/alertmanager", json=firing, headers={"authorization": f"Bearer {AM_TOKEN}"})
         assert r.json()["outcomes"] == {"fired": 1}, r.text
-        deadline = time.monotonic() + 10
-        while not c.get(f"{gw.url}/admin/degrade", headers={"authorization": f"Bearer {GW_TOKEN}"}).json()[
-            "lanes"
-        ]:
-            assert time.monotonic() < deadline, "the controller never degraded the gateway"
-            time.sleep(0.05)
+        admin = {"authorization": f"Bearer {GW_TOKEN}"}
+        eventually(
+            lambda: c.get(f"{gw.url}/admin/degrade", headers=admin).json()["lanes"],
+            10,
+            "the controller degrades the gateway",
+        )
     return str(response_text)
 
 
@@ -183,13 +184,12 @@ def records(path: Path) -> list[dict[str, Any]]:
 
 def settle(loop: Loop) -> None:
     """Wait until the collector has probed every target a few times."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def probed() -> bool:
         seen = Counter(r["target"] for r in records(loop.tmp / "records.jsonl"))
-        if min(seen[t] for t in ("direct", "via-gateway", "wrong-key")) >= 3:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the collector did not probe enough:\n{loop.col.log()[-3000:]}")
+        return min(seen[t] for t in ("direct", "via-gateway", "wrong-key")) >= 3
+
+    eventually(probed, 20, "three probes of each target", every_s=0.2, context=lambda: loop.col.log()[-3000:])
 
 
 def pages(loop: Loop) -> dict[str, str]:

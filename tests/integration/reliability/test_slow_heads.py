@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.servers import free_port
+from tests.waiting import eventually
 
 from .processes import Service, service, write_yaml
 
@@ -30,8 +31,11 @@ MARGIN_S = 6.0
 HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200 + b"\r\n\r\n"
 
 
-def trickle(port: int, limit_s: float) -> tuple[float, bytes]:
-    """Send HEAD one byte a second until the server closes or `limit_s` passes; (seconds, answer)."""
+def trickle(port: int, limit_s: float, opened: list[int] | None = None) -> tuple[float, bytes]:
+    """Send HEAD one byte a second until the server closes or `limit_s` passes; (seconds, answer).
+
+    The port is appended to `opened` once the connection is up and its first byte sent.
+    """
     sock = socket.create_connection(("127.0.0.1", port))
     sock.settimeout(1.0)
     start, got = time.monotonic(), b""
@@ -41,6 +45,8 @@ def trickle(port: int, limit_s: float) -> tuple[float, bytes]:
                 break
             try:
                 sock.sendall(bytes([byte]))
+                if opened is not None and len(got) == 0 and port not in opened:
+                    opened.append(port)
                 chunk = sock.recv(4096)
             except TimeoutError:
                 continue
@@ -86,17 +92,18 @@ def services(tmp_path: Path) -> Iterator[dict[str, tuple[Service, float]]]:
 def test_slow_request_heads_are_closed_and_other_clients_still_served(tmp_path: Path) -> None:
     with services(tmp_path) as running:
         results: dict[str, tuple[float, bytes]] = {}
+        opened: list[int] = []
         threads = [
             threading.Thread(
                 target=lambda n=name, s=svc, t=timeout: results.__setitem__(
-                    n, trickle(int(s.url.rsplit(":", 1)[1]), t + MARGIN_S)
+                    n, trickle(int(s.url.rsplit(":", 1)[1]), t + MARGIN_S, opened)
                 )
             )
             for name, (svc, timeout) in running.items()
         ]
         for t in threads:
             t.start()
-        time.sleep(0.5)
+        eventually(lambda: len(opened) == len(threads), 10, "every slow head open", every_s=0.01)
         with httpx.Client(timeout=5) as client:  # normal clients while the slow heads are open
             for name, (svc, _) in running.items():
                 path = "/health" if name == "sim" else "/healthz"

@@ -121,7 +121,7 @@ class Traffic:
                 n = self.sent
                 self.sent += 1
                 model = self.model if n % 2 else f"flood-model-{n}"  # a new name every other request
-                body = {"model": model, "messages": [{"role": "user", "content": f"q{n}"}]}
+                body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": f"q{n}"}]}
                 body |= {"max_tokens": rng.randint(1, 12), "stream": True, "ignore_eos": True}
                 lane = "down" if n % 17 == 0 else "sim"
                 try:

@@ -58,7 +58,7 @@ def test_a_spec_declares_its_own_mitigation_window() -> None:
     assert "[30s]" in rule.expr and rule.expr.endswith(") > 0.8")
     annotations = dict(rule.annotations)
     assert "missed TTFT ≤ 2s over the last 30s" in annotations["description"]
-    assert annotations["runbook_url"].endswith("docs/slo.md#lanewatchttftmitigation")
+    assert annotations["runbook_url"].endswith("docs/runbooks.md#lanewatchttftmitigation")
 
 
 @pytest.mark.parametrize(

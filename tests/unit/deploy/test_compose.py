@@ -15,7 +15,8 @@ COMPOSE = DEPLOY / "compose"
 
 
 def compose() -> dict[str, Any]:
-    return yaml.safe_load((COMPOSE / "compose.yaml").read_text())
+    data: dict[str, Any] = yaml.safe_load((COMPOSE / "compose.yaml").read_text())
+    return data
 
 
 def mounts(service: str) -> dict[str, Path]:

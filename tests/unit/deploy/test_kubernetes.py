@@ -19,7 +19,7 @@ CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
-    out = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for path in sorted(KUBERNETES_DIR.glob("*.yaml")):
         if path.name == "kustomization.yaml":
             continue

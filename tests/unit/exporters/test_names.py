@@ -9,7 +9,7 @@ from lanewatch.exporters import names
 
 def test_le_matches_prometheus_client() -> None:
     for bound in (*names.LATENCY_BUCKETS, float("inf")):
-        assert names.le(bound) == floatToGoString(bound)
+        assert names.le(bound) == floatToGoString(bound)  # type: ignore[no-untyped-call]
 
 
 def test_metric_names_follow_prometheus_conventions() -> None:

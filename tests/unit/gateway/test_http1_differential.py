@@ -134,7 +134,8 @@ def requests(draw: st.DrawFn) -> Generated:
     fields = draw(st.permutations(fields))
     eol = b"\r\n"
     if draw(st.integers(0, 15)) == 0:
-        eol, _ = b"\n", dev.add("bare LF")
+        eol = b"\n"
+        dev.add("bare LF")
     lines = [method + b" " + target + b" " + version] + [n + b":" + v for n, v in fields]
     if fields and draw(st.integers(0, 15)) == 0:
         lines.insert(draw(st.integers(2, len(lines))), b" folded")

@@ -52,7 +52,8 @@ def sdk_spans(
 
 
 def protobuf_body(spans: list[ReadableSpan]) -> bytes:
-    return encode_spans(spans).SerializeToString()
+    body: bytes = encode_spans(spans).SerializeToString()
+    return body
 
 
 def json_body(trace_id: str, attrs: dict[str, Any], name: str = "llm_request") -> bytes:

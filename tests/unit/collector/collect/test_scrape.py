@@ -20,7 +20,7 @@ from lanewatch.collector.collect.scrape import (
 )
 from lanewatch.exporters import names
 
-# vLLM's own buckets (../shared/reference/vllm.md)
+# vLLM's own histogram buckets
 PHASE_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960,
                  1920, 7680)  # fmt: skip
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10,

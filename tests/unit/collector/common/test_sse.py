@@ -182,7 +182,7 @@ class Item:
     expected: StreamChunk | None  # the event it dispatches (None for a comment)
 
 
-_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
 
 
 @st.composite
@@ -229,7 +229,7 @@ def items(draw: st.DrawFn) -> Item:
 
 
 def render(stream: list[Item], eol: str) -> bytes:
-    out = []
+    out: list[str] = []
     for item in stream:
         out.extend(line + eol for line in item.lines)
         out.append(eol)

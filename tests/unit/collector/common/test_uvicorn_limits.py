@@ -21,6 +21,7 @@ from lanewatch.collector.common.uvicorn_limits import (
     uvicorn_config,
 )
 from lanewatch.collector.config import ServerConfig
+from tests.waiting import eventually
 
 HEAD_TIMEOUT_S = 1.5
 
@@ -42,10 +43,7 @@ def serving(limits: ServeLimits) -> Iterator[int]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert server.started
+    eventually(lambda: server.started, 10, "the uvicorn server started", every_s=0.01)
     try:
         yield sock.getsockname()[1]
     finally:

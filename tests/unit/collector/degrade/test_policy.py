@@ -41,7 +41,7 @@ def test_empty_file_is_the_default(tmp_path: Path) -> None:
     ],
 )
 def test_faster_lane(order: tuple[str, ...], target: str, lane: str, faster: str | None) -> None:
-    spec = PolicySpec(lane_order=list(order), shift_target=target)  # type: ignore[arg-type]
+    spec = PolicySpec(lane_order=list(order), shift_target=target)
     assert Policy.from_spec(spec).faster_lane(lane) == faster
 
 

@@ -136,7 +136,7 @@ async def test_an_adapter_bug_is_a_counted_failure_not_a_dead_loop(controller: C
     async def broken(lanes: object, revision: int) -> None:
         raise KeyError("bug")
 
-    controller.adapter.apply = broken  # type: ignore[assignment,method-assign]
+    controller.adapter.apply = broken  # type: ignore[method-assign]
     await controller.service.handle(parse_notification(firing()))
     assert not await controller.service.reconcile()
     assert controller.sample(names.DEGRADE_ADAPTER_FAILURES_TOTAL, adapter="recording") == 1.0

@@ -4,6 +4,7 @@ and the configs each part validates them with (the gateway, the collector, the p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -32,8 +33,9 @@ def layout(tmp_path: Path) -> Layout:
     return Layout(tmp_path, 8001, 8002, 9464, 8080, 9097, 9090, 9093, seed=3)
 
 
-def template(name: str) -> dict:
-    return yaml.safe_load((DEPLOY_DIR / name).read_text())
+def template(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((DEPLOY_DIR / name).read_text())
+    return data
 
 
 def test_prometheus_scrapes_every_part_on_loopback_every_second_with_the_demo_rules(tmp_path: Path) -> None:
@@ -156,6 +158,6 @@ def test_the_lanes_serve_different_models_and_the_gateway_knows_which(tmp_path: 
         assert argv[argv.index("--model") + 1] == model
 
 
-def test_missing_deploy_dir_says_the_demo_needs_a_source_checkout(tmp_path: Path) -> None:
-    with pytest.raises(TemplateError, match="source checkout"):
+def test_missing_deploy_dir_names_the_file_and_the_install(tmp_path: Path) -> None:
+    with pytest.raises(TemplateError, match=r"nowhere/prometheus/prometheus\.yml: cannot read .* install"):
         write_configs(layout(tmp_path), deploy_dir=tmp_path / "nowhere")

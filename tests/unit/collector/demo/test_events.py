@@ -93,7 +93,7 @@ def test_degrade_applied_changed_and_restored() -> None:
 
 
 def test_a_lane_listed_with_nothing_on_is_not_degraded() -> None:
-    idle = {"shift_to": None, "shift_percent": 0, "cap_max_tokens": None, "shed_classes": []}
+    idle: dict[str, Any] = {"shift_to": None, "shift_percent": 0, "cap_max_tokens": None, "shed_classes": []}
     assert lane_actions(idle) == {}
     assert lane_actions({"shift_to": "fast", "shift_percent": 0}) == {}
     assert lane_actions({"cap_max_tokens": 256, "shed_classes": ["batch"]}) == {

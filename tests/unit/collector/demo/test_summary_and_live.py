@@ -13,7 +13,7 @@ from lanewatch.collector.demo.summary import build_summary, loop_timings, write_
 from lanewatch.collector.demo.timeline import Plan
 from lanewatch.collector.record.goodput import Bound, Goodput
 from lanewatch.collector.record.timing import RequestTiming
-from lanewatch.collector.record.window import summarize
+from lanewatch.collector.record.window import Summary, summarize
 from lanewatch.exporters.report_data import parse_events
 
 T0 = 1_800_000_000.0
@@ -76,10 +76,16 @@ def test_event_lines_say_when_what_and_the_details() -> None:
     assert "version" not in event_line(Event(T0, "degrade_restored", {"lane": "slow", "version": 2}))
 
 
+def _summary(values: list[float]) -> Summary:
+    summary = summarize(values)
+    assert summary is not None
+    return summary
+
+
 def test_the_live_view_shows_phases_per_lane_burn_alerts_degrade_and_events() -> None:
     lanes = {
-        "fast": {"ttft": summarize([0.010, 0.030]), "e2e": summarize([0.1, 0.5])},
-        "slow": {"ttft": summarize([3.1, 3.3]), "queue": summarize([3.0, 3.0])},
+        "fast": {"ttft": _summary([0.010, 0.030]), "e2e": _summary([0.1, 0.5])},
+        "slow": {"ttft": _summary([3.1, 3.3]), "queue": _summary([3.0, 3.0])},
     }
     snap = Snapshot(
         elapsed_s=42,

@@ -17,7 +17,7 @@ def cfg(**probe: object) -> LanewatchConfig:
         Target(name="fast", url="http://a", model="m", lane="fast"),
         Target(name="slow", url="http://b", model="m", lane="slow", classes=["short"]),
     ]
-    return LanewatchConfig(targets=targets, probe=ProbeConfig(**probe))  # type: ignore[arg-type]
+    return LanewatchConfig(targets=targets, probe=ProbeConfig(**probe))
 
 
 def test_plan_is_targets_times_their_classes() -> None:
