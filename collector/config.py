@@ -116,14 +116,28 @@ class ScrapeConfig(Section):
 
 
 class OtlpReceiverConfig(Section):
-    """The OTLP/HTTP receiver for vLLM's `llm_request` spans, joined to records by trace id."""
+    """The OTLP receivers of vLLM's `llm_request` spans (HTTP; gRPC given an address), joined by trace id."""
 
     enabled: bool = True
     join_wait_s: float = Field(default=5.0, ge=0)  # how long a record waits for its span
     max_pending: int = Field(default=10_000, ge=1)  # bound on records and spans held
-    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)  # HTTP body and gRPC message limit
     # llm_request spans taken from one POST (vLLM's exporter sends 512 at most by default)
     max_spans_per_request: int = Field(default=2048, ge=1)
+    # OTLP/gRPC (vLLM's default protocol) on a port of its own, `[HOST:]PORT` (4317 by convention);
+    # None: HTTP only. Host defaults to 127.0.0.1.
+    grpc_listen: str | None = None
+    # Export calls served at once; more get RESOURCE_EXHAUSTED
+    grpc_max_concurrent: int = Field(default=16, ge=1)
+
+    @field_validator("grpc_listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            from lanewatch.collector.collect.otlp_http import parse_listen
+
+            parse_listen(value)  # ValueError names the expected form
+        return value
 
 
 class IngestConfig(Section):

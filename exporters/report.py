@@ -178,7 +178,8 @@ def _phase_section(d: ReportData) -> str:
     explain = (
         "Mean time per phase of successful requests, stacked to mean E2E. "
         "<i>dns, connect, tls, send</i>: the client's network (0 on a reused connection). "
-        "<i>queue, prefill</i>: from vLLM's span; <i>residual</i>: the rest until the first token. "
+        "<i>queue, prefill</i>: from vLLM's span, or from the per-request metrics vLLM put in the response "
+        "when no span joined; <i>residual</i>: the rest until the first token. "
         "Where no server span joined, those three show as one <i>server_wait</i>. "
         "<i>decode</i>: first token to end of stream. Look for the widest part: a long queue means a "
         "saturated lane, a long prefill long prompts, a long decode many tokens or slow generation."
@@ -308,9 +309,24 @@ def _tables_section(d: ReportData) -> str:
     explain = (
         "Per lane and request class, then per lane over all classes. Quantiles are over successful requests; "
         "ITL pools every gap between content chunks; TPOT = (E2E − TTFT)/(output tokens − 1). "
-        "Errors are counted by kind."
+        "Errors are counted by kind; below, the servers' own reasons, most frequent first."
     )
-    return _section("numbers", "The numbers", explain, f'<div class="scroll">{table}</div>')
+    return _section("numbers", "The numbers", explain, f'<div class="scroll">{table}</div>', _reasons(d))
+
+
+def _reasons(d: ReportData) -> str:
+    """The failed requests' messages (at most 200 characters each, secrets redacted when recorded)."""
+    if not d.reasons:
+        return ""
+    head = _tr(("lane", "error", "HTTP", "requests", "server's message"), "th")
+    rows = [
+        _tr((r.lane, r.kind, str(r.status) if r.status is not None else "-", f"{r.count:,}", r.message))
+        for r in d.reasons
+    ]
+    return (
+        '<div class="scroll"><table class="numbers reasons">'
+        f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def _goodput_section(d: ReportData) -> str:

@@ -120,6 +120,17 @@ class TableRow:
 
 
 @dataclass(frozen=True, slots=True)
+class FailureReason:
+    """One reason requests failed: the server's message (secrets already redacted), and how often."""
+
+    lane: str
+    kind: str
+    status: int | None
+    message: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class GoodputRow:
     """Goodput of one routed lane and request class (or ALL_CLASSES)."""
 
@@ -153,6 +164,7 @@ class ReportData:
     events: tuple[Event, ...]
     rows: tuple[TableRow, ...]
     goodput: tuple[GoodputRow, ...] = ()  # empty without an SLO spec to judge by
+    reasons: tuple[FailureReason, ...] = ()
 
 
 def parse_events(summary: object) -> tuple[Event, ...]:
@@ -214,6 +226,20 @@ def build_report(
         events=tuple(events),
         rows=table_rows(records, lanes, classes),
         goodput=goodput_rows(judge, records, classes) if judge is not None else (),
+        reasons=failure_reasons(records),
+    )
+
+
+def failure_reasons(records: Iterable[RequestTiming], limit: int = 10) -> tuple[FailureReason, ...]:
+    """The most frequent server messages of failed requests, per lane, kind and status (most first)."""
+    counts = Counter(
+        (r.lane, r.error.value, r.status, r.error_message)
+        for r in records
+        if r.error is not None and r.error_message
+    )
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1], kv[0][3] or ""))[:limit]
+    return tuple(
+        FailureReason(lane, kind, status, message or "", n) for (lane, kind, status, message), n in top
     )
 
 
@@ -280,7 +306,7 @@ def lane_breakdown(lane: str, ok: Sequence[RequestTiming]) -> LaneBreakdown | No
         if r.lane != lane or not (parts := breakdown(r)):
             continue
         n += 1
-        joined += r.has_server_phases
+        joined += r.has_server_phases and r.phases_source != "response"  # older records name no source
         for name, value in parts.items():
             sums[name] += value
     if n == 0:

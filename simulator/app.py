@@ -44,8 +44,10 @@ class SimConfig:
     max_num_seqs: int | None = None
     admin_token: str | None = None
     otlp_endpoint: str | None = None
+    otlp_protocol: str = "grpc"  # as OTEL_EXPORTER_OTLP_TRACES_PROTOCOL for vLLM: grpc or http/protobuf
     faults: FaultSpec = field(default_factory=FaultSpec)
     api_key: str | None = None  # like `vllm serve --api-key`: required on /v1/*
+    per_request_metrics: bool = False  # like `vllm serve --enable-per-request-metrics`
 
 
 class Simulator:
@@ -70,7 +72,7 @@ class Simulator:
             "num_gpu_blocks": str(econf.num_kv_blocks),
         }
         metrics = VllmMetrics(self.registry, cfg.model, econf.max_model_len, state, cache_info)
-        self.recorder = Recorder(TruthStore(), metrics, None, cfg.profile)
+        self.recorder = Recorder(TruthStore(), metrics, None, cfg.profile, cfg.per_request_metrics)
         self.runner = EngineRunner(self.engine, factors=self._factors, on_step=metrics.on_step)
         self.on_refuse: Callable[[float], None] = lambda _s: None
         self._ids = itertools.count()
@@ -88,7 +90,7 @@ class Simulator:
     async def start(self) -> None:
         """Start the engine (and the span exporter) in the running loop."""
         if self.cfg.otlp_endpoint:
-            self.recorder.spans = SpanSink(self.cfg.otlp_endpoint)
+            self.recorder.spans = SpanSink(self.cfg.otlp_endpoint, protocol=self.cfg.otlp_protocol)
         self.runner.start()
 
     async def stop(self) -> None:

@@ -41,6 +41,7 @@ class Recorder:
     metrics: VllmMetrics
     spans: SpanSink | None
     profile: Profile
+    per_request_metrics: bool = False  # as vllm serve --enable-per-request-metrics
 
 
 @dataclass
@@ -155,7 +156,7 @@ class GenerationResponse(Response):
             if tok.times is not None:
                 gen.times = tok.times
                 break
-        tail = (w.usage(gen.written) if p.include_usage else b"") + protocol.DONE_FRAME
+        tail = (w.usage(gen.written, self._metrics()) if p.include_usage else b"") + protocol.DONE_FRAME
         await send({"type": "http.response.body", "body": tail, "more_body": False})
         gen.reason = gen.plan.finish_reason
 
@@ -174,13 +175,28 @@ class GenerationResponse(Response):
         gen.ttft_s = (first_at or gen.arrival_s) - gen.arrival_s
         text = tokens.output_text(gen.params.digest, gen.written)
         body = protocol.full_response(
-            gen.params, gen.response_id, gen.created, text, gen.plan.finish_reason, gen.written
+            gen.params,
+            gen.response_id,
+            gen.created,
+            text,
+            gen.plan.finish_reason,
+            gen.written,
+            self._metrics(),
         )
         raw = json.dumps(body, separators=(",", ":")).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": raw, "more_body": False})
         gen.reason = gen.plan.finish_reason
+
+    def _metrics(self) -> dict[str, float] | None:
+        """The per-request metrics object, when the option is on and the engine timed the request."""
+        t = self.gen.times
+        if not self.recorder.per_request_metrics or t is None:
+            return None
+        return protocol.per_request_metrics(
+            t.queued_s, t.scheduled_s, t.first_token_s, t.last_token_s, self.gen.written
+        )
 
     def _record(self, end_s: float) -> None:
         gen, rec = self.gen, self.recorder

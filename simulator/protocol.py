@@ -218,9 +218,10 @@ class ChunkWriter:
         usage = "" if completion_tokens is None else f',"usage":{self._usage(completion_tokens)}'
         return self._head + f"{choice}{usage}}}\n\n".encode()
 
-    def usage(self, completion_tokens: int) -> bytes:
-        """The final usage frame (`choices: []`)."""
-        return self._head + f'[],"usage":{self._usage(completion_tokens)}}}\n\n'.encode()
+    def usage(self, completion_tokens: int, metrics: dict[str, float] | None = None) -> bytes:
+        """The final usage frame (`choices: []`), with the per-request metrics when given."""
+        extra = "" if metrics is None else f',"metrics":{json.dumps(metrics, separators=(",", ":"))}'
+        return self._head + f'[],"usage":{self._usage(completion_tokens)}{extra}}}\n\n'.encode()
 
     def malformed(self) -> bytes:
         """A frame whose JSON is cut short (the malformed-chunk fault)."""
@@ -246,10 +247,37 @@ def usage_dict(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
+def per_request_metrics(
+    queued_s: float, scheduled_s: float, first_token_s: float, last_token_s: float, tokens: int
+) -> dict[str, float]:
+    """vLLM's `--enable-per-request-metrics` object from the engine's timestamps (seconds, one clock).
+
+    As vLLM's build_per_request_timing_metrics: TTFT counts from scheduling (the prefill), the
+    generation time from the first to the last token, throughput over scheduling to the last
+    token; a value without its inputs is left out, as vLLM leaves out nulls.
+    """
+    out = {
+        "time_to_first_token_ms": (first_token_s - scheduled_s) * 1000,
+        "generation_time_ms": (last_token_s - first_token_s) * 1000,
+        "queue_time_ms": (scheduled_s - queued_s) * 1000,
+    }
+    if tokens > 1:
+        out["mean_itl_ms"] = (last_token_s - first_token_s) / (tokens - 1) * 1000
+    if last_token_s > scheduled_s:
+        out["tokens_per_second"] = tokens / (last_token_s - scheduled_s)
+    return out
+
+
 def full_response(
-    p: GenParams, response_id: str, created: int, text: str, finish_reason: str, completion_tokens: int
+    p: GenParams,
+    response_id: str,
+    created: int,
+    text: str,
+    finish_reason: str,
+    completion_tokens: int,
+    metrics: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The non-streaming response body."""
+    """The non-streaming response body (with the per-request metrics when given)."""
     if p.api == "chat":
         choice: dict[str, Any] = {
             "index": 0,
@@ -275,4 +303,5 @@ def full_response(
         "model": p.model,
         "choices": [choice],
         "usage": usage_dict(p.prompt_tokens, completion_tokens),
+        **({"metrics": metrics} if metrics is not None else {}),
     }

@@ -1,7 +1,8 @@
 """vLLM's OTLP request spans: one `llm_request` span per finished request (vllm/tracing).
 
-As `vllm serve --otlp-traces-endpoint URL` with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf:
-tracer `vllm.llm_engine`, span kind SERVER, start = arrival, end = finish, parented on the
+As `vllm serve --otlp-traces-endpoint URL`: over OTLP/gRPC without TLS (`grpc`, vLLM's default when
+OTEL_EXPORTER_OTLP_TRACES_PROTOCOL is unset) or OTLP/HTTP protobuf (`http/protobuf`, a full
+`/v1/traces` URL); tracer `vllm.llm_engine`, span kind SERVER, start = arrival, end = finish, parented on the
 request's incoming W3C `traceparent`/`tracestate`, attributes `gen_ai.latency.*` (seconds),
 `gen_ai.usage.*` and `gen_ai.request.*`. Spans leave through a BatchSpanProcessor that flushes
 every 100 ms, so a receiver sees a span promptly. The tracer provider is this server's own, never
@@ -13,16 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, format_trace_id, get_current_span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 TRACER_NAME = "vllm.llm_engine"
 SPAN_NAME = "llm_request"
 SCHEDULE_DELAY_MS = 100
+PROTOCOLS = ("grpc", "http/protobuf")  # what vLLM accepts in OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+DEFAULT_PROTOCOL = "grpc"  # vLLM's when the variable is unset
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
@@ -51,15 +53,27 @@ def incoming_trace_id(headers: Mapping[str, str]) -> str | None:
     return format_trace_id(sc.trace_id) if sc.is_valid else None
 
 
-class SpanSink:
-    """Exports `llm_request` spans over OTLP/HTTP (protobuf) to one traces URL."""
+def span_exporter(endpoint: str, protocol: str = DEFAULT_PROTOCOL) -> SpanExporter:
+    """vLLM's exporter for a protocol: gRPC without TLS, or HTTP protobuf; ValueError for others."""
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-    def __init__(self, endpoint: str, service_name: str = "vllm") -> None:
+        return GrpcExporter(endpoint=endpoint, insecure=True, timeout=5)
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+        return HttpExporter(endpoint=endpoint, timeout=5)
+    raise ValueError(f"unsupported OTLP traces protocol {protocol!r}: use one of {', '.join(PROTOCOLS)}")
+
+
+class SpanSink:
+    """Exports `llm_request` spans to one endpoint over OTLP/gRPC or OTLP/HTTP (protobuf)."""
+
+    def __init__(self, endpoint: str, service_name: str = "vllm", protocol: str = DEFAULT_PROTOCOL) -> None:
+        exporter = span_exporter(endpoint, protocol)
         self._provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
         self._provider.add_span_processor(
-            BatchSpanProcessor(
-                OTLPSpanExporter(endpoint=endpoint, timeout=5), schedule_delay_millis=SCHEDULE_DELAY_MS
-            )
+            BatchSpanProcessor(exporter, schedule_delay_millis=SCHEDULE_DELAY_MS)
         )
         self._tracer = self._provider.get_tracer(TRACER_NAME)
 

@@ -139,9 +139,11 @@ def start_simulator(
     profile: str = "fast",
     tls: bool = False,
     otlp_endpoint: str | None = None,
+    otlp_protocol: str = "http/protobuf",
     **flags: Any,
 ) -> Iterator[SimHandle]:
-    """Run `lanewatch sim` on a free port until the block exits; yields its handle."""
+    """Run `lanewatch sim` on a free port until the block exits; yields its handle (spans over
+    `otlp_protocol` when given an endpoint: OTLP/HTTP unless the test asks for gRPC)."""
     port = free_port()
     folder = tmp_path / f"sim-{port}"
     folder.mkdir(parents=True)
@@ -158,7 +160,7 @@ def start_simulator(
     if tls:
         args += ["--tls", "--cert-out", str(cert)]
     if otlp_endpoint:
-        args += ["--otlp-endpoint", otlp_endpoint]
+        args += ["--otlp-endpoint", otlp_endpoint, "--otlp-protocol", otlp_protocol]
     args += _flag_args(flags)
     log_path = folder / "sim.log"
     with started(args, log_path) as proc:

@@ -35,10 +35,17 @@ def collect(
     shard: str | None = typer.Option(
         None, "--shard", help="Own a stable share of the targets: i/N with 0 <= i < N (default: probe.shard)."
     ),
+    otlp_grpc_listen: str | None = typer.Option(
+        None,
+        "--otlp-grpc-listen",
+        metavar="[HOST:]PORT",
+        help="Also receive vLLM's spans over OTLP/gRPC, vLLM's default protocol, on this address "
+        "(4317 by convention; host 127.0.0.1 unless given; default: otlp.grpc_listen).",
+    ),
     log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", help="How much to log."),
 ) -> None:
     """Run the collector: GET /metrics, GET /healthz, POST /v1/traces (OTLP/HTTP) and POST /v1/records
-    (record batches from the gateway) until interrupted."""
+    (record batches from the gateway), and OTLP/gRPC when given an address, until interrupted."""
     import asyncio
     import logging
     import signal
@@ -66,7 +73,16 @@ def collect(
         parse_shard(probe.shard)
     except ValueError as exc:
         fail("collect", f"--shard: {exc}")
-    cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export})
+    otlp = cfg.otlp
+    if otlp_grpc_listen is not None:
+        from lanewatch.collector.collect.otlp_http import parse_listen
+
+        try:
+            parse_listen(otlp_grpc_listen)
+        except ValueError as exc:
+            fail("collect", f"--otlp-grpc-listen: {exc}")
+        otlp = otlp.model_copy(update={"grpc_listen": otlp_grpc_listen})
+    cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export, "otlp": otlp})
     try:
         load_goodput(export.goodput, export.slo_spec)  # refuse a bad SLO spec before anything starts
     except SpecError as exc:
@@ -89,6 +105,12 @@ def collect(
                 f"{len(service.scrape_targets)} scraped",
                 err=True,
             )
+            if service.grpc_port is not None and otlp.grpc_listen is not None:
+                from lanewatch.collector.collect.otlp_grpc import grpc_endpoint_url
+                from lanewatch.collector.collect.otlp_http import parse_listen
+
+                url = grpc_endpoint_url(parse_listen(otlp.grpc_listen)[0], service.grpc_port)
+                typer.echo(f"lanewatch collect: OTLP/gRPC spans at {url}", err=True)
 
         await serve(service, server.host, server.port, stop, listening)
 

@@ -18,8 +18,13 @@ from lanewatch.collector.record.goodput import Goodput, Tally, outcome
 from .app import app
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.table import Table
 
+    from lanewatch.collector.collect.otlp import ServerSpan
+    from lanewatch.collector.collect.otlp_grpc import ThreadedGrpcReceiver
+    from lanewatch.collector.collect.otlp_http import SpanReceiver
     from lanewatch.collector.config import RequestClass, Target, Timeouts
     from lanewatch.collector.record.timing import RequestTiming
 
@@ -100,15 +105,22 @@ def probe_command(
         "127.0.0.1 unless given; port 0 picks a free one) and join each to its probe by trace id, "
         "adding queue, prefill and decode. The URL to give vLLM is printed on stderr.",
     ),
+    otlp_grpc_listen: str | None = typer.Option(
+        None,
+        "--otlp-grpc-listen",
+        metavar="[HOST:]PORT",
+        help="As --otlp-listen, over OTLP/gRPC: what vLLM sends when OTEL_EXPORTER_OTLP_TRACES_PROTOCOL "
+        "is unset (4317 by convention). Either or both may be given.",
+    ),
     join_wait: float = typer.Option(
         6.0,
         "--join-wait",
         min=0.0,
         metavar="S",
-        help="With --otlp-listen: how long each request waits for its span (s). vLLM sends spans in "
-        "batches every 5 s (OTEL_BSP_SCHEDULE_DELAY=5000 by default). A request whose span does not "
-        "come in time (vLLM not sending here, a failed request, a lost span) keeps queue_s, "
-        "prefill_s and decode_s null.",
+        help="With --otlp-listen or --otlp-grpc-listen: how long each request waits for its span (s). "
+        "vLLM sends spans in batches every 5 s (OTEL_BSP_SCHEDULE_DELAY=5000 by default). "
+        "A request whose span does not come in time (vLLM not sending here, a failed request, "
+        "a lost span) keeps queue_s, prefill_s and decode_s null.",
     ),
 ) -> None:
     """Send N streamed requests to URL and show where the time went, phase by phase.
@@ -146,7 +158,8 @@ def probe_command(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    listen = _listen_address(otlp_listen)
+    listen = _listen_address(otlp_listen, "--otlp-listen")
+    grpc_listen = _listen_address(otlp_grpc_listen, "--otlp-grpc-listen")
     try:
         connection = "cold" if cold else "warm"
         records = asyncio.run(
@@ -161,6 +174,7 @@ def probe_command(
                 otlp_endpoint,
                 record_content,
                 listen=listen,
+                grpc_listen=grpc_listen,
                 join_wait_s=join_wait,
             )
         )
@@ -168,16 +182,16 @@ def probe_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     except ListenError as exc:
-        typer.echo(f"error: --otlp-listen {otlp_listen}: {exc}", err=True)
+        value = otlp_listen if exc.option == "--otlp-listen" else otlp_grpc_listen
+        typer.echo(f"error: {exc.option} {value}: {exc}", err=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     if not json_out:
         from rich.console import Console
 
-        table = summary_table(
-            records, target, rclass.name, connection, server_rows=listen is not None, judge=judge
-        )
+        listening = listen is not None or grpc_listen is not None
+        table = summary_table(records, target, rclass.name, connection, server_rows=listening, judge=judge)
         Console().print(table)
         for line in error_lines(records):
             typer.echo(line, err=True)
@@ -195,10 +209,14 @@ def _request_class(name: str, cfg: Any) -> RequestClass:
 
 
 class ListenError(Exception):
-    """The --otlp-listen address cannot be bound (taken, or not this machine's)."""
+    """A span receiver's address cannot be bound (taken, or not this machine's); `option` names its flag."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
 
 
-def _listen_address(value: str | None) -> tuple[str, int] | None:
+def _listen_address(value: str | None, option: str) -> tuple[str, int] | None:
     from lanewatch.collector.collect.otlp_http import parse_listen
 
     if value is None:
@@ -206,7 +224,7 @@ def _listen_address(value: str | None) -> tuple[str, int] | None:
     try:
         return parse_listen(value)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--otlp-listen") from None
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def _target_name(url: str) -> str:
@@ -226,6 +244,7 @@ async def _run(
     record_content: bool = False,
     *,
     listen: tuple[str, int] | None = None,
+    grpc_listen: tuple[str, int] | None = None,
     join_wait_s: float = 6.0,
 ) -> list[RequestTiming]:
     from lanewatch.collector.probe.prober import Prober, spec_for
@@ -239,23 +258,17 @@ async def _run(
             sys.stdout.write(json.dumps(record.to_json()) + "\n")
             sys.stdout.flush()
 
-    join, receiver = None, None
-    if listen is not None:
-        from lanewatch.collector.collect.otlp_http import SpanReceiver, endpoint_url
+    join = None
+    receivers: list[SpanReceiver | ThreadedGrpcReceiver] = []
+    if listen is not None or grpc_listen is not None:
         from lanewatch.collector.probe.join import LoopJoin, OrderedJoin
 
         join = LoopJoin(OrderedJoin(join_wait_s), emit)
-        receiver = SpanReceiver(*listen, join.spans_from_thread)
         try:
-            port = await asyncio.to_thread(receiver.start)
-        except OSError as exc:
-            raise ListenError(f"cannot listen: {exc.strerror or exc}") from None
-        url = endpoint_url(receiver.host, port)
-        typer.echo(
-            f"lanewatch probe: receiving vLLM spans at {url}\n"
-            f"  run vLLM with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf --otlp-traces-endpoint {url}",
-            err=True,
-        )
+            receivers = await _start_receivers(listen, grpc_listen, join.spans_from_thread)
+        except ListenError:
+            join.close()
+            raise
     provider = otlp.tracer_provider(otlp_endpoint, service_name="lanewatch-probe")
     try:
         async with Prober(
@@ -281,10 +294,55 @@ async def _run(
         finally:
             if join is not None:
                 join.close()  # a second Ctrl-C: what is still held goes out unjoined
-            if receiver is not None:
+            for receiver in receivers:
                 receiver.stop()  # not to_thread: it must run even while the task is being cancelled
             otlp.shutdown(provider, timeout_s=2.0)
     return records
+
+
+async def _start_receivers(
+    listen: tuple[str, int] | None,
+    grpc_listen: tuple[str, int] | None,
+    sink: Callable[[list[ServerSpan]], None],
+) -> list[SpanReceiver | ThreadedGrpcReceiver]:
+    """Start the HTTP and/or gRPC span receivers, each on its own thread; print where vLLM should send."""
+    from lanewatch.collector.collect.otlp_grpc import ThreadedGrpcReceiver, grpc_endpoint_url
+    from lanewatch.collector.collect.otlp_http import SpanReceiver, endpoint_url
+
+    started: list[SpanReceiver | ThreadedGrpcReceiver] = []
+    lines = []
+    try:
+        if listen is not None:
+            http = SpanReceiver(*listen, sink)
+            started.append(http)
+            url = endpoint_url(http.host, await _bind(http, "--otlp-listen"))
+            lines.append(
+                f"lanewatch probe: receiving vLLM spans over OTLP/HTTP at {url}\n"
+                "  run vLLM with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf "
+                f"--otlp-traces-endpoint {url}"
+            )
+        if grpc_listen is not None:
+            grpc = ThreadedGrpcReceiver(*grpc_listen, sink)
+            started.append(grpc)
+            url = grpc_endpoint_url(grpc.host, await _bind(grpc, "--otlp-grpc-listen"))
+            lines.append(
+                f"lanewatch probe: receiving vLLM spans over OTLP/gRPC at {url}\n"
+                f"  run vLLM with --otlp-traces-endpoint {url} "
+                "(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL unset or grpc)"
+            )
+    except ListenError:
+        for receiver in started:
+            receiver.stop()
+        raise
+    typer.echo("\n".join(lines), err=True)
+    return started
+
+
+async def _bind(receiver: SpanReceiver | ThreadedGrpcReceiver, option: str) -> int:
+    try:
+        return await asyncio.to_thread(receiver.start)
+    except OSError as exc:
+        raise ListenError(option, f"cannot listen: {exc.strerror or exc}") from None
 
 
 def summary_table(
@@ -326,8 +384,11 @@ def summary_table(
     shown = ", ".join(f"{k} ×{v}" for k, v in sorted(tokens.items(), key=str)) or "-"
     table.caption = f"ok {len(ok)}/{len(records)} · output tokens: {shown}"
     if server_rows:
-        joined = sum(r.has_server_phases for r in ok)
+        joined = sum(r.phases_source == "span" for r in ok)
         table.caption += f" · server spans joined {joined}/{len(ok)}"
+    reported = sum(r.phases_source == "response" for r in ok)
+    if reported:
+        table.caption += f" · phases from vLLM's per-request metrics {reported}/{len(ok)}"
     if judge is not None:
         table.caption += f" · {goodput_text(judge, records, target.lane)}"
     table.caption_justify = "left"
@@ -348,11 +409,15 @@ def goodput_text(judge: Goodput, records: list[RequestTiming], lane: str) -> str
 
 
 def error_lines(records: list[RequestTiming]) -> list[str]:
-    """One line per error kind with its count (and HTTP statuses seen)."""
+    """One line per error kind with its count (and HTTP statuses seen), then the server's messages."""
     kinds = Counter(r.error.value for r in records if r.error is not None)
     lines = []
     for kind, n in sorted(kinds.items()):
-        statuses = sorted({r.status for r in records if r.error and r.error.value == kind and r.status})
+        failed = [r for r in records if r.error and r.error.value == kind]
+        statuses = sorted({r.status for r in failed if r.status})
         extra = f" (HTTP {', '.join(map(str, statuses))})" if statuses else ""
         lines.append(f"error {kind}: {n} of {len(records)}{extra}")
+        messages = Counter(r.error_message for r in failed if r.error_message)
+        for message, m in messages.most_common(3):  # already one line, <= 200 chars, redacted
+            lines.append(f"  {m} × {message}" if m > 1 else f"  {message}")
     return lines

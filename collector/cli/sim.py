@@ -44,7 +44,16 @@ def sim(
     otlp_endpoint: str | None = typer.Option(
         None,
         "--otlp-endpoint",
-        help="OTLP/HTTP traces URL for llm_request spans, e.g. http://127.0.0.1:4318/v1/traces.",
+        help="Where llm_request spans go, as vllm serve --otlp-traces-endpoint: http://HOST:4317 over "
+        "gRPC, or a full http://HOST:4318/v1/traces URL with --otlp-protocol http/protobuf.",
+    ),
+    otlp_protocol: str = typer.Option(
+        "grpc",
+        "--otlp-protocol",
+        envvar="OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        show_envvar=True,
+        help="How spans are sent, as vLLM reads it from the same variable: grpc (vLLM's default, "
+        "no TLS) or http/protobuf.",
     ),
     admin_token_file: Path | None = typer.Option(
         None,
@@ -57,6 +66,12 @@ def sim(
         envvar="VLLM_API_KEY",
         show_envvar=True,
         help="As vllm serve: /v1/* requires `Authorization: Bearer <key>` (prefer the env var to argv).",
+    ),
+    per_request_metrics: bool = typer.Option(
+        False,
+        "--enable-per-request-metrics",
+        help="As vllm serve: put `metrics` (queue, TTFT from scheduling, generation time, mean ITL, "
+        "tokens per second) on the final usage chunk and on non-streamed bodies.",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed for output text and fault draws."),
     faults: str | None = typer.Option(
@@ -78,6 +93,10 @@ def sim(
     _check_tls(tls, cert_out, cert, key)
     if otlp_endpoint is not None and not otlp_endpoint.startswith(("http://", "https://")):
         raise typer.BadParameter("must be an http:// or https:// URL", param_hint="--otlp-endpoint")
+    from lanewatch.simulator.tracing import PROTOCOLS
+
+    if otlp_protocol not in PROTOCOLS:
+        raise typer.BadParameter(f"must be one of {', '.join(PROTOCOLS)}", param_hint="--otlp-protocol")
     token = _read_token(admin_token_file) if admin_token_file else None
     try:
         spec = parse_faults(_faults_json(faults)) if faults else FaultSpec()
@@ -86,7 +105,18 @@ def sim(
     prof = PROFILES[profile.value]
     if api_key is not None and not api_key.strip():
         raise typer.BadParameter("is empty", param_hint="--api-key")
-    cfg = SimConfig(prof, model or prof.model.name, seed, max_num_seqs, token, otlp_endpoint, spec, api_key)
+    cfg = SimConfig(
+        prof,
+        model or prof.model.name,
+        seed,
+        max_num_seqs,
+        token,
+        otlp_endpoint,
+        otlp_protocol,
+        spec,
+        api_key,
+        per_request_metrics,
+    )
     keyfile = key
     if tls:
         pair = tls_mod.self_signed()

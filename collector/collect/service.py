@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, Response
 from opentelemetry.sdk.trace import TracerProvider
@@ -52,6 +52,9 @@ from lanewatch.exporters.prometheus import (
     ServerMetrics,
     WindowMetrics,
 )
+
+if TYPE_CHECKING:
+    from lanewatch.collector.collect.otlp_grpc import GrpcSpanReceiver
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +174,7 @@ class CollectorService:
         self._listeners: list[Sink] = []
         self._ingest_token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
         self._span_posts = 0
+        self.grpc_port: int | None = None  # the OTLP/gRPC receiver's bound port, once serving
 
     # ------------------------------------------------------------ the record path
 
@@ -417,6 +421,11 @@ async def serve(
     limits = limits_of(service.cfg.server)
     config = uvicorn_config(service.app(), limits, host=host, port=port, log_level="warning", lifespan="off")
     sock = listen_socket(host, port)  # bound before anything runs: a taken port fails here, clearly
+    try:
+        grpc_receiver = await start_grpc_receiver(service)
+    except OSError:
+        sock.close()
+        raise
     on_listening(sock.getsockname()[1])
     server = uvicorn.Server(config)
     server_task = asyncio.create_task(server.serve(sockets=[sock]), name="http")
@@ -429,6 +438,26 @@ async def serve(
         server.should_exit = True
         await asyncio.gather(server_task, return_exceptions=True)
         sock.close()
+        if grpc_receiver is not None:
+            await grpc_receiver.stop()
+
+
+async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | None:
+    """The OTLP/gRPC receiver on this loop when `otlp.grpc_listen` is set (OSError when it cannot bind)."""
+    otlp = service.cfg.otlp
+    if not (otlp.enabled and otlp.grpc_listen):
+        return None
+    from lanewatch.collector.collect.otlp_grpc import GrpcSpanReceiver
+    from lanewatch.collector.collect.otlp_http import parse_listen
+
+    receiver = GrpcSpanReceiver(
+        *parse_listen(otlp.grpc_listen),
+        service.receive_spans,
+        max_message_bytes=otlp.max_body_bytes,
+        max_concurrent=otlp.grpc_max_concurrent,
+    )
+    service.grpc_port = await receiver.start()
+    return receiver
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

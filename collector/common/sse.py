@@ -7,6 +7,8 @@ event's data is then read as an OpenAI chunk: `[DONE]`, an error object, or a
 completion chunk that does or does not carry generated text. Undecodable data is
 counted in `bad_events` and never raised. No I/O, no clock: the caller timestamps reads.
 The text itself is kept only by a parser asked to (`keep_text`, for `export.record_content`).
+An error frame's message is kept cleaned (one line, cut, secrets redacted: error_detail.py), and
+vLLM's per-request metrics when a chunk carries them (response_metrics.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import enum
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from lanewatch.collector.common.error_detail import error_detail, message_of
+from lanewatch.collector.common.response_metrics import ResponseMetrics, parse_metrics
 
 # A line longer than this is dropped and counted as bad data, so a stream without
 # newlines cannot grow the buffer without bound.
@@ -49,8 +54,10 @@ class StreamChunk:
     kind: ChunkKind
     usage: Usage | None = None
     finish_reason: str | None = None
-    error: str | None = None  # the error's type or code, for ERROR (no message text)
+    error: str | None = None  # the error's type or code, for ERROR
     text: str | None = None  # the first choice's content (`keep_text` only)
+    message: str | None = None  # ERROR: the server's message, cleaned (error_detail.py)
+    metrics: ResponseMetrics | None = None  # vLLM's per-request metrics (the final usage chunk)
 
 
 class SseParser:
@@ -174,7 +181,10 @@ def classify(data: str, event: str = "", keep_text: bool = False) -> StreamChunk
     if not isinstance(obj, dict):
         return StreamChunk(ChunkKind.BAD)
     if event == "error" or "error" in obj or obj.get("object") == "error":
-        return StreamChunk(ChunkKind.ERROR, error=_error_name(obj))
+        message = message_of(obj)
+        return StreamChunk(
+            ChunkKind.ERROR, error=_error_name(obj), message=error_detail(message) if message else None
+        )
     usage = _usage(obj.get("usage"))
     choices = obj.get("choices")
     if choices is None and usage is None:
@@ -192,7 +202,8 @@ def classify(data: str, event: str = "", keep_text: bool = False) -> StreamChunk
         if keep_text and text is None and choice.get("index", 0) == 0:
             text = _content(choice)
     kind = ChunkKind.CONTENT if content else ChunkKind.META
-    return StreamChunk(kind, usage=usage, finish_reason=finish, text=text)
+    metrics = parse_metrics(obj.get("metrics")) if "metrics" in obj else None
+    return StreamChunk(kind, usage=usage, finish_reason=finish, text=text, metrics=metrics)
 
 
 def _has_text(choice: dict[str, Any]) -> bool:

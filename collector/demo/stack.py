@@ -93,7 +93,7 @@ def commands(layout: Layout, tools: Tools, vllm: VllmInstall | None = None) -> d
         cmds[f"sim-{lane}"] = [
             *lw, "sim", "--profile", lane, "--host", "127.0.0.1", "--port", str(layout.lane_port(lane)),
             "--tls", "--cert-out", str(layout.cert(lane)), "--model", MODELS[lane],
-            "--otlp-endpoint", f"{layout.collector_url}/v1/traces",
+            "--otlp-endpoint", f"{layout.collector_url}/v1/traces", "--otlp-protocol", "http/protobuf",
             "--admin-token-file", str(layout.token_file("sim-admin")), "--seed", str(layout.seed),
         ]  # fmt: skip
     cmds["collector"] = [

@@ -35,6 +35,7 @@ class Exchange:
     tap: StreamTap | None = None
     status: int | None = None
     error: ErrorKind | None = None
+    error_message: str | None = None  # the reason, cleaned, when the gateway worded it (a failed upstream)
     request_id: str | None = None
     trace_id: str | None = None
     end: float | None = None

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from time import perf_counter
 
+from lanewatch.collector.common.error_detail import clean, error_detail
 from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from .content_tap import ContentTap
@@ -237,7 +238,9 @@ async def _respond(
     except (UpstreamGone, HttpError, TimeoutError) as exc:
         conn.abort()
         ex.error = _timeout_kind(tap) if isinstance(exc, TimeoutError) else error_kind_of(exc)
-        _end_broken(front, sink if sse else None, ex.error, str(exc) or "upstream stalled")
+        reason = str(exc) or "upstream stalled"
+        ex.error_message = clean(f"upstream: {reason}")
+        _end_broken(front, sink if sse else None, ex.error, reason)
         return None
     if ex.error is None:
         ex.error = _verdict(tap, sse)
@@ -282,6 +285,7 @@ async def _wrap_error(gw: Gateway, ex: Exchange, conn: UpstreamConn, head: Respo
     text = collected.text()
     if text:
         message = f"{message}: {text}"
+    ex.error_message = error_detail(text) if text else clean(message)
     return error_response(head.status, message, headers=ex.lane_headers())
 
 
@@ -327,4 +331,5 @@ def _fail(ex: Exchange, kind: ErrorKind, message: str, conn: UpstreamConn | None
         conn.abort()
     status = status_for(kind)
     ex.status, ex.error = status, kind
+    ex.error_message = clean(message)
     return error_response(status, message, headers=ex.lane_headers())

@@ -19,6 +19,8 @@ from typing import Any
 from multidict import CIMultiDict
 from opentelemetry.util.types import AttributeValue
 
+from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
+from lanewatch.collector.common.response_metrics import with_response_metrics
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
@@ -115,6 +117,8 @@ def _finish(gw: Gateway, request: Request, ex: Exchange, ids: TraceIds) -> None:
         start_ns = int(ex.started_at * 1e9)
         end_ns = start_ns + int(((ex.end or ex.t0) - ex.t0) * 1e9)
         attrs = _span_attributes(request, ex)
+        if record.error_message is not None:
+            attrs[SPAN_ATTRIBUTE] = record.error_message
         if ex.prompt is not None:
             attrs.update(_content_attributes(ex.prompt, record, ex.tap))
         gw.tracing.record(ids, f"POST {request.path}", start_ns, end_ns, attrs)
@@ -276,7 +280,7 @@ def _record(ex: Exchange) -> RequestTiming:
         attrs["requested_model"] = ex.requested_model[:200]
     if up is not None:
         attrs["upstream"] = up.name
-    return RequestTiming(
+    record = RequestTiming(
         source="tap",
         target=up.name if up is not None else ex.decision.served_lane,
         lane=ex.decision.served_lane,
@@ -288,6 +292,7 @@ def _record(ex: Exchange) -> RequestTiming:
         trace_id=ex.trace_id,
         status=ex.status,
         error=ex.error,
+        error_message=_error_message(ex),
         dns_s=leg.dns_s,
         connect_s=leg.connect_s,
         tls_s=leg.tls_s,
@@ -303,3 +308,14 @@ def _record(ex: Exchange) -> RequestTiming:
         prompt_text=prompt_text(ex.prompt) if ex.prompt is not None else None,
         response_text=tap.content.text() if isinstance(tap, ContentTap) else None,
     )
+    return with_response_metrics(record, tap.metrics) if tap is not None else record
+
+
+def _error_message(ex: Exchange) -> str | None:
+    """A failed request's reason: the gateway's own wording, else the upstream's error frame or body."""
+    if ex.error is None:
+        return None
+    if ex.error_message is not None:
+        return ex.error_message
+    tap = ex.tap
+    return error_detail(tap.error_bytes) if tap is not None and tap.error_bytes else None

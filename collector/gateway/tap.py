@@ -16,12 +16,17 @@ upstream for it (`stream_options.include_usage`) and the tap cuts that one event
 the stream again (`strip_usage`), so the client gets what it asked for. Only then does
 the tap hold back bytes, and only those of an incomplete event, which an SSE client
 could not dispatch before its blank line anyway.
+vLLM's per-request metrics ride on that usage event (or a non-streamed body) when it runs with
+`--enable-per-request-metrics`; they are read there, only when a `"metrics":` key is present.
+An error frame or error body keeps its first bytes, for the server's message on the record.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Literal
+
+from lanewatch.collector.common.response_metrics import METRICS_KEY, ResponseMetrics, metrics_in
 
 __all__ = ["StreamTap"]
 
@@ -37,6 +42,7 @@ _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 _DONE = b"data: [DONE]"
 _MAX_EVENT = 1 << 20  # an "event" longer than this has no boundary: a broken stream
 _JSON_TAIL = 1024  # bytes of a JSON body kept to find a usage object split across reads
+_ERROR_BYTES = 4096  # bytes of an error frame or body kept to find the server's message in
 
 
 class StreamTap:
@@ -54,9 +60,11 @@ class StreamTap:
         "completion_tokens",
         "content_events",
         "done",
+        "error_bytes",
         "first_content_at",
         "gaps",
         "last_content_at",
+        "metrics",
         "prompt_tokens",
         "stream_error",
     )
@@ -77,6 +85,8 @@ class StreamTap:
         self.bad_stream = False
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
+        self.metrics: ResponseMetrics | None = None  # vLLM's per-request metrics, when sent
+        self.error_bytes: bytes | None = None  # the first error frame (SSE) or the body's start (JSON)
 
     def feed(self, data: bytes) -> tuple[bytes, int]:
         """Take the next bytes from upstream; return the bytes to send on and the content events completed."""
@@ -131,8 +141,12 @@ class StreamTap:
             n += events.count(self._spaced) - events.count(self._spaced_empty)
         if b'"usage"' in events:
             self._read_usage(events)
+            if METRICS_KEY in events:
+                self.metrics = metrics_in(events) or self.metrics
         if b'"error"' in events:
             self.stream_error = True
+            if self.error_bytes is None:
+                self.error_bytes = _event_at(events, events.find(b'"error"'))
         if b"[DONE]" in events and _has_done(events):
             self.done = True
         if not self.bad_stream and _ends(events) != events.count(b"\n\n"):
@@ -168,8 +182,15 @@ class StreamTap:
         window = self._tail + data
         if b'"usage"' in window:
             self._read_usage(window)
-        if b'"error"' in window:
+        if METRICS_KEY in window:
+            self.metrics = metrics_in(window) or self.metrics
+        kept = self.error_bytes
+        if kept is not None and len(kept) < _ERROR_BYTES:  # an error body read on: the message may follow
+            self.error_bytes = kept + data[: _ERROR_BYTES - len(kept)]
+        elif b'"error"' in window:
             self.stream_error = True
+            if kept is None:
+                self.error_bytes = window[:_ERROR_BYTES]
         self._tail = window[-_JSON_TAIL:]
 
 
@@ -192,6 +213,14 @@ def _has_bad_event(events: bytes) -> bool:
         if data != b"[DONE]" and not (data.startswith(b"{") and data.endswith(b"}")):
             return True
     return False
+
+
+def _event_at(events: bytes, pos: int) -> bytes:
+    """The SSE event around byte `pos` (at most _ERROR_BYTES of it)."""
+    before = events.rfind(b"\n\n", 0, pos)
+    start = before + 2 if before >= 0 else 0
+    stop = events.find(b"\n\n", pos)
+    return events[start : stop if stop >= 0 else len(events)][:_ERROR_BYTES]
 
 
 def _boundary(buf: bytes) -> int:

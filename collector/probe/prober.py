@@ -25,6 +25,8 @@ import anyio.lowlevel
 import httpx
 from opentelemetry.trace import Tracer
 
+from lanewatch.collector.common.error_detail import error_detail
+from lanewatch.collector.common.response_metrics import ResponseMetrics, with_response_metrics
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk, Usage
 from lanewatch.collector.config import RequestClass, Target, Timeouts
@@ -41,6 +43,7 @@ PATHS: dict[Api, str] = {"chat": "/v1/chat/completions", "completions": "/v1/com
 SSE_BAD_EVENTS_ATTR = "sse_bad_events"  # record attr: undecodable SSE events in the stream
 LANE_HEADER = "x-lanewatch-lane"  # forces a lane at a lanewatch gateway (docs/gateway.md)
 _ERROR_BODY_LIMIT = 64 * 1024
+_ERROR_HEAD = 8 * 1024  # bytes of an error body kept to find the server's message in
 _AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
 
 
@@ -100,6 +103,8 @@ class _Run:
         self.request_id: str | None = None
         self.usage: Usage | None = None
         self.error: ErrorKind | None = None
+        self.error_message: str | None = None  # the server's reason, cleaned
+        self.metrics: ResponseMetrics | None = None  # vLLM's per-request metrics, when sent
         self.bad_events = 0
         self.attrs: dict[str, str] = {}
         self.text = text  # the response text, kept only with record_content
@@ -277,7 +282,7 @@ class Prober:
                 run.attrs[name.removeprefix("x-lanewatch-")] = response.headers[name][:64]
         if (kind := error_kind_for_status(run.status)) is not None:
             run.error = kind
-            await _drain(response)
+            run.error_message = error_detail(await _drain(response))
             return
         ctype = response.headers.get("content-type", "")
         if ctype and not ctype.startswith("text/event-stream"):
@@ -307,8 +312,11 @@ class Prober:
                     scope.reschedule(min(total_at, loop.time() + _AFTER_DONE_S))
                 elif kind is ChunkKind.ERROR:
                     stream_error = True
+                    run.error_message = run.error_message or chunk.message
                 if chunk.usage is not None:
                     run.usage = chunk.usage
+                if chunk.metrics is not None:
+                    run.metrics = chunk.metrics
                 if text is not None:
                     _keep_text(text, chunk)
         run.end = perf()
@@ -335,7 +343,7 @@ class Prober:
             tls_s: float | None = run.tls_end - run.tls_at
         else:  # reused, or plain HTTP once the request went out; unknown if it failed before
             tls_s = 0.0 if run.send_at is not None else None
-        return RequestTiming(
+        record = RequestTiming(
             source="probe",
             target=self.target.name,
             lane=self.target.lane,
@@ -347,6 +355,7 @@ class Prober:
             trace_id=trace_id,
             status=run.status,
             error=run.error,
+            error_message=run.error_message if run.error is not None else None,
             dns_s=run.conn.dns_s if connected else (0.0 if reused else None),
             connect_s=run.conn.connect_s if connected and run.conn.address else (0.0 if reused else None),
             tls_s=tls_s,
@@ -363,6 +372,7 @@ class Prober:
             # no response at all (it failed before one came) is no text rather than empty text
             response_text=run.text.text() if run.text is not None and run.status is not None else None,
         )
+        return with_response_metrics(record, run.metrics)
 
 
 def read_api_key(target: Target) -> str | None:
@@ -385,13 +395,16 @@ async def _prime() -> None:
     await anyio.lowlevel.checkpoint()
 
 
-async def _drain(response: httpx.Response) -> None:
-    """Read a little of an unwanted body so the connection can be reused."""
-    read = 0
+async def _drain(response: httpx.Response) -> bytes:
+    """Read a little of an unwanted body so the connection can be reused; its first bytes."""
+    read, head = 0, b""
     async for data in response.aiter_raw():
         read += len(data)
+        if len(head) < _ERROR_HEAD:
+            head += data[: _ERROR_HEAD - len(head)]
         if read > _ERROR_BODY_LIMIT:
             break
+    return head
 
 
 __all__ = ["PATHS", "SSE_BAD_EVENTS_ATTR", "ProbeSpec", "Prober", "read_api_key", "spec_for"]

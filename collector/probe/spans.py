@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, status_description
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
@@ -93,7 +94,11 @@ def finish_probe_span(
         span.set_attribute("lanewatch.ttft_s", record.ttft_s)
     if record.error is not None:
         span.set_attribute("error.type", record.error.value)
-        span.set_status(Status(StatusCode.ERROR, record.error.value))
+        if record.error_message is not None:
+            span.set_attribute(SPAN_ATTRIBUTE, record.error_message)
+        span.set_status(
+            Status(StatusCode.ERROR, status_description(record.error.value, record.error_message))
+        )
     parent = trace.set_span_in_context(span)
     for name, (begin, end) in intervals.items():
         child = tracer.start_span(

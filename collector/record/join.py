@@ -160,7 +160,9 @@ class Joiner:
     @staticmethod
     def may_join(record: RequestTiming) -> bool:
         """A record waits only when a span can exist: a trace id, a 200, no phases yet."""
-        return record.trace_id is not None and record.status == 200 and not record.has_server_phases
+        # Phases the response reported still wait for the span, which replaces them.
+        unjoined = not record.has_server_phases or record.phases_source == "response"
+        return record.trace_id is not None and record.status == 200 and unjoined
 
     def add_record(self, record: RequestTiming, now: float) -> list[RequestTiming]:
         """Take a record: joined at once if its span waits, held if it may join, else passed on."""

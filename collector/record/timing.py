@@ -3,7 +3,12 @@
 Client-side times are measured from the request's start on a monotonic clock;
 `started_at` alone is wall-clock (Unix seconds) so records can be placed on a timeline.
 Server-side phases (queue, prefill, decode) come from vLLM's `llm_request` span when
-one joined by trace id; docs/metrics.md lists the phases and how they add up to e2e.
+one joined by trace id, else from the per-request metrics vLLM puts in the response when
+run with `--enable-per-request-metrics`; `phases_source` says which. Both measure the same
+intervals (queue = scheduled - queued, prefill = first token - scheduled, decode = last
+token - first token); the response's `time_to_first_token_ms` is that prefill, counted from
+scheduling, not the span's TTFT from arrival. docs/metrics.md lists the phases and how they
+add up to e2e.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from lanewatch.collector.record.rules import (
 
 Source = Literal["probe", "tap"]
 Api = Literal["chat", "completions"]
+# Where a record's queue, prefill and decode came from: vLLM's `llm_request` span, or the
+# per-request metrics vLLM put in the response (`--enable-per-request-metrics`).
+PhasesSource = Literal["span", "response"]
 
 # Milestones and phases as they appear in JSON (`<name>_s`) and in metric labels.
 CLIENT_PHASES: tuple[str, ...] = ("dns", "connect", "tls", "send")
@@ -98,6 +106,8 @@ class RequestTiming:
     trace_id: str | None = None  # 32 lowercase hex digits (W3C)
     status: int | None = None  # HTTP status of the response, None if none arrived
     error: ErrorKind | None = None
+    # the server's reason for a failure: one line, <= 200 characters, secrets redacted (error_detail.py)
+    error_message: str | None = None
     # client-side phases (durations); 0 on a reused connection, tls 0 over plain HTTP
     dns_s: float | None = None
     connect_s: float | None = None
@@ -115,6 +125,13 @@ class RequestTiming:
     queue_s: float | None = None
     prefill_s: float | None = None
     decode_s: float | None = None
+    phases_source: PhasesSource | None = None
+    # vLLM's per-request metrics as the response reported them (seconds; tokens per second)
+    response_queue_s: float | None = None  # queue_time_ms
+    response_ttft_s: float | None = None  # time_to_first_token_ms: from scheduling, not arrival
+    response_generation_s: float | None = None  # generation_time_ms: first to last output token
+    response_mean_itl_s: float | None = None  # mean_itl_ms
+    response_tokens_per_s: float | None = None  # tokens_per_second, over scheduling to last token
     # free-form, bounded extras (e.g. served lane for the tap); never prompt text
     attrs: Mapping[str, str] = field(default_factory=dict)
     # opt-in (export.record_content): the prompt and the streamed response, each truncated
@@ -162,9 +179,13 @@ class RequestTiming:
         """True when queue, prefill and decode all joined from a server span."""
         return None not in (self.queue_s, self.prefill_s, self.decode_s)
 
-    def with_server_phases(self, queue_s: float, prefill_s: float, decode_s: float) -> RequestTiming:
-        """Return a copy carrying the server-side phases."""
-        return dataclasses.replace(self, queue_s=queue_s, prefill_s=prefill_s, decode_s=decode_s)
+    def with_server_phases(
+        self, queue_s: float, prefill_s: float, decode_s: float, source: PhasesSource = "span"
+    ) -> RequestTiming:
+        """Return a copy carrying the server-side phases, and where they came from."""
+        return dataclasses.replace(
+            self, queue_s=queue_s, prefill_s=prefill_s, decode_s=decode_s, phases_source=source
+        )
 
     def without_content(self) -> RequestTiming:
         """The record without prompt and response text (itself when it holds none)."""

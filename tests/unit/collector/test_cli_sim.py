@@ -19,6 +19,7 @@ from lanewatch.collector.cli import app
         (["--cert", "nope.pem"], "--cert"),
         (["--tls", "--cert", "a", "--key", "b"], "--tls"),
         (["--otlp-endpoint", "127.0.0.1:4318"], "--otlp-endpoint"),
+        (["--otlp-protocol", "http/json"], "--otlp-protocol"),
         (["--admin-token-file", "/nonexistent/token"], "--admin-token-file"),
         (["--faults", "{not json"], "--faults"),
         (["--faults", '{"decode_slowdown": 0}'], "decode_slowdown"),
@@ -48,8 +49,15 @@ def test_help_lists_every_option() -> None:
         "--tls",
         "--cert-out",
         "--otlp-endpoint",
+        "--otlp-protocol",
         "--admin-token-file",
         "--faults",
         "--seed",
     ):
         assert opt in result.output
+
+
+def test_the_protocol_comes_from_vllms_variable_and_is_checked() -> None:
+    env = {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}
+    result = CliRunner().invoke(app, ["sim"], env=env)
+    assert result.exit_code == 2 and "--otlp-protocol" in result.output and "grpc" in result.output

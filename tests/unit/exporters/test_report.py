@@ -138,3 +138,25 @@ def test_a_falling_fit_reads_as_a_minus_sign_in_the_legend() -> None:
 
     assert legend(-1e-6) == "fast: 12.8 ms − 1 µs/token, R² 0.00"
     assert legend(0.00249) == "fast: 12.8 ms + 2.49 ms/token, R² 0.00"
+
+
+def test_failed_requests_show_the_servers_message_most_frequent_first_escaped() -> None:
+    def failed(message: str, status: int = 400) -> RequestTiming:
+        return RequestTiming(
+            source="probe", target="t", lane="fast", request_class="c", model="m",
+            status=status, error=ErrorKind.HTTP_4XX, error_message=message,
+        )  # fmt: skip
+
+    long_prompt = "This model's maximum context length is 2048 tokens."
+    records = [failed(long_prompt)] * 3 + [failed("<b>bad</b> request")] + sample_records()[:5]
+    data = build_report(records)
+    assert [(r.message, r.count, r.status) for r in data.reasons] == [
+        (long_prompt, 3, 400),
+        ("<b>bad</b> request", 1, 400),
+    ]
+    page = render_report(data)
+    assert "<b>bad</b>" not in page
+    root = _parse(page)
+    table = next(t for t in root.iter(f"{X}table") if "reasons" in (t.get("class") or ""))
+    rows = ["|".join(td.text or "" for td in tr) for tr in table.iter(f"{X}tr")][1:]
+    assert rows == [f"fast|http_4xx|400|3|{long_prompt}", "fast|http_4xx|400|1|<b>bad</b> request"]

@@ -103,3 +103,20 @@ def test_completion_chunks() -> None:
     assert tok["choices"] == [
         {"index": 0, "text": " a", "logprobs": None, "stop_reason": None, "finish_reason": None}
     ]
+
+
+def test_per_request_metrics_follow_vllms_definitions_and_read_back() -> None:
+    from lanewatch.collector.common.sse import SseParser
+
+    m = protocol.per_request_metrics(10.0, 10.005, 10.045, 10.135, tokens=10)
+    assert m["queue_time_ms"] == pytest.approx(5.0)
+    assert m["time_to_first_token_ms"] == pytest.approx(40.0)  # from scheduling, not arrival
+    assert m["generation_time_ms"] == pytest.approx(90.0)
+    assert m["mean_itl_ms"] == pytest.approx(10.0)
+    assert m["tokens_per_second"] == pytest.approx(10 / 0.13)
+    assert "mean_itl_ms" not in protocol.per_request_metrics(1.0, 1.0, 1.1, 1.1, tokens=1)
+    w = protocol.ChunkWriter("chat", "chatcmpl-1", "m", 1, 7)
+    (chunk,) = SseParser().feed(w.usage(10, m))
+    assert chunk.metrics is not None and chunk.metrics.ttft_s == pytest.approx(0.04)
+    assert chunk.usage is not None and chunk.usage.completion_tokens == 10
+    assert b'"metrics"' not in w.usage(10)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lanewatch.collector.common.error_detail import error_detail
 from lanewatch.collector.common.sse import MAX_LINE_BYTES, ChunkKind, SseParser, StreamChunk, Usage, classify
 
 
@@ -85,19 +86,29 @@ def test_content_chunk_with_continuous_usage_keeps_both() -> None:
 
 
 @pytest.mark.parametrize(
-    ("obj", "name"),
+    ("obj", "name", "message"),
     [
-        ({"error": {"object": "error", "message": "boom", "type": "InternalServerError", "code": 500}}, None),
-        ({"object": "error", "message": "bad", "type": "BadRequestError", "code": 400}, None),
-        ({"error": "something broke"}, "error"),
+        (
+            {"error": {"object": "error", "message": "boom", "type": "InternalServerError", "code": 500}},
+            None,
+            "boom",
+        ),
+        ({"object": "error", "message": "bad", "type": "BadRequestError", "code": 400}, None, "bad"),
+        ({"error": "something broke"}, "error", "something broke"),
+        ({"error": {"message": "key sk-abcdefghijklmnop\nrefused", "type": "AuthError"}}, None, None),
     ],
 )
-def test_error_objects_are_errors_without_their_message(obj: dict[str, object], name: str | None) -> None:
+def test_error_objects_are_errors_with_their_cleaned_message(
+    obj: dict[str, object], name: str | None, message: str | None
+) -> None:
     c = classify(json.dumps(obj))
     assert c.kind is ChunkKind.ERROR
     expected = name or str(obj.get("error", obj)["type"])  # type: ignore[index]
     assert c.error == expected
-    assert "boom" not in repr(c) and "bad" not in repr(c)
+    if message is not None:
+        assert c.message == message
+    else:  # one line, the key redacted
+        assert c.message == "key [redacted] refused"
 
 
 def test_event_error_field_marks_error() -> None:
@@ -199,10 +210,12 @@ def items(draw: st.DrawFn) -> Item:
             ("data: {not json " + draw(st.sampled_from(["", "é", "🙂"])),), StreamChunk(ChunkKind.BAD)
         )
     if kind == "error":
-        obj: dict[str, object] = {"error": {"message": draw(_text), "type": "InternalServerError"}}
+        message = draw(_text)
+        obj: dict[str, object] = {"error": {"message": message, "type": "InternalServerError"}}
         return Item(
             ("data: " + json.dumps(obj, ensure_ascii=False),),
-            StreamChunk(ChunkKind.ERROR, error="InternalServerError"),
+            # the message as kept: cleaned (this test is about chunking, not cleaning)
+            StreamChunk(ChunkKind.ERROR, error="InternalServerError", message=error_detail(message)),
         )
     if kind == "usage":
         pt, ct = draw(st.integers(0, 10**6)), draw(st.integers(0, 10**6))

@@ -1,0 +1,1 @@
+"""Contract tests against a real vLLM (CPU build) and the captured fixtures they refresh."""
