@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 PKG_DIRS := $(shell $(PYTHON) -c 'import tomllib; m = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; print(*(f"{k}={v}" for k, v in m.items()))')
 DEBIAN_TOOLS := prometheus prometheus-alertmanager prometheus-blackbox-exporter chromium nginx-light curl
 
-.PHONY: run test lint typecheck tools generate check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
+.PHONY: run run-vllm test lint typecheck tools generate check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,12 @@ test-vllm-matrix: $(STAMP)
 DEMO_OUT ?= out/demo
 run: $(STAMP) tools
 	$(BIN)/lanewatch demo --out $(DEMO_OUT)
+
+# The demo on real engines: each lane a `vllm serve` of the cached CPU build (fast: the tiny model,
+# slow: the small one), the fault a burst of long prompts on the slow lane. About 5 minutes on 2
+# idle cores, most of it vLLM's start. Writes the same files as `make run` to $(DEMO_OUT).
+run-vllm: $(STAMP) tools vllm
+	$(BIN)/lanewatch demo --engine vllm --out $(DEMO_OUT)
 
 # Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap, docs/slo-spec.md);
 # commit the result.
