@@ -8,9 +8,9 @@ STAMP := $(VENV)/.installed-stamp
 # "lanewatch.collector=collector ...": the import name and folder of each package, from pyproject's
 # [tool.setuptools.package-dir] (the one place the mapping is written).
 PKG_DIRS := $(shell $(PYTHON) -c 'import tomllib; m = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; print(*(f"{k}={v}" for k, v in m.items()))')
-DEBIAN_TOOLS := prometheus prometheus-alertmanager chromium nginx-light curl
+DEBIAN_TOOLS := prometheus prometheus-alertmanager prometheus-blackbox-exporter chromium nginx-light curl
 
-.PHONY: run test lint typecheck tools generate check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
+.PHONY: run run-vllm test lint typecheck tools generate check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Prometheus 2.42, Alertmanager 0.25, Chromium (renders the report in a test), nginx (the reference
-# proxy in bench/) and curl (the prober's reference) from Debian, installed when missing and running as root.
+# proxy in bench/), blackbox_exporter 0.23 (the reference prober in bench/) and curl (the prober's
+# reference) from Debian, installed when missing and running as root.
 # Otherwise the tests that need them skip loudly (and fail under CI=true).
 tools:
-	@missing=""; for b in prometheus promtool prometheus-alertmanager chromium nginx curl; do \
+	@missing=""; for b in prometheus promtool prometheus-alertmanager prometheus-blackbox-exporter chromium nginx curl; do \
 	  command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -94,6 +95,12 @@ test-vllm-matrix: $(STAMP)
 DEMO_OUT ?= out/demo
 run: $(STAMP) tools
 	$(BIN)/lanewatch demo --out $(DEMO_OUT)
+
+# The demo on real engines: each lane a `vllm serve` of the cached CPU build (fast: the tiny model,
+# slow: the small one), the fault a burst of long prompts on the slow lane. About 5 minutes on 2
+# idle cores, most of it vLLM's start. Writes the same files as `make run` to $(DEMO_OUT).
+run-vllm: $(STAMP) tools vllm
+	$(BIN)/lanewatch demo --engine vllm --out $(DEMO_OUT)
 
 # Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap, docs/slo-spec.md);
 # commit the result.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .duration import format_duration
 
@@ -54,3 +54,9 @@ def histogram_quantile(
     """The q-quantile of a classic histogram, aggregated by `by` (plus le)."""
     buckets = rate(f"{histogram}_bucket", matchers, window_s)
     return f"histogram_quantile({num(q)}, {sum_by([*by, 'le'], buckets)})"
+
+
+def either(names: Sequence[str], expr: Callable[[str], str]) -> str:
+    """`expr` over each of a family's names joined by `or`: whichever the target exposes (first wins)."""
+    parts = [expr(name) for name in names]
+    return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"

@@ -17,6 +17,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from lanewatch.collector.common.names import LaneName
 from lanewatch.collector.common.packagedata import data_path
 from lanewatch.collector.common.yamlfile import ConfigIssue, validation_issues, yaml_line_index
 from lanewatch.collector.record.timing import ErrorKind
@@ -72,7 +73,6 @@ def _regex(value: str) -> str:
 Duration = Annotated[str, AfterValidator(_duration)]
 For = Annotated[str, AfterValidator(_for)]  # how long a condition must hold; "0s" allowed
 SloName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
-LaneName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 Severity = Literal["page", "ticket"]
 Metric = Literal["ttft", "tpot", "itl", "e2e"]
 

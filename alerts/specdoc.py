@@ -18,6 +18,8 @@ from pydantic import AfterValidator, BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from lanewatch.collector.common.names import LANE_NAME_PATTERN
+
 from . import spec
 
 # docs/slo-spec.md of a source checkout; absent from an installed wheel.
@@ -28,6 +30,7 @@ _VALIDATED: Final = {
     "_duration": "duration (`30s`, `5m`, `1h`, `28d`)",
     "_for": "duration, `0s` allowed",
     "_regex": "regular expression",
+    "check_lane_name": f"matches `{LANE_NAME_PATTERN}` (the lane-name rule config and gateway share)",
 }
 # Constraint objects pydantic keeps in a field's metadata, read by attribute.
 _BOUNDS: Final = (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤"))

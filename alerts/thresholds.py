@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lanewatch.exporters import names
 
 from . import humanize, promql
@@ -102,6 +104,11 @@ def _target_down(spec: Spec) -> list[Rule]:
     return rules
 
 
+def _vllm(metric: str, expr: Callable[[str], str]) -> str:
+    """`expr` over a vLLM family under its current name or any older one (renamed across versions)."""
+    return promql.either(names.vllm_family_names(metric), expr)
+
+
 def _saturation(spec: Spec) -> list[Rule]:
     window = spec.analysis_window_s
     checks = [
@@ -116,14 +123,16 @@ def _saturation(spec: Spec) -> list[Rule]:
         (
             spec.kv_cache_usage,
             "VLLMKVCacheFull",
-            promql.aggregate("max", VLLM_BY, names.VLLM_KV_CACHE_USAGE_PERC),
+            promql.aggregate("max", VLLM_BY, _vllm(names.VLLM_KV_CACHE_USAGE_PERC, lambda name: name)),
             "KV cache {{ $value | humanizePercentage }} full on {{ $labels.instance }}",
             "KV-cache usage above {limit} for {for_}; new requests wait and running ones may be preempted",
         ),
         (
             spec.preemptions,
             "VLLMPreemptions",
-            promql.sum_by(VLLM_BY, promql.rate(names.VLLM_NUM_PREEMPTIONS_TOTAL, (), window)),
+            promql.sum_by(
+                VLLM_BY, _vllm(names.VLLM_NUM_PREEMPTIONS_TOTAL, lambda name: promql.rate(name, (), window))
+            ),
             'vLLM on {{ $labels.instance }} preempts {{ printf "%.2f" $value }} requests/s',
             "preemptions above {limit}/s for {for_}; "
             "preempted requests recompute their KV cache, so latency jumps",

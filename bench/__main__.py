@@ -2,7 +2,7 @@
 
     python -m bench                     # the full run (a few minutes); writes bench/results.*
     python -m bench --smoke --out DIR   # tiny sizes, seconds: what tests/integration/test_bench_smoke.py runs
-    python -m bench --only tap,probe    # some parts (tap, probe, collector, degrade)
+    python -m bench --only tap,probe    # some parts (see PARTS)
 
 The parts run one after another on the same machine, so their processes never share the
 cores with each other; the load average is recorded at the start and the end.
@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import collector_cost, degrade_loop, probe_accuracy, tap_overhead
+from . import collector_cost, degrade_loop, fleet_cost, ingest_cost, probe_accuracy, probe_cost, tap_overhead
 from .machine import machine_facts, tool_versions
 from .nginx import find_nginx
 from .report import evaluate_goals, render
 
-PARTS = ("tap", "probe", "collector", "degrade")
+PARTS = ("tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade")
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,20 @@ class Sizes:
     collector_s: float = 20.0
     collector_warmup_s: float = 5.0
     parse_repeats: int = 200
+    probe_cost_s: float = 20.0  # each side: lanewatch, then blackbox_exporter
+    probe_cost_warmup_s: float = 4.0
+    ingest_records: int = 20_000
+    fleet_targets: tuple[int, ...] = (250, 500, 1000)
+    fleet_s: float = 15.0
+    fleet_warmup_s: float = 16.0  # past the first scrape interval (15 s): every target connected
     degrade_trials: int = 5
     group_interval: str = degrade_loop.GROUP_INTERVAL
 
 
 SMOKE = Sizes(
     streams=(1, 4), pinned=(4,), rounds=1, seconds=0.6, probes=12, curl=4, collector_s=2.0,
-    collector_warmup_s=2.5, parse_repeats=5, degrade_trials=1, group_interval="1s",
+    collector_warmup_s=2.5, parse_repeats=5, probe_cost_s=2.0, probe_cost_warmup_s=1.0, ingest_records=512,
+    fleet_targets=(20,), fleet_s=3.0, fleet_warmup_s=2.0, degrade_trials=1, group_interval="1s",
 )  # fmt: skip
 
 
@@ -82,6 +89,21 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
         )
         details["collector"] = r
         keys |= collector_cost.flat_keys(r)
+    if "probecost" in parts:
+        _log(f"probe cost: lanewatch and blackbox_exporter, {sizes.probe_cost_s:.0f} s each at 10 probes/s")
+        r = probe_cost.run_probe_cost(sizes.probe_cost_s, sizes.probe_cost_warmup_s, tmp / "probecost")
+        details["probecost"] = r
+        keys |= probe_cost.flat_keys(r)
+    if "ingest" in parts:
+        _log(f"ingest: {sizes.ingest_records:,} records through POST /v1/records, spans for half")
+        r = ingest_cost.run_ingest_cost(sizes.ingest_records, tmp / "ingest")
+        details["ingest"] = r
+        keys |= ingest_cost.flat_keys(r)
+    if "fleet" in parts:
+        _log(f"fleet: {', '.join(map(str, sizes.fleet_targets))} targets, {sizes.fleet_s:.0f} s each")
+        r = fleet_cost.run_fleet_cost(sizes.fleet_targets, sizes.fleet_s, sizes.fleet_warmup_s, tmp / "fleet")
+        details["fleet"] = r
+        keys |= fleet_cost.flat_keys(r)
     if "degrade" in parts:
         _log(f"alert to degrade: {sizes.degrade_trials} trials")
         r = degrade_loop.run_degrade_loop(sizes.degrade_trials, tmp / "degrade", sizes.group_interval)
@@ -94,7 +116,7 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
         "load_avg_start": facts["load_avg"],
         "load_avg_end": end["load_avg"],
         "duration_s": round(time.monotonic() - started, 1),
-        "tools": tool_versions(find_nginx(), degrade_loop.find_alertmanager()),
+        "tools": tool_versions(find_nginx(), degrade_loop.find_alertmanager(), probe_cost.find_blackbox()),
         "sizes": asdict(sizes),
         **keys,
         "goals": [asdict(g) for g in evaluate_goals(keys)],

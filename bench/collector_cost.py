@@ -39,7 +39,7 @@ from tests.servers import SimHandle, free_port, lanewatch_command, start_simulat
 
 from .machine import cpu_s, rss_mb
 
-__all__ = ["run_collector_cost"]
+__all__ = ["collector_process", "collector_totals", "run_collector_cost", "totals_of"]
 
 TARGETS = 10
 SIMS = 2
@@ -95,7 +95,8 @@ def _config(sims: list[SimHandle]) -> dict[str, Any]:
 
 
 @contextmanager
-def _collector(tmp: Path, cfg: dict[str, Any], port: int) -> Iterator[subprocess.Popen[bytes]]:
+def collector_process(tmp: Path, cfg: dict[str, Any], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / "collect.yaml"
     path.write_text(yaml.safe_dump(cfg))
     log = (tmp / "collect.log").open("wb")
@@ -125,9 +126,13 @@ def _collector(tmp: Path, cfg: dict[str, Any], port: int) -> Iterator[subprocess
         log.close()
 
 
-def _totals(port: int) -> dict[str, float]:
+def collector_totals(port: int) -> dict[str, float]:
     """Counts off the collector's /metrics: probes, scrapes up, spans joined."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return totals_of(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
+
+
+def totals_of(text: str) -> dict[str, float]:
+    """Counts off a collector /metrics page: probes, scrapes up, spans joined."""
     out = {"requests": 0.0, "errors": 0.0, "scrape_up": 0.0, "joined": 0.0}
     prefixes = {
         "lanewatch_requests_total{": "requests",
@@ -153,14 +158,14 @@ def run_collector_cost(seconds: float, warmup_s: float, repeats: int, tmp: Path)
             )
             for i in range(SIMS)
         ]
-        proc = stack.enter_context(_collector(tmp, _config(sims), port))
+        proc = stack.enter_context(collector_process(tmp, _config(sims), port))
         time.sleep(warmup_s)
-        before, cpu0, t0 = _totals(port), cpu_s(proc.pid), time.monotonic()
+        before, cpu0, t0 = collector_totals(port), cpu_s(proc.pid), time.monotonic()
         rss_samples = []
         while time.monotonic() - t0 < seconds:
             time.sleep(min(1.0, seconds))
             rss_samples.append(rss_mb(proc.pid)[0])
-        cpu, elapsed, after = cpu_s(proc.pid) - cpu0, time.monotonic() - t0, _totals(port)
+        cpu, elapsed, after = cpu_s(proc.pid) - cpu0, time.monotonic() - t0, collector_totals(port)
         rss_now, rss_peak = rss_mb(proc.pid)
         page = httpx.get(f"{sims[0].url}/metrics", timeout=5).text
         fetch = asyncio.run(_fetch_parse(f"{sims[0].url}/metrics", max(repeats // 4, 1)))

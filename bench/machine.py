@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_s", "cpu_split", "machine_facts", "pin", "rss_mb", "tool_versions"]
+__all__ = ["cpu_s", "cpu_split", "machine_facts", "pin", "rss_mb", "runqueue_wait_s", "tool_versions"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -21,6 +21,14 @@ _TICK = os.sysconf("SC_CLK_TCK")
 def cpu_s(*pids: int) -> float:
     """User + system CPU seconds used so far by these processes (a gone one counts 0)."""
     return sum(cpu_split(*pids))
+
+
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds this process (its main thread) has waited, runnable, for a core (/proc/<pid>/schedstat)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        return 0.0
 
 
 def cpu_split(*pids: int) -> tuple[float, float]:
@@ -81,10 +89,12 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
-def tool_versions(nginx: str | None, alertmanager: str | None) -> dict[str, str]:
-    """nginx's and Alertmanager's versions (what the figures were measured against)."""
+def tool_versions(nginx: str | None, alertmanager: str | None, blackbox: str | None = None) -> dict[str, str]:
+    """nginx's, Alertmanager's and blackbox_exporter's versions (what the figures were measured against)."""
     out: dict[str, str] = {}
-    for name, cmd in (("nginx", [nginx, "-v"]), ("Alertmanager", [alertmanager, "--version"])):
+    tools = (("nginx", [nginx, "-v"]), ("Alertmanager", [alertmanager, "--version"]),
+             ("blackbox_exporter", [blackbox, "--version"]))  # fmt: skip
+    for name, cmd in tools:
         if cmd[0] is None:
             continue
         run = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=10, check=False)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .notes_scale import SCALE_NOTES
+
 __all__ = ["NOTES"]
 
 _COLD = (
@@ -182,3 +184,6 @@ NOTES: dict[str, Any] = {
         "controller decides, stores and drives the gateway in that time."
     ),
 }
+
+NOTES["why"] |= SCALE_NOTES["why"]
+NOTES |= {k: v for k, v in SCALE_NOTES.items() if k != "why"}

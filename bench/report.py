@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .report_scale import scale_sections
+
 __all__ = ["Goal", "evaluate_goals", "render"]
 
 PATH_ORDER = ("direct", "nginx", "pipe", "tap", "tap-metrics", "tap-content", "aiohttp")
@@ -23,6 +25,7 @@ class Goal:
     limit: float | None
     unit: str
     met: bool | None  # None: not measured in this run
+    at_least: bool = False  # the figure must reach the limit rather than stay under it
 
 
 def _num(keys: Mapping[str, Any], key: str) -> float | None:
@@ -38,11 +41,14 @@ def _goal(
     key: str,
     unit: str,
     limit: Callable[[Mapping[str, Any]], float | None],
+    at_least: bool = False,
 ) -> Goal:
     measured = _num(keys, key)
     bound = limit(keys)
-    met = None if measured is None or bound is None else measured <= bound
-    return Goal(id_, text, source, key, measured, bound, unit, met)
+    met = (
+        None if measured is None or bound is None else (measured >= bound if at_least else measured <= bound)
+    )
+    return Goal(id_, text, source, key, measured, bound, unit, met, at_least)
 
 
 def _times(factor: float, key: str, plus: float = 0.0) -> Callable[[Mapping[str, Any]], float | None]:
@@ -84,6 +90,26 @@ def evaluate_goals(keys: Mapping[str, Any]) -> list[Goal]:
               "ms", _fixed(2.0)),
         _goal(keys, "collector_rss", "collector ≤ 100 MB RSS (peak, 10 probes/s, 10 targets)",
               "project goal", "collector_rss_peak_mb", "MB", _fixed(100.0)),
+        *_scale_goals(keys),
+    ]  # fmt: skip
+
+
+def _scale_goals(keys: Mapping[str, Any]) -> list[Goal]:
+    """The collector's costs at fleet scale: per probe, per page, per record, at 1,000 targets."""
+    fleet = "one collector, 1,000 targets (probe 10 s, scrape 15 s)"
+    return [
+        _goal(keys, "probe_cost", "CPU per probe ≤ blackbox_exporter's, same endpoint and body, same run",
+              "project goal", "probe_cpu_ms_per_probe", "ms", _times(1.0, "blackbox_cpu_ms_per_probe")),
+        _goal(keys, "scrape_parse", "a vLLM /metrics page parses in ≤ 1 ms (p50)", "project goal",
+              "scrape_parse_ms_p50", "ms", _fixed(1.0)),
+        _goal(keys, "ingest", "≥ 10,000 records/s per core through POST /v1/records, spans for half",
+              "project goal", "ingest_records_per_core_s", "/s", _fixed(10_000.0), at_least=True),
+        _goal(keys, "fleet_cpu", f"{fleet}: ≤ 1 core", "project goal", "fleet_1000_cpu_cores", "cores",
+              _fixed(1.0)),
+        _goal(keys, "fleet_rss", f"{fleet}: ≤ 300 MB RSS", "project goal", "fleet_1000_rss_mb", "MB",
+              _fixed(300.0)),
+        _goal(keys, "fleet_delay", f"{fleet}: probe start delay p99 ≤ 100 ms", "project goal",
+              "fleet_1000_start_delay_p99_ms", "ms", _fixed(100.0)),
     ]  # fmt: skip
 
 
@@ -330,6 +356,7 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
         ]
     if "collector" in details:
         out += ["## Collector cost", "", *_collector_section(details["collector"]), ""]
+    out += scale_sections(details, notes, fields)
     if "degrade" in details:
         out += ["## Alert to degrade", "", *_degrade_section(details["degrade"]), ""]
     if notes.get("limits"):

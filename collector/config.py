@@ -15,6 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from lanewatch.collector.common.headers import CLASS_HEADER
+from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName
+
 # ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
 from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
 from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
@@ -32,7 +35,7 @@ class Section(BaseModel):
 class RequestClass(Section):
     """A kind of request the prober sends; prompts are deterministic."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
+    name: ClassName
     description: str = ""
     api: Literal["chat", "completions"] = "chat"
     prompt: str | None = None  # exact text; when None, `prompt_words` deterministic words
@@ -52,23 +55,16 @@ class Target(Section):
     """One OpenAI-compatible endpoint (vLLM, the simulator or a gateway) to probe and scrape."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
-    url: str  # base URL, e.g. https://127.0.0.1:8001
-    lane: str = "default"
+    url: HttpUrl  # base URL, e.g. https://127.0.0.1:8001
+    lane: LaneName = "default"
     model: str
     api: Literal["chat", "completions"] = "chat"
     classes: list[str] | None = None  # request classes to probe; None = all
-    metrics_url: str | None = None  # vLLM /metrics; None = url + "/metrics"
+    metrics_url: HttpUrl | None = None  # vLLM /metrics; None = url + "/metrics"
     scrape: bool = True
     cacert: Path | None = None
     insecure: bool = False  # skip TLS verification (-k)
     api_key_file: Path | None = None  # read at start; the key never reaches logs or labels
-
-    @field_validator("url", "metrics_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/") if value else value
 
     @property
     def scrape_url(self) -> str:
@@ -159,7 +155,7 @@ class GpuConfig(Section):
 class ExportConfig(Section):
     """Where records go besides /metrics."""
 
-    otlp_endpoint: str | None = None  # OTLP/HTTP traces endpoint for probe spans
+    otlp_endpoint: HttpUrl | None = None  # OTLP/HTTP traces endpoint for probe spans
     records_path: Path | None = None  # JSONL, one RequestTiming per line
     record_content: bool = False  # prompt and response text stay out unless turned on
     max_label_values: int = Field(default=200, ge=1)  # per label; then OVERFLOW_VALUE
@@ -184,14 +180,10 @@ class ServerConfig(Section):
     head_timeout_s: float = Field(default=10.0, gt=0)  # a request head must be complete within this
 
 
-LANE_NAME = r"^[A-Za-z0-9_.-]{1,32}$"
-CLASS_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
-
-
 class LaneConfig(Section):
     """A gateway lane: a pool of upstreams serving one tier."""
 
-    upstreams: list[str] = Field(min_length=1)  # base URLs, e.g. http://10.0.0.5:8000
+    upstreams: list[HttpUrl] = Field(min_length=1)  # base URLs, e.g. http://10.0.0.5:8000
     cacert: Path | None = None
     insecure: bool = False  # skip TLS verification (-k)
     api_key_file: Path | None = None  # sent upstream as the bearer token; never logged
@@ -200,14 +192,6 @@ class LaneConfig(Section):
     # requests pass with the model they name.
     models: list[str] = Field(default_factory=list)
     model_map: dict[str, str] = Field(default_factory=dict)  # requested model -> one of `models`
-
-    @field_validator("upstreams")
-    @classmethod
-    def _http_urls(cls, value: list[str]) -> list[str]:
-        for url in value:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{url!r} must start with http:// or https://")
-        return [u.rstrip("/") for u in value]
 
     @field_validator("models")
     @classmethod
@@ -237,7 +221,7 @@ class RegexRoute(Section):
     """Send a request whose last user message matches `pattern` (re.search) to `lane`."""
 
     pattern: str
-    lane: str
+    lane: LaneName
 
     @field_validator("pattern")
     @classmethod
@@ -252,7 +236,7 @@ class RegexRoute(Section):
 class RangeRoute(Section):
     """Send a request whose measure lies in [min, max] (both inclusive, either open) to `lane`."""
 
-    lane: str
+    lane: LaneName
     min: int | None = Field(default=None, ge=0)
     max: int | None = Field(default=None, ge=0)
 
@@ -268,7 +252,7 @@ class RangeRoute(Section):
 class RoutingRules(Section):
     """Routing rules, tried in this order after the lane header; the first match picks the lane."""
 
-    models: dict[str, str] = Field(default_factory=dict)  # exact model name -> lane
+    models: dict[str, LaneName] = Field(default_factory=dict)  # exact model name -> lane
     message_regex: list[RegexRoute] = Field(default_factory=list)
     prompt_chars: list[RangeRoute] = Field(default_factory=list)  # characters of all prompt text
     max_tokens: list[RangeRoute] = Field(default_factory=list)  # max_tokens / max_completion_tokens
@@ -296,14 +280,14 @@ class GatewayConfig(Section):
     """The lane router and passive tap (collector/gateway/)."""
 
     server: ServerConfig = ServerConfig(port=8080)
-    lanes: dict[str, LaneConfig] = Field(default_factory=dict)
-    lane_order: list[str] = Field(default_factory=list)  # fastest first; default: as listed
-    default_lane: str | None = None  # default: the last (slowest) lane of lane_order
+    lanes: dict[LaneName, LaneConfig] = Field(default_factory=dict)
+    lane_order: list[LaneName] = Field(default_factory=list)  # fastest first; default: as listed
+    default_lane: LaneName | None = None  # default: the last (slowest) lane of lane_order
     rules: RoutingRules = RoutingRules()
     admin_token_file: Path | None = None  # bearer token for /admin/degrade; without it the API is off
     admin_insecure: bool = False  # serve /admin/degrade without a token (development only)
-    class_header: str = "x-lanewatch-class"  # request class for shedding, e.g. batch
-    default_class: str = Field(default="interactive", pattern=CLASS_NAME)
+    class_header: str = CLASS_HEADER  # request class for shedding, e.g. batch
+    default_class: ClassName = "interactive"
     shift_mode: Literal["spread", "random"] = "spread"  # spread: exactly N% evenly; random: seeded draw
     shift_seed: int = 0
     shed_retry_after_s: int = Field(default=30, ge=1)
@@ -320,29 +304,18 @@ class GatewayConfig(Section):
     head_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     keepalive_timeout_s: float = Field(default=75.0, gt=0, le=3600)
     max_connections: int | None = Field(default=None, ge=1, le=1_000_000)
-    otlp_endpoint: str | None = None  # OTLP/HTTP traces URL for the per-request server span
+    otlp_endpoint: HttpUrl | None = None  # OTLP/HTTP traces URL for the per-request server span
     # Ship tap records to this collector (base URL; POST /v1/records), which joins them to vLLM's
     # spans and exports them; the gateway then exports no request metrics itself.
-    collector_url: str | None = None
+    collector_url: HttpUrl | None = None
     collector_token_file: Path | None = None  # bearer token for the collector's ingest.token_file
     shipping: ShippingConfig = ShippingConfig()
 
     @field_validator("collector_url")
     @classmethod
     def _collector_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/").removesuffix("/v1/records")
-
-    @field_validator("lanes")
-    @classmethod
-    def _lane_names(cls, value: dict[str, LaneConfig]) -> dict[str, LaneConfig]:
-        bad = sorted(n for n in value if not re.match(LANE_NAME, n))
-        if bad:
-            raise ValueError(f"bad lane names {bad}: use letters, digits, '_', '.', '-' (1-32)")
-        return value
+        # A base URL: the ingest path is appended by the shipper, so a full endpoint is cut back.
+        return None if value is None else value.removesuffix("/v1/records")
 
     @model_validator(mode="after")
     def _lanes_known(self) -> GatewayConfig:
@@ -383,22 +356,15 @@ class DegradeConfig(Section):
     escalation_cooldown_s: float | None = Field(default=None, ge=0)
     # Adapters; empty means `gateway` when gateway_url is set.
     adapters: list[Literal["gateway", "webhook", "dry-run"]] = Field(default_factory=list)
-    gateway_url: str | None = None
+    gateway_url: HttpUrl | None = None
     gateway_token_file: Path | None = None
-    webhook_url: str | None = None
+    webhook_url: HttpUrl | None = None
     webhook_secret_file: Path | None = None  # HMAC-SHA256 key for the signature header
     adapter_timeout_s: float = Field(default=5.0, gt=0)
     adapter_attempts: int = Field(default=3, ge=1, le=20)  # per apply, with exponential backoff
     reconcile_interval_s: float = Field(default=15.0, gt=0)  # re-apply the intended state this often
     tick_s: float = Field(default=1.0, gt=0)  # how often holds, cooldowns and recoveries are checked
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
-
-    @field_validator("gateway_url", "webhook_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/") if value else value
 
 
 class LanewatchConfig(BaseSettings):

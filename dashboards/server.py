@@ -7,11 +7,15 @@ from typing import Any
 from lanewatch.exporters import names
 
 from .panels import Query, dashboard, timeline, timeseries
-from .templating import LANE, RATE, VLLM, sel
+from .templating import LANE, RATE, VLLM, either, sel
 
 
 def _rate(metric: str) -> str:
-    return f"rate({sel(metric, VLLM)}[{RATE}])"
+    return either(metric, lambda name: f"rate({sel(name, VLLM)}[{RATE}])")
+
+
+def _vllm(metric: str) -> str:
+    return sel(metric, VLLM)
 
 
 def _ratio(numerator: str, denominator: str) -> str:
@@ -38,7 +42,12 @@ def _vllm_panels() -> list[Any]:
             "Share of the KV cache in use per server. Orange above 80%, red above 90% "
             "(LanewatchVLLMKVCacheFull): new requests wait and running ones get preempted; lower "
             "max_num_seqs or max_model_len, or add GPU memory.",
-            [Query(f"max by (lane, instance) ({sel(names.VLLM_KV_CACHE_USAGE_PERC, VLLM)})", "{{instance}}")],
+            [
+                Query(
+                    f"max by (lane, instance) ({either(names.VLLM_KV_CACHE_USAGE_PERC, _vllm)})",
+                    "{{instance}}",
+                )
+            ],
             "percentunit",
             [("green", None), ("orange", 0.8), ("red", 0.9)],
         ),

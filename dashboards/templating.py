@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from grafanalib.core import REFRESH_ON_TIME_RANGE_CHANGE, Template, Templating
@@ -23,6 +24,12 @@ LANE: Final = f'{names.LANE}=~"$lane"'
 def sel(metric: str, matchers: str, *extra: str) -> str:
     """metric{matchers,extra...}."""
     return f"{metric}{{{','.join([matchers, *extra])}}}"
+
+
+def either(metric: str, expr: Callable[[str], str]) -> str:
+    """`expr` over a vLLM family's current name `or` each older name: whichever the target exposes."""
+    parts = [expr(name) for name in names.vllm_family_names(metric)]
+    return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
 
 
 def firing(severity: str | None = None) -> str:

@@ -48,6 +48,8 @@ SSE_BAD_DATA_TOTAL: Final = f"{PREFIX}_sse_bad_data_total"  # counter, undecodab
 # counter, label family: observations folded into OVERFLOW_VALUE because the series budget was spent
 SERIES_OVERFLOW_TOTAL: Final = f"{PREFIX}_series_overflow_total"
 FAMILY: Final = "family"  # a metric family's name
+PROBE_START_DELAY_SECONDS: Final = f"{PREFIX}_probe_start_delay_seconds"  # histogram, schedule drift
+PROBES_SKIPPED_TOTAL: Final = f"{PREFIX}_probes_skipped_total"  # counter, previous probe still running
 
 # ---------------------------------------------------------------- window analysis (gauges)
 WINDOW_QUANTILE_SECONDS: Final = f"{PREFIX}_window_quantile_seconds"  # phase, quantile
@@ -74,6 +76,9 @@ SERVER_KV_CACHE_USAGE_RATIO: Final = f"{PREFIX}_server_kv_cache_usage_ratio"
 SERVER_PREFIX_CACHE_HIT_RATIO: Final = f"{PREFIX}_server_prefix_cache_hit_ratio"
 SERVER_SPEC_DECODE_ACCEPTANCE_RATIO: Final = f"{PREFIX}_server_spec_decode_acceptance_ratio"
 SERVER_PREEMPTIONS_TOTAL: Final = f"{PREFIX}_server_preemptions_total"
+# gauge 1 per (target, family): a vLLM family lanewatch reads that the target's page lacks, under
+# its current and every older name (panels and rules built on it stay empty for that target).
+SCRAPE_MISSING_FAMILIES: Final = f"{PREFIX}_scrape_missing_families"
 
 # ---------------------------------------------------------------- GPU (NVML); labels gpu, uuid, name
 GPU_UTILIZATION_RATIO: Final = f"{PREFIX}_gpu_utilization_ratio"
@@ -125,7 +130,7 @@ DIRECTION: Final = "direction"  # apply | escalate | restore
 OUTCOME: Final = "outcome"
 
 # ---------------------------------------------------------------- vLLM names read by rules and dashboards
-# vLLM's own metric names (V1 engine), as its /metrics page serves them.
+# vLLM's own metric names (V1 engine), as its /metrics page serves them; older names below.
 VLLM_LABELS: Final = ("model_name", "engine")
 VLLM_NUM_REQUESTS_RUNNING: Final = "vllm:num_requests_running"
 VLLM_NUM_REQUESTS_WAITING: Final = "vllm:num_requests_waiting"
@@ -149,13 +154,49 @@ VLLM_REQUEST_PREFILL_TIME_SECONDS: Final = "vllm:request_prefill_time_seconds"
 VLLM_REQUEST_DECODE_TIME_SECONDS: Final = "vllm:request_decode_time_seconds"
 VLLM_REQUEST_PROMPT_TOKENS: Final = "vllm:request_prompt_tokens"
 VLLM_REQUEST_GENERATION_TOKENS: Final = "vllm:request_generation_tokens"
-# V0 / pre-0.11 names, accepted when scraping an old server.
-VLLM_LEGACY_ALIASES: Final = {
-    "vllm:gpu_cache_usage_perc": VLLM_KV_CACHE_USAGE_PERC,
-    "vllm:gpu_prefix_cache_queries_total": VLLM_PREFIX_CACHE_QUERIES_TOTAL,
-    "vllm:gpu_prefix_cache_hits_total": VLLM_PREFIX_CACHE_HITS_TOTAL,
-    "vllm:time_per_output_token_seconds": VLLM_INTER_TOKEN_LATENCY_SECONDS,
+# Every vLLM family lanewatch reads (scraper, rules or dashboards), by its current name.
+VLLM_READ_FAMILIES: Final = (
+    VLLM_NUM_REQUESTS_RUNNING,
+    VLLM_NUM_REQUESTS_WAITING,
+    VLLM_KV_CACHE_USAGE_PERC,
+    VLLM_PROMPT_TOKENS_TOTAL,
+    VLLM_GENERATION_TOKENS_TOTAL,
+    VLLM_PREFIX_CACHE_QUERIES_TOTAL,
+    VLLM_PREFIX_CACHE_HITS_TOTAL,
+    VLLM_NUM_PREEMPTIONS_TOTAL,
+    VLLM_SPEC_DECODE_NUM_DRAFT_TOKENS_TOTAL,
+    VLLM_SPEC_DECODE_NUM_ACCEPTED_TOKENS_TOTAL,
+    VLLM_TIME_TO_FIRST_TOKEN_SECONDS,
+    VLLM_INTER_TOKEN_LATENCY_SECONDS,
+    VLLM_REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS,
+    VLLM_E2E_REQUEST_LATENCY_SECONDS,
+    VLLM_REQUEST_QUEUE_TIME_SECONDS,
+    VLLM_REQUEST_PREFILL_TIME_SECONDS,
+    VLLM_REQUEST_DECODE_TIME_SECONDS,
+)
+# Families vLLM exposes only with a feature on (speculative decoding): absent is not a version gap.
+VLLM_OPTIONAL_FAMILIES: Final = frozenset(
+    {VLLM_SPEC_DECODE_NUM_DRAFT_TOKENS_TOTAL, VLLM_SPEC_DECODE_NUM_ACCEPTED_TOKENS_TOTAL}
+)
+# Renamed families: current name -> the older names of the same quantity, newest first. The
+# scraper reads an older name as the current one; rules and dashboards query `(current or older)`.
+# kv_cache_usage_perc and prefix_cache_* arrived in 0.9 beside the old names (both exposed until the
+# old ones were hidden); inter_token_latency_seconds replaced time_per_output_token_seconds in 0.11.
+VLLM_RENAMES: Final = {
+    VLLM_KV_CACHE_USAGE_PERC: ("vllm:gpu_cache_usage_perc",),
+    VLLM_PREFIX_CACHE_QUERIES_TOTAL: ("vllm:gpu_prefix_cache_queries_total",),
+    VLLM_PREFIX_CACHE_HITS_TOTAL: ("vllm:gpu_prefix_cache_hits_total",),
+    VLLM_INTER_TOKEN_LATENCY_SECONDS: ("vllm:time_per_output_token_seconds",),
 }
+# Older name -> current name (the same table, inverted).
+VLLM_LEGACY_ALIASES: Final = {old: new for new, olds in VLLM_RENAMES.items() for old in olds}
+
+
+def vllm_family_names(current: str) -> tuple[str, ...]:
+    """A vLLM family's current name followed by its older names (just the name when never renamed)."""
+    return (current, *VLLM_RENAMES.get(current, ()))
+
+
 # V0's spec-decode acceptance gauge; V1 has counters (accepted / draft tokens) instead.
 VLLM_LEGACY_SPEC_DECODE_DRAFT_ACCEPTANCE_RATE: Final = "vllm:spec_decode_draft_acceptance_rate"
 

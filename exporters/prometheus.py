@@ -109,6 +109,7 @@ class WindowMetrics(Collector):
         return [((lane,), convergence_ratio(p99[lane], p99[slowest])) for lane in order[:-1]]
 
 
+_MISSING_HELP = "1 per vLLM family lanewatch reads that the target's last good page lacked under every name."
 _UP_HELP = "1 when the last scrape of the target's /metrics succeeded."
 _SERVER_QUANTILE_HELP = "Quantiles from vLLM's histograms over the scrape window."
 _PREEMPTIONS_HELP = "Preemptions vLLM reported since the collector started."
@@ -171,6 +172,8 @@ class ServerMetrics(_SourceCollector[Sequence["ServerStats"]]):
         for k, s in pairs:
             pre.add_metric(list(k), s.preemptions)
         yield pre
+        missing = [((*k, family), 1.0) for k, s in pairs for family in s.missing_families]
+        yield _gauge(names.SCRAPE_MISSING_FAMILIES, _MISSING_HELP, (*self.LABELS, names.FAMILY), missing)
 
 
 GPU_GAUGES = (

@@ -25,7 +25,7 @@ from .charts import (
     stacked_bar_chart,
     timeline_chart,
 )
-from .report_data import ALL_CLASSES, Box, Event, LanePoints, ReportData, TableRow, spans
+from .report_data import ALL_CLASSES, SPAN_KINDS, Box, Event, LanePoints, ReportData, TableRow, spans
 from .svg import LegendItem, esc, fmt_seconds, lane_colors
 
 PART_COLORS: dict[str, str] = {
@@ -48,7 +48,7 @@ EVENT_LABELS: dict[str, str] = {
     "alert_resolved": "alert resolved",
     "degrade_restored": "degrade restored",
 }
-ENDING_KINDS = ("fault_cleared", "alert_resolved", "degrade_restored")
+ENDING_KINDS = tuple(end for _, _, end in SPAN_KINDS)
 NAV: tuple[tuple[str, str], ...] = (
     ("flat", "flat latency"),
     ("phases", "phases"),

@@ -93,9 +93,9 @@ class Simulator:
             self.recorder.spans = SpanSink(self.cfg.otlp_endpoint, protocol=self.cfg.otlp_protocol)
         self.runner.start()
 
-    async def stop(self) -> None:
+    async def shutdown(self) -> None:
         """Stop the engine and flush spans."""
-        await self.runner.stop()
+        await self.runner.shutdown()
         if self.recorder.spans is not None:
             self.recorder.spans.shutdown()
 
@@ -183,7 +183,7 @@ def create_app(sim: Simulator) -> ASGIApp:
         try:
             yield
         finally:
-            await sim.stop()
+            await sim.shutdown()
 
     app = FastAPI(
         title="lanewatch sim", version=VLLM_VERSION, lifespan=lifespan, docs_url=None, redoc_url=None

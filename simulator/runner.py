@@ -61,7 +61,7 @@ class EngineRunner:
         """Start stepping in the running event loop."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name="lanewatch-sim-engine")
 
-    async def stop(self) -> None:
+    async def shutdown(self) -> None:
         """Stop stepping."""
         if self._task is not None:
             self._task.cancel()

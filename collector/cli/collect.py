@@ -48,10 +48,10 @@ def collect(
     (record batches from the gateway), and OTLP/gRPC when given an address, until interrupted."""
     import asyncio
     import logging
-    import signal
 
     from lanewatch.alerts.spec import SpecError
-    from lanewatch.collector.collect.service import CollectorService, load_goodput, serve
+    from lanewatch.collector.collect.service import load_goodput, run_until_signalled
+    from lanewatch.collector.common.overrides import Flag, OverrideError, override
     from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.probe.suites import parse_shard
 
@@ -65,15 +65,20 @@ def collect(
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
-    listen = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
-    server = cfg.server.model_copy(update=listen)
-    probe = cfg.probe.model_copy(update={"shard": shard}) if shard is not None else cfg.probe
-    export = cfg.export.model_copy(update={"records_path": records}) if records is not None else cfg.export
+    flags = {
+        "server.host": Flag("--host", host),
+        "server.port": Flag("--port", port),
+        "probe.shard": Flag("--shard", shard),
+        "export.records_path": Flag("--records", records),
+        "otlp.grpc_listen": Flag("--otlp-grpc-listen", otlp_grpc_listen),
+    }
     try:
-        parse_shard(probe.shard)
+        cfg = override(cfg, {path: f for path, f in flags.items() if f.value is not None})
+        parse_shard(cfg.probe.shard)
+    except OverrideError as exc:
+        fail("collect", exc)
     except ValueError as exc:
         fail("collect", f"--shard: {exc}")
-    otlp = cfg.otlp
     if otlp_grpc_listen is not None:
         from lanewatch.collector.collect.otlp_http import parse_listen
 
@@ -81,40 +86,12 @@ def collect(
             parse_listen(otlp_grpc_listen)
         except ValueError as exc:
             fail("collect", f"--otlp-grpc-listen: {exc}")
-        otlp = otlp.model_copy(update={"grpc_listen": otlp_grpc_listen})
-    cfg = cfg.model_copy(update={"server": server, "probe": probe, "export": export, "otlp": otlp})
     try:
-        load_goodput(export.goodput, export.slo_spec)  # refuse a bad SLO spec before anything starts
+        load_goodput(cfg.export.goodput, cfg.export.slo_spec)  # refuse a bad SLO spec before anything starts
     except SpecError as exc:
         typer.echo(f"export.slo_spec: {exc}", err=True)
         raise typer.Exit(2) from None
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        service = CollectorService(cfg)
-
-        def listening(bound: int) -> None:
-            typer.echo(
-                f"lanewatch collect: http://{server.host}:{bound} (/metrics, /healthz"
-                f"{', /v1/traces' if cfg.otlp.enabled else ''}"
-                f"{', /v1/records' if cfg.ingest.enabled else ''}); "
-                f"{len(cfg.targets)} targets, "
-                f"{len(service.scrape_targets)} scraped",
-                err=True,
-            )
-            if service.grpc_port is not None and otlp.grpc_listen is not None:
-                from lanewatch.collector.collect.otlp_grpc import grpc_endpoint_url
-                from lanewatch.collector.collect.otlp_http import parse_listen
-
-                url = grpc_endpoint_url(parse_listen(otlp.grpc_listen)[0], service.grpc_port)
-                typer.echo(f"lanewatch collect: OTLP/gRPC spans at {url}", err=True)
-
-        await serve(service, server.host, server.port, stop, listening)
-
     try:
-        asyncio.run(main())
+        asyncio.run(run_until_signalled(cfg, lambda line: typer.echo(f"lanewatch collect: {line}", err=True)))
     except (OSError, ValueError) as exc:  # a taken port, an unreadable or empty ingest token file
         fail("collect", exc, RUNTIME)

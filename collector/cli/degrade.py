@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -33,6 +32,12 @@ class AdapterKind(enum.StrEnum):
 
 @degrade_app.command("serve")
 def serve(
+    config: Path | None = typer.Option(
+        None, "-c", "--config", help="YAML config file (its `degrade:` section), as for every command."
+    ),
+    policy: Path | None = typer.Option(
+        None, "--policy", help="Policy YAML (degrade.policy_file); default: the built-in policy."
+    ),
     host: str | None = typer.Option(None, "--host", help="Address to listen on (default: 127.0.0.1)."),
     port: int | None = typer.Option(None, "--port", help="Port to listen on (default: 9097)."),
     token_file: Path | None = typer.Option(
@@ -53,9 +58,6 @@ def serve(
     ),
     escalation_cooldown_s: float | None = typer.Option(
         None, "--escalation-cooldown-s", help="Seconds between escalation steps while an alert fires."
-    ),
-    policy: Path | None = typer.Option(
-        None, "-c", "--policy", help="Policy YAML (see collector/degrade/policy.py); default needs none."
     ),
     insecure_dev: bool = typer.Option(
         False, "--insecure-dev", help="Allow starting without --token-file: accepts UNAUTHENTICATED posts."
@@ -81,45 +83,38 @@ def serve(
     import asyncio
     import logging
 
-    from pydantic import ValidationError
-
-    from lanewatch.collector.config import ConfigError, DegradeConfig, load_config
+    from lanewatch.collector.common.overrides import Flag, OverrideError, override
+    from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.degrade.runner import SetupError
     from lanewatch.collector.degrade.runner import serve as run_controller
     from lanewatch.collector.degrade.store import StoreError
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per reconcile call is noise
-    flags: dict[str, Any] = {
-        "token_file": token_file,
-        "gateway_url": gateway,
-        "gateway_token_file": gateway_token_file,
-        "state_dir": state_dir,
-        "min_hold_s": min_hold_s,
-        "recovery_stable_s": recovery_stable_s,
-        "escalation_cooldown_s": escalation_cooldown_s,
-        "policy_file": policy,
-        "insecure_dev": insecure_dev or None,
-        "adapters": [a.value for a in adapter] if adapter else None,
-        "webhook_url": webhook_url,
-        "webhook_secret_file": webhook_secret_file,
-        "tick_s": tick_s,
-        "reconcile_interval_s": reconcile_interval_s,
+    flags = {
+        "policy_file": Flag("--policy", policy),
+        "server.host": Flag("--host", host),
+        "server.port": Flag("--port", port),
+        "token_file": Flag("--token-file", token_file),
+        "gateway_url": Flag("--gateway", gateway),
+        "gateway_token_file": Flag("--gateway-token-file", gateway_token_file),
+        "state_dir": Flag("--state-dir", state_dir),
+        "min_hold_s": Flag("--min-hold-s", min_hold_s),
+        "recovery_stable_s": Flag("--recovery-stable-s", recovery_stable_s),
+        "escalation_cooldown_s": Flag("--escalation-cooldown-s", escalation_cooldown_s),
+        "insecure_dev": Flag("--insecure-dev", insecure_dev or None),
+        "adapters": Flag("--adapter", [a.value for a in adapter] if adapter else None),
+        "webhook_url": Flag("--webhook-url", webhook_url),
+        "webhook_secret_file": Flag("--webhook-secret-file", webhook_secret_file),
+        "tick_s": Flag("--tick-s", tick_s),
+        "reconcile_interval_s": Flag("--reconcile-interval-s", reconcile_interval_s),
     }
     try:
-        base = load_config(None).degrade  # LANEWATCH__DEGRADE__* environment overrides
-        data = base.model_dump()
-        data.update({k: v for k, v in flags.items() if v is not None})
-        server = {"host": host, "port": port}
-        data["server"] = {**data["server"], **{k: v for k, v in server.items() if v is not None}}
-        cfg = DegradeConfig.model_validate(data)
+        base = load_config(config).degrade  # the file's degrade section, then LANEWATCH__DEGRADE__*
+        cfg = override(base, {k: f for k, f in flags.items() if f.value is not None}, "degrade.")
         asyncio.run(run_controller(cfg))
-    except (ConfigError, SetupError, StoreError) as exc:
+    except (ConfigError, OverrideError, SetupError, StoreError) as exc:
         fail("degrade serve", exc)
-    except ValidationError as exc:
-        for err in exc.errors():
-            typer.echo(f"lanewatch degrade serve: {'.'.join(map(str, err['loc']))}: {err['msg']}", err=True)
-        raise typer.Exit(2) from None
 
 
 @degrade_app.command("status")

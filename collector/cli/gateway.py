@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from pydantic import ValidationError
 
+from lanewatch.collector.common.overrides import Flag, OverrideError, override
 from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.config import ConfigError, ExportConfig, GatewayConfig, LaneConfig, load_config
+from lanewatch.collector.config import ConfigError, GatewayConfig, LaneConfig, load_config
 
 from .app import app
 from .fail import RUNTIME, USAGE, fail
-
-_log = logging.getLogger("lanewatch.gateway")
-ADMIN_INSECURE_WARNING = (
-    "--admin-insecure: /admin/degrade accepts changes WITHOUT authentication; anyone who can "
-    "reach this port can shift, cap or shed traffic. Use --admin-token-file outside development."
-)
-
-if TYPE_CHECKING:
-    import asyncio
-    from collections.abc import Callable
-
-    from lanewatch.collector.gateway import Gateway, RecordSink
-    from lanewatch.collector.gateway.shipper import RecordShipper
-    from lanewatch.collector.record.timing import RequestTiming
 
 
 @app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
@@ -97,29 +83,25 @@ def gateway(
             cacert,
             insecure,
         )
-        if otlp_endpoint:
-            cfg = cfg.model_copy(update={"otlp_endpoint": otlp_endpoint})
-        if collector:
-            cfg = GatewayConfig.model_validate({**cfg.model_dump(), "collector_url": collector})
+        flags = {
+            "otlp_endpoint": Flag("--otlp-endpoint", otlp_endpoint),
+            "collector_url": Flag("--collector", collector),
+        }
+        cfg = override(cfg, {k: f for k, f in flags.items() if f.value}, "gateway.")
         # an unreadable or empty token file: say so now, not at the first send
         read_secret_or_none(cfg.collector_token_file, "collector_token_file")
     except ValidationError as exc:
         fail("gateway", "\n".join(["invalid settings:", *map(_problem, exc.errors())]))
-    except (ConfigError, ValueError, OSError) as exc:
+    except (ConfigError, OverrideError, ValueError, OSError) as exc:
         fail("gateway", exc)
-    export = full.export.model_copy(update={"record_content": True}) if record_content else full.export
+    content = {"record_content": Flag("--record-content", True)} if record_content else {}
+    export = override(full.export, content, "export.")
+    from lanewatch.collector.gateway.serve import StartupError, serve
+
     try:
-        _serve(cfg, export, records or full.export.records_path)
+        serve(cfg, export, records or full.export.records_path)
     except StartupError as exc:
-        fail("gateway", exc, exc.code)
-
-
-class StartupError(Exception):
-    """The gateway could not start; the message says what to fix, `code` is the exit status."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
+        fail("gateway", exc, USAGE if exc.settings else RUNTIME)
 
 
 def _problem(error: Any) -> str:
@@ -195,141 +177,3 @@ def _models_from_flags(flags: list[str], lanes: set[str]) -> dict[str, list[str]
             raise ValueError(f"--model {flag!r}: no lane {lane!r}; lanes: {', '.join(sorted(lanes))}")
         out.setdefault(lane, []).append(name)
     return out
-
-
-def _serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
-    import asyncio
-    import contextlib
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_run(cfg, export, records))
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop where it is installed: its C event loop halves the Python cost per streamed chunk."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
-    import asyncio
-    import gc
-    import signal
-
-    from lanewatch.collector.gateway import GatewayServer
-
-    try:  # unreadable or empty secret files, a records path that cannot be opened
-        gw = _build_gateway(cfg, export, records)
-    except (ValueError, OSError) as exc:
-        raise StartupError(str(exc), USAGE) from None
-    server = GatewayServer(gw)
-    try:
-        await server.start(cfg.server.host, cfg.server.port)
-    except OSError as exc:
-        await server.close()
-        where = f"{cfg.server.host}:{cfg.server.port}"
-        raise StartupError(f"cannot listen on {where}: {exc.strerror or exc}", RUNTIME) from None
-    if cfg.admin_insecure and gw.admin_token is None:
-        _log.warning(ADMIN_INSECURE_WARNING)
-    admin = "on" if gw.admin_token or cfg.admin_insecure else "off"
-    typer.echo(
-        f"lanewatch gateway on http://{cfg.server.host}:{cfg.server.port} lanes {', '.join(gw.lane_order)} "
-        f"(default {gw.routes.default_lane}); admin API {admin}",
-        err=True,
-    )
-    # Everything built so far lives as long as the process: keep it out of the collector's
-    # scans, so a full collection does not stall the streams that are passing through.
-    gc.freeze()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await server.close()
-
-
-def _build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> Gateway:
-    """The gateway wired to /metrics and the records file; with a collector URL, to the collector instead
-    of its own request metrics (the collector exports them, joined to vLLM's spans)."""
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-
-    from lanewatch.collector.gateway import Gateway
-    from lanewatch.exporters.gateway import GatewayCollector
-    from lanewatch.exporters.prometheus import RequestMetrics
-
-    registry = CollectorRegistry()
-    shipper = _shipper(cfg)
-    sinks: list[RecordSink] = []
-    metrics: RequestMetrics | None = None  # rendered through its own cached exposition
-    if shipper is None:
-        from lanewatch.collector.collect.service import load_goodput
-
-        goodput = load_goodput(export.goodput, export.slo_spec)
-        metrics = RequestMetrics(
-            None,
-            export.max_label_values,
-            goodput,
-            max_series=export.max_series,
-            max_series_per_family=export.max_series_per_family,
-        )
-        sinks.append(metrics.observe)
-    else:
-        from lanewatch.exporters.gateway import ShipperCollector
-
-        sinks.append(shipper.append)
-        registry.register(ShipperCollector(shipper.stats))
-    if records is not None:
-        sinks.append(_jsonl_sink(records))
-    on_record = sinks[0] if len(sinks) == 1 else _fan_out(sinks)
-    gw = Gateway(
-        cfg,
-        on_record=on_record,
-        metrics_text=lambda: (
-            generate_latest(registry) + (metrics.exposition().encode() if metrics is not None else b""),
-            CONTENT_TYPE_LATEST,
-        ),
-        record_content=export.record_content,
-        shipper=shipper,
-    )
-    registry.register(GatewayCollector(gw.stats))
-    return gw
-
-
-def _shipper(cfg: GatewayConfig) -> RecordShipper | None:
-    """The record shipper towards gateway.collector_url, or None without one."""
-    if cfg.collector_url is None:
-        return None
-    from lanewatch.collector.gateway.shipper import HttpPost, RecordShipper
-
-    token = read_secret_or_none(cfg.collector_token_file, "collector_token_file")
-    post = HttpPost(cfg.collector_url, token, cfg.shipping.timeout_s)
-    return RecordShipper(cfg.shipping, post)
-
-
-def _fan_out(sinks: list[RecordSink]) -> RecordSink:
-    def on_record(record: RequestTiming) -> None:
-        for sink in sinks:
-            sink(record)
-
-    return on_record
-
-
-def _jsonl_sink(path: Path) -> RecordSink:
-    from lanewatch.collector.record.files import open_for_append, record_line
-
-    try:
-        handle = open_for_append(path)
-    except OSError as exc:
-        raise OSError(f"records file {path}: cannot open: {exc.strerror or exc}") from None
-
-    def write(record: RequestTiming) -> None:
-        handle.write(record_line(record))
-
-    return write

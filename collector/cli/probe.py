@@ -275,7 +275,7 @@ async def _run(
             target,
             connection="cold" if connection == "cold" else "warm",
             timeouts=timeouts,
-            tracer=provider.get_tracer("lanewatch.probe"),
+            tracer=provider.get_tracer("lanewatch.probe") if otlp_endpoint else None,
             max_connections=1,
             record_content=record_content,
         ) as prober:
@@ -295,7 +295,7 @@ async def _run(
             if join is not None:
                 join.close()  # a second Ctrl-C: what is still held goes out unjoined
             for receiver in receivers:
-                receiver.stop()  # not to_thread: it must run even while the task is being cancelled
+                receiver.shutdown()  # not to_thread: it must run even while the task is being cancelled
             otlp.shutdown(provider, timeout_s=2.0)
     return records
 
@@ -332,7 +332,7 @@ async def _start_receivers(
             )
     except ListenError:
         for receiver in started:
-            receiver.stop()
+            receiver.shutdown()
         raise
     typer.echo("\n".join(lines), err=True)
     return started

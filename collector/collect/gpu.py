@@ -160,7 +160,7 @@ class GpuSampler:
             return None
         return float(result.metrics[0].value) / 100
 
-    def close(self) -> None:
+    def shutdown(self) -> None:
         """Free GPM samples and shut NVML down."""
         if not self._started:
             return
@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.once:
                 return 0
     finally:
-        sampler.close()
+        sampler.shutdown()
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ class GrpcSpanReceiver:
         self._server, self.port = server, port
         return port
 
-    async def stop(self, grace_s: float = 1.0) -> None:
+    async def shutdown(self, grace_s: float = 1.0) -> None:
         """Stop accepting; calls in flight get `grace_s` to finish."""
         if self._server is not None:
             await self._server.stop(grace_s)
@@ -145,12 +145,12 @@ class ThreadedGrpcReceiver:
             try:
                 await self._stop.wait()
             finally:
-                await self._receiver.stop()
+                await self._receiver.shutdown()
 
         self._thread = threading.Thread(target=lambda: asyncio.run(main()), name="otlp-grpc", daemon=True)
         self._thread.start()
         if not ready.wait(timeout_s):
-            self.stop()
+            self.shutdown()
             raise OSError(f"the gRPC span receiver did not start on {self.host}")
         if failure:
             self._thread.join(timeout_s)
@@ -158,7 +158,7 @@ class ThreadedGrpcReceiver:
             raise exc if isinstance(exc, OSError) else OSError(str(exc))
         return self.port
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def shutdown(self, timeout_s: float = 5.0) -> None:
         """Stop serving and wait for the thread."""
         loop, stop = self._loop, self._stop
         if loop is not None and stop is not None and not loop.is_closed():

@@ -131,11 +131,11 @@ class SpanReceiver:
         while not server.started and self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.005)
         if not server.started:
-            self.stop()
+            self.shutdown()
             raise OSError(f"the span receiver did not start on {self.host}:{self.port}")
         return self.port
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def shutdown(self, timeout_s: float = 5.0) -> None:
         """Stop serving and wait for the thread (uvicorn notices within ~0.1 s)."""
         if self._server is not None:
             self._server.should_exit = True

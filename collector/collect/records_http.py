@@ -19,6 +19,7 @@ from fastapi import Request, Response
 
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
+from lanewatch.collector.common.headers import AUTHORIZATION
 from lanewatch.collector.record.batch import BatchError, parse_batch
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -51,7 +52,7 @@ def records_endpoint(
     """The POST /v1/records handler: a batch's good records go to `receive`; the answer lists the refused."""
 
     async def records(request: Request) -> Response:
-        if not authorized(request.headers.get("authorization"), token):
+        if not authorized(request.headers.get(AUTHORIZATION), token):
             return _error(401, "missing or wrong bearer token")
         ctype = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
         if ctype != "application/json":

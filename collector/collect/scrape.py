@@ -1,8 +1,9 @@
 """vLLM's /metrics, scraped per target: parse → snapshot → delta → windowed quantiles.
 
 Everything but `scrape_once` and `run_scrape_loop` is pure. A `ServerSnapshot` holds one
-scrape's cumulative values (summed over vLLM's `engine`/`model_name` label sets, old V0
-names mapped to V1 ones); `ServerWindow` turns consecutive snapshots into reset-aware
+scrape's cumulative values (summed over vLLM's `engine`/`model_name` label sets, older
+names mapped to current ones through the rename table in exporters/names.py) and which of
+the families lanewatch reads the page had; `ServerWindow` turns consecutive snapshots into reset-aware
 deltas and answers quantiles from the buckets (Prometheus' `histogram_quantile`
 semantics) and ratios over the last `window_s` seconds. vLLM's queue/prefill/decode
 buckets start at 0.3 s, so for a fast lane these serve trends; exact per-request phases
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
 import math
 import time
 from collections import deque
@@ -21,8 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from lanewatch.collector.collect.exposition import parse_samples
 from lanewatch.collector.record.window import QUANTILES
 from lanewatch.exporters import names
 
@@ -136,6 +137,9 @@ class ServerSnapshot:
     gauges: Mapping[str, float] = field(default_factory=dict)
     counters: Mapping[str, float] = field(default_factory=dict)
     histograms: Mapping[str, Buckets] = field(default_factory=dict)
+    # Families lanewatch reads that the page had (current names), and the older names it read them by.
+    families: frozenset[str] = frozenset()
+    legacy_names: frozenset[str] = frozenset()
 
     @property
     def up(self) -> bool:
@@ -184,8 +188,29 @@ def canonical_name(sample_name: str) -> tuple[str, bool]:
     return sample_name, False
 
 
-_WANTED = tuple(sorted({*_HISTOGRAMS, *GAUGES, *COUNTERS, *names.VLLM_LEGACY_ALIASES}))
-CHUNK_LINES = 16  # lines per parser call: prometheus_client's parser costs ~30-80 µs a line here
+_READ = frozenset(names.VLLM_READ_FAMILIES)
+_WANTED = tuple(sorted({*_HISTOGRAMS, *GAUGES, *COUNTERS, *_READ, *names.VLLM_LEGACY_ALIASES}))
+
+
+def missing_families(present: Iterable[str]) -> tuple[str, ...]:
+    """The families lanewatch reads that a page lacked (features such as speculative decoding aside)."""
+    have = set(present)
+    return tuple(
+        f for f in names.VLLM_READ_FAMILIES if f not in have and f not in names.VLLM_OPTIONAL_FAMILIES
+    )
+
+
+@functools.lru_cache(maxsize=4096)  # called per sample; a page repeats a few hundred names
+def family_of(sample_name: str) -> str:
+    """The family a sample belongs to: a histogram's name without _bucket/_sum/_count."""
+    for suffix in _HIST_SUFFIXES:
+        base = sample_name.removesuffix(suffix)
+        if base != sample_name and base in _HISTOGRAMS:
+            return base
+    return sample_name
+
+
+CHUNK_LINES = 64  # lines per parser call (~3-5 µs a line): a chunk holds the loop a fraction of a ms
 
 
 def relevant_chunks(text: str) -> list[str]:
@@ -204,6 +229,8 @@ class MetricsParser:
     def __init__(self) -> None:
         self._current, self._legacy = _Parsed(), _Parsed()
         self._samples = 0
+        self.families: set[str] = set()  # families lanewatch reads, seen under their current names
+        self.legacy_names: set[str] = set()  # older names of families lanewatch reads, seen
         self.error: str | None = None
 
     def feed(self, chunk: str) -> None:
@@ -211,13 +238,15 @@ class MetricsParser:
         if self.error is not None:
             return
         try:
-            for family in text_string_to_metric_families(chunk):
-                for sample in family.samples:
-                    name, is_legacy = canonical_name(sample.name)
-                    (self._legacy if is_legacy else self._current).add(
-                        name, sample.labels, float(sample.value)
-                    )
-                    self._samples += 1
+            for sample_name, labels, value in parse_samples(chunk.splitlines()):
+                name, is_legacy = canonical_name(sample_name)
+                read = family_of(name)
+                if read in _READ and not is_legacy:
+                    self.families.add(read)
+                elif read in _READ:
+                    self.legacy_names.add(sample_name.removesuffix(name[len(read) :]))
+                (self._legacy if is_legacy else self._current).add(name, labels, value)
+                self._samples += 1
         except (ValueError, KeyError, IndexError, TypeError) as exc:  # the parser raises several
             self.error = f"unparsable /metrics: {exc}"
 
@@ -240,7 +269,19 @@ class MetricsParser:
             gauges, counters, histograms = self.result()
         except ValueError as exc:
             return ServerSnapshot(target, lane, at, duration_s, error=f"parse: {exc}")
-        return ServerSnapshot(target, lane, at, duration_s, None, gauges, counters, histograms)
+        return ServerSnapshot(
+            target,
+            lane,
+            at,
+            duration_s,
+            None,
+            gauges,
+            counters,
+            histograms,
+            frozenset(self.families | {names.VLLM_LEGACY_ALIASES[o] for o in self.legacy_names}),
+            # An older name beside its current one (0.9 and 0.10 expose both) is not read.
+            frozenset(o for o in self.legacy_names if names.VLLM_LEGACY_ALIASES[o] not in self.families),
+        )
 
 
 def parse_metrics(text: str) -> tuple[dict[str, float], dict[str, float], dict[str, Buckets]]:
@@ -290,6 +331,8 @@ class ServerStats:
     prefix_cache_hit_ratio: float | None = None
     spec_decode_acceptance_ratio: float | None = None
     preemptions: float = 0.0  # preemptions seen since start (reset-aware)
+    # Families lanewatch reads that the last good page lacked under every name (current names).
+    missing_families: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +401,7 @@ class ServerWindow:
             if self._has_counter(names.VLLM_SPEC_DECODE_NUM_DRAFT_TOKENS_TOTAL)
             else gauges.get(names.VLLM_LEGACY_SPEC_DECODE_DRAFT_ACCEPTANCE_RATE),
             preemptions=self._preemptions,
+            missing_families=missing_families(self._last_up.families) if self._last_up is not None else (),
         )
 
     def window_histogram(self, metric: str) -> Buckets | None:
@@ -424,19 +468,36 @@ class ScrapeTarget:
 
 
 async def run_scrape_loop(
-    client: httpx.AsyncClient,
+    clients: Mapping[str, httpx.AsyncClient],
     targets: Sequence[ScrapeTarget],
     interval_s: float,
     timeout_s: float,
     on_snapshot: Callable[[ServerSnapshot], None],
     stop: asyncio.Event,
 ) -> None:
-    """Scrape every target each interval (concurrently) until `stop` is set."""
-    while not stop.is_set():
-        snaps = await asyncio.gather(
-            *(scrape_once(client, t.target, t.lane, t.url, timeout_s) for t in targets)
-        )
-        for snap in snaps:
-            on_snapshot(snap)
+    """Scrape every target (with `clients[target]`) each interval until `stop`, spread over the interval.
+
+    Target i of n is scraped at `i / n` of each interval, not all at once: a thousand
+    fetches and parses landing in one burst would hold the loop that times the probes.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    count = len(targets)
+
+    async def one(i: int, t: ScrapeTarget) -> None:
+        due = start + interval_s * i / count
+        while not await _stopped_by(stop, due - loop.time()):
+            on_snapshot(await scrape_once(clients[t.target], t.target, t.lane, t.url, timeout_s))
+            due += interval_s
+            if due < loop.time():  # a slow scrape: skip the missed turns, keep the phase
+                due += interval_s * math.ceil((loop.time() - due) / interval_s)
+
+    await asyncio.gather(*(one(i, t) for i, t in enumerate(targets)))
+
+
+async def _stopped_by(stop: asyncio.Event, delay: float) -> bool:
+    """Wait `delay` seconds (none if not positive); True when `stop` is set by then."""
+    if delay > 0:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+    return stop.is_set()

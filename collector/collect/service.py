@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, Response
 from opentelemetry.sdk.trace import TracerProvider
@@ -30,6 +30,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
+from lanewatch.collector.collect.family_notices import FamilyNotices
 from lanewatch.collector.collect.gpu import GpuSample, GpuSampler, load_nvml
 from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_http import TRACES_PATH, traces_endpoint
@@ -38,13 +39,14 @@ from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, Ser
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import LanewatchConfig, Target
 from lanewatch.collector.probe.spans import TRACER_NAME
-from lanewatch.collector.record.files import open_for_append, record_line
+from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.goodput import Goodput
 from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 from lanewatch.collector.record.join import Joiner, JoinStats
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.collector.record.window import Window
 from lanewatch.exporters import otlp as otlp_export
+from lanewatch.exporters.probe_schedule import ProbeScheduleMetrics
 from lanewatch.exporters.prometheus import (
     GpuMetrics,
     JoinMetrics,
@@ -67,9 +69,9 @@ class RecordSource(Protocol):
     """A source that hands records to a sink until stopped (the probe suite)."""
 
     async def run(self) -> None:
-        """Produce records until `stop()`."""
+        """Produce records until `shutdown()`."""
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
         """Ask `run` to return."""
 
 
@@ -81,23 +83,6 @@ def probe_suite(cfg: LanewatchConfig, sink: Sink, tracer: Tracer | None) -> Reco
     from lanewatch.collector.probe.suites import ProbeSuite
 
     return ProbeSuite(cfg, sink, tracer=tracer)
-
-
-class RecordsWriter:
-    """Appends records to a JSONL file, one `RequestTiming.to_json()` per line, flushed per line."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file: IO[str] = open_for_append(path)
-
-    def write(self, record: RequestTiming) -> None:
-        """Append one record."""
-        self._file.write(record_line(record))
-        self._file.flush()
-
-    def close(self) -> None:
-        """Close the file."""
-        self._file.close()
 
 
 def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
@@ -153,12 +138,14 @@ class CollectorService:
         # A target's CA bundle (or -k) applies to its scrape as to its probes.
         self.scrape_tls = {t.name: (t.cacert, t.insecure) for t in scraped}
         self.server_windows = {t.name: ServerWindow(t.name, t.lane, cfg.scrape.window_s) for t in scraped}
+        self._family_notices = FamilyNotices()
         self._others.register(
             ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
         )
         self.joiner = Joiner(cfg.otlp.join_wait_s, cfg.otlp.max_pending) if cfg.otlp.enabled else None
         if self.joiner is not None:
             self._others.register(JoinMetrics(self.registry, self._join_stats))
+        self.schedule_metrics = ProbeScheduleMetrics(self._others)
         self.gpu_samples: list[GpuSample] = []
         self._others.register(GpuMetrics(self.registry, lambda: self.gpu_samples))
         self._nvml = nvml
@@ -208,6 +195,8 @@ class CollectorService:
     def add_snapshot(self, snap: ServerSnapshot) -> None:
         """A scrape result for its target's window."""
         self.server_windows[snap.target].add(snap)
+        for line in self._family_notices.notices(snap):
+            log.warning("%s", line)
 
     def _emit_all(self, records: Iterable[RequestTiming]) -> None:
         for r in records:
@@ -237,6 +226,7 @@ class CollectorService:
         factory = self._source_factory
         probing = factory is not None and self.cfg.probe.enabled and bool(self.cfg.targets)
         source = factory(self.cfg, self.submit, self._tracer) if factory is not None and probing else None
+        self._observe_schedule(source)
         probe_task = asyncio.create_task(source.run(), name="probe") if source is not None else None
         tasks = [
             asyncio.create_task(self._expire_loop(stop), name="join-expiry"),
@@ -251,11 +241,19 @@ class CollectorService:
         finally:
             stop.set()
             if source is not None and probe_task is not None:
-                source.stop()
+                source.shutdown()
                 await asyncio.gather(probe_task, return_exceptions=True)
             await self.drain()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.close()
+            self.shutdown()
+
+    def _observe_schedule(self, source: RecordSource | None) -> None:
+        """Export the probe scheduler's start delays and skipped turns (the probe suite only)."""
+        from lanewatch.collector.probe.suites import ProbeSuite
+
+        if isinstance(source, ProbeSuite):
+            source.scheduler.on_start = self.schedule_metrics.started
+            source.scheduler.on_skip = self.schedule_metrics.skipped
 
     async def drain(self) -> None:
         """Give records still waiting for a span their full wait (spans keep arriving meanwhile)."""
@@ -264,22 +262,29 @@ class CollectorService:
             await asyncio.sleep(0.02)
 
     async def _scrape(self, stop: asyncio.Event) -> None:
-        """One scrape loop per TLS setting (httpx verifies per client), all until `stop`."""
-        groups: dict[tuple[Path | None, bool], list[ScrapeTarget]] = {}
-        for t in self.scrape_targets:
-            groups.setdefault(self.scrape_tls[t.target], []).append(t)
-        await asyncio.gather(*(self._scrape_group(tls, targets, stop) for tls, targets in groups.items()))
+        """Scrape every target until `stop`: one client (one kept-alive connection) per target.
 
-    async def _scrape_group(
-        self, tls: tuple[Path | None, bool], targets: list[ScrapeTarget], stop: asyncio.Event
-    ) -> None:
+        One shared client would hold a connection per target in one pool, and httpcore's pool
+        walks every connection on every request: at 1,000 targets that walk was most of the
+        collector's CPU. The TLS context is built once per setting and shared.
+        """
         import httpx
 
         from lanewatch.collector.probe.transport import ssl_context
 
+        contexts = {tls: ssl_context(*tls) for tls in set(self.scrape_tls.values())}
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        clients = {
+            t.target: httpx.AsyncClient(verify=contexts[self.scrape_tls[t.target]], limits=limits)
+            for t in self.scrape_targets
+        }
         sc = self.cfg.scrape
-        async with httpx.AsyncClient(verify=ssl_context(*tls)) as client:
-            await run_scrape_loop(client, targets, sc.interval_s, sc.timeout_s, self.add_snapshot, stop)
+        try:
+            await run_scrape_loop(
+                clients, self.scrape_targets, sc.interval_s, sc.timeout_s, self.add_snapshot, stop
+            )
+        finally:
+            await asyncio.gather(*(c.aclose() for c in clients.values()), return_exceptions=True)
 
     async def _expire_loop(self, stop: asyncio.Event) -> None:
         tick = min(0.05, max(self.cfg.otlp.join_wait_s / 4, 0.005))
@@ -301,10 +306,10 @@ class CollectorService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self.cfg.gpu.interval_s)
         finally:
-            await asyncio.to_thread(sampler.close)
+            await asyncio.to_thread(sampler.shutdown)
             self.gpu_samples = []
 
-    def close(self) -> None:
+    def shutdown(self) -> None:
         """Release every waiting record (unjoined) and close the records file."""
         if self.joiner is not None:
             self._emit_all(self.joiner.flush())
@@ -439,7 +444,7 @@ async def serve(
         await asyncio.gather(server_task, return_exceptions=True)
         sock.close()
         if grpc_receiver is not None:
-            await grpc_receiver.stop()
+            await grpc_receiver.shutdown()
 
 
 async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | None:
@@ -458,6 +463,36 @@ async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | N
     )
     service.grpc_port = await receiver.start()
     return receiver
+
+
+async def run_until_signalled(cfg: LanewatchConfig, announce: Callable[[str], None]) -> None:
+    """`lanewatch collect`: serve and run the service until SIGINT or SIGTERM; `announce` gets the
+    line saying where it listens. OSError for a taken port, ValueError for an unreadable token file."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    service = CollectorService(cfg)
+    paths = ["/metrics", "/healthz"]
+    paths += ["/v1/traces"] if cfg.otlp.enabled else []
+    paths += ["/v1/records"] if cfg.ingest.enabled else []
+
+    def listening(bound: int) -> None:
+        announce(
+            f"http://{cfg.server.host}:{bound} ({', '.join(paths)}); "
+            f"{len(cfg.targets)} targets, {len(service.scrape_targets)} scraped"
+        )
+
+        if service.grpc_port is not None and cfg.otlp.grpc_listen is not None:
+            from lanewatch.collector.collect.otlp_grpc import grpc_endpoint_url
+            from lanewatch.collector.collect.otlp_http import parse_listen
+
+            url = grpc_endpoint_url(parse_listen(cfg.otlp.grpc_listen)[0], service.grpc_port)
+            announce(f"OTLP/gRPC spans at {url}")
+
+    await serve(service, cfg.server.host, cfg.server.port, stop, listening)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from lanewatch.collector.common.headers import AUTHORIZATION, SIGNATURE_HEADER, TIMESTAMP_HEADER
+
 from .state import LaneSpec, lanes_to_json
 
 __all__ = [
@@ -40,8 +42,6 @@ __all__ = [
 
 log = logging.getLogger("lanewatch.degrade.adapters")
 
-SIGNATURE_HEADER = "X-Lanewatch-Signature"  # "sha256=<hex HMAC-SHA256 of '<timestamp>.<body>'>"
-TIMESTAMP_HEADER = "X-Lanewatch-Timestamp"  # Unix seconds; receivers should refuse old ones
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -123,7 +123,7 @@ class GatewayAdapter:
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._client = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s, transport=transport)
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._headers = {AUTHORIZATION: f"Bearer {token}"} if token else {}
         self._retry = retry
         self._sleep = sleep
 

@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
+from lanewatch.collector.common.headers import AUTHORIZATION
 
 from .metrics import DegradeMetrics
 from .service import DegradeService
@@ -40,7 +41,7 @@ def create_app(
 
     @app.post("/alertmanager")
     async def alertmanager(request: Request) -> Response:
-        if token is not None and not bearer_ok(request.headers.get("authorization"), token):
+        if token is not None and not bearer_ok(request.headers.get(AUTHORIZATION), token):
             return refuse(401, "unauthorized", "missing or wrong bearer token")
         body = await read_limited(request, max_body_bytes)
         if body is None:

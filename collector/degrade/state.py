@@ -2,8 +2,9 @@
 
 Pure data with a JSON codec (the store keeps the tracks as one JSON document and each alert
 record as a row of its own) and the projection to the router's declarative degrade state
-(the gateway admin API's body, docs/gateway.md). Times are Unix seconds, so a restarted
-controller keeps counting holds and cooldowns where it stopped.
+(the gateway admin API's body, docs/gateway.md; the model is collector/common/degrade_wire.py).
+Times are Unix seconds, so a restarted controller keeps counting holds and cooldowns where it
+stopped.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lanewatch.collector.common.degrade_wire import ACTIONS, ActionName, LaneDegrade
+
 __all__ = [
     "ACTIONS",
+    "ActionName",
     "AlertRecord",
     "AuditEntry",
     "ControllerState",
@@ -29,58 +33,9 @@ __all__ = [
 ]
 
 TrackKind = Literal["shift", "protect"]
-ActionName = Literal["shift", "cap_max_tokens", "shed"]
-# The router actions, named as the gateway's `x-lanewatch-degraded` header names them.
-ACTIONS: tuple[ActionName, ...] = ("shift", "cap_max_tokens", "shed")
+# One lane's degrade as the router sees it: the wire model the gateway's admin API speaks.
+LaneSpec = LaneDegrade
 STATE_FORMAT = 1
-
-
-@dataclass(frozen=True)
-class LaneSpec:
-    """One lane's degrade as the router sees it; the default is no degrade."""
-
-    shift_to: str | None = None
-    shift_percent: int = 0
-    cap_max_tokens: int | None = None
-    shed_classes: tuple[str, ...] = ()
-
-    def active(self) -> tuple[ActionName, ...]:
-        """The router actions this spec turns on."""
-        on = {
-            "shift": self.shift_to is not None and self.shift_percent > 0,
-            "cap_max_tokens": self.cap_max_tokens is not None,
-            "shed": bool(self.shed_classes),
-        }
-        return tuple(a for a in ACTIONS if on[a])
-
-    def merge(self, other: LaneSpec) -> LaneSpec:
-        """Both specs' actions on one lane (`other` wins where both set one)."""
-        shifted = other.shift_to is not None and other.shift_percent > 0
-        return LaneSpec(
-            shift_to=other.shift_to if shifted else self.shift_to,
-            shift_percent=other.shift_percent if shifted else self.shift_percent,
-            cap_max_tokens=other.cap_max_tokens if other.cap_max_tokens is not None else self.cap_max_tokens,
-            shed_classes=tuple(sorted({*self.shed_classes, *other.shed_classes})),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The gateway admin API's per-lane object."""
-        return {
-            "shift_to": self.shift_to,
-            "shift_percent": self.shift_percent,
-            "cap_max_tokens": self.cap_max_tokens,
-            "shed_classes": list(self.shed_classes),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LaneSpec:
-        """Inverse of `to_json`."""
-        return cls(
-            shift_to=data.get("shift_to"),
-            shift_percent=int(data.get("shift_percent", 0)),
-            cap_max_tokens=data.get("cap_max_tokens"),
-            shed_classes=tuple(data.get("shed_classes", ())),
-        )
 
 
 @dataclass(frozen=True)

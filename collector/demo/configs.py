@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -22,9 +22,11 @@ import yaml
 from lanewatch.alerts.build import GENERATED_DIR
 from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC
 from lanewatch.collector.common.packagedata import data_path
+from lanewatch.collector.config import RequestClass
 
 __all__ = [
     "DEMO_RULES",
+    "DEMO_VLLM_SPEC",
     "DEPLOY_DIR",
     "PRODUCTION_RULES",
     "Layout",
@@ -33,6 +35,7 @@ __all__ = [
     "lanewatch_config",
     "policy_config",
     "prometheus_config",
+    "render_rules",
     "write_configs",
     "write_secrets",
 ]
@@ -41,6 +44,8 @@ __all__ = [
 DEPLOY_DIR: Final = data_path("lanewatch.deploy")
 DEMO_RULES: Final = GENERATED_DIR / "lanewatch-demo-rules.yml"
 PRODUCTION_RULES: Final = GENERATED_DIR / "lanewatch-rules.yml"
+# The real-engine demo's SLO spec: its rules are rendered into the run's folder at start.
+DEMO_VLLM_SPEC: Final = DEMO_SPEC.with_name("slos-demo-vllm.yaml")
 LANES: Final = ("fast", "slow")  # fastest first
 # Each lane's simulator serves its own model name, as a small and a big model would: a request
 # served by the other lane (a degrade shift, the short-answer rule) is rewritten by the gateway.
@@ -66,18 +71,24 @@ class Layout:
     prometheus_port: int
     alertmanager_port: int
     seed: int = 0
+    vllm_lanes: frozenset[str] = frozenset()  # lanes served by a real `vllm serve`, not the simulator
 
-    def sim_port(self, lane: str) -> int:
-        """The simulator port of a lane."""
+    def is_vllm(self, lane: str) -> bool:
+        """True when a real vLLM serves the lane (plain HTTP, no fault API)."""
+        return lane in self.vllm_lanes
+
+    def lane_port(self, lane: str) -> int:
+        """The port of a lane's server."""
         return self.fast_port if lane == "fast" else self.slow_port
 
-    def sim_url(self, lane: str) -> str:
-        """The HTTPS base URL of a lane's simulator."""
-        return f"https://127.0.0.1:{self.sim_port(lane)}"
+    def lane_url(self, lane: str) -> str:
+        """The base URL of a lane's server: HTTPS for a simulator, HTTP for vLLM."""
+        scheme = "http" if self.is_vllm(lane) else "https"
+        return f"{scheme}://127.0.0.1:{self.lane_port(lane)}"
 
-    def cert(self, lane: str) -> Path:
-        """The certificate a lane's simulator writes at start-up (clients trust it)."""
-        return self.workdir / f"{lane}-cert.pem"
+    def cert(self, lane: str) -> Path | None:
+        """The certificate a lane's simulator writes at start-up (clients trust it); None for vLLM."""
+        return None if self.is_vllm(lane) else self.workdir / f"{lane}-cert.pem"
 
     def url(self, port: int) -> str:
         """http://127.0.0.1:port."""
@@ -118,6 +129,11 @@ class Layout:
         return self.workdir / "lanewatch.yaml"
 
     @property
+    def rules_yml(self) -> Path:
+        """Rules rendered for this run from an SLO spec (the real-engine demo's)."""
+        return self.workdir / "prometheus" / "rules.yml"
+
+    @property
     def policy_yaml(self) -> Path:
         """The degrade controller's policy file."""
         return self.workdir / "degrade-policy.yaml"
@@ -149,11 +165,10 @@ def _scrape_targets(layout: Layout) -> dict[str, dict[str, Any]]:
         "lanewatch-degrade": {"target": f"127.0.0.1:{layout.degrade_port}"},
     }
     for lane in LANES:
-        jobs[f"vllm-{lane}"] = {
-            "target": f"127.0.0.1:{layout.sim_port(lane)}",
-            "scheme": "https",
-            "tls_config": {"ca_file": str(layout.cert(lane))},
-        }
+        cert = layout.cert(lane)
+        jobs[f"vllm-{lane}"] = {"target": f"127.0.0.1:{layout.lane_port(lane)}"}
+        if cert is not None:
+            jobs[f"vllm-{lane}"].update(scheme="https", tls_config={"ca_file": str(cert)})
     return jobs
 
 
@@ -225,32 +240,48 @@ def alertmanager_config(template: dict[str, Any], layout: Layout, production: bo
     return cfg
 
 
+def _cacert(layout: Layout, lane: str) -> dict[str, str]:
+    cert = layout.cert(lane)
+    return {} if cert is None else {"cacert": str(cert)}
+
+
 def lanewatch_config(
-    layout: Layout, probe_interval_s: float = 2.0, slo_spec: Path = DEMO_SPEC
+    layout: Layout,
+    probe_interval_s: float = 2.0,
+    slo_spec: Path = DEMO_SPEC,
+    classes: Sequence[RequestClass] | None = None,
+    timeouts: Mapping[str, float] | None = None,
+    fast_max_tokens: int = 32,
 ) -> dict[str, Any]:
-    """The collector's and gateway's config: probe both lanes directly; route short answers fast;
-    judge goodput by the SLOs whose rules Prometheus loads."""
+    """The collector's and gateway's config: probe both lanes directly; route short answers
+    (up to `fast_max_tokens`) fast; judge goodput by the SLOs whose rules Prometheus loads.
+
+    `classes` replaces the probe's default request classes and `timeouts` its timeouts (the
+    real engines' models take shorter prompts, and are slower)."""
     targets = [
         {
             "name": f"vllm-{lane}",
-            "url": layout.sim_url(lane),
+            "url": layout.lane_url(lane),
             "lane": lane,
             "model": MODELS[lane],
-            "cacert": str(layout.cert(lane)),
+            **_cacert(layout, lane),
         }
         for lane in LANES
     ]
     lanes = {
-        lane: {
-            "upstreams": [layout.sim_url(lane)],
-            "cacert": str(layout.cert(lane)),
-            "models": [MODELS[lane]],
-        }
+        lane: {"upstreams": [layout.lane_url(lane)], **_cacert(layout, lane), "models": [MODELS[lane]]}
         for lane in LANES
     }
+    probe: dict[str, Any] = {
+        "interval_s": probe_interval_s,
+        "concurrency": 16,
+        "timeouts": dict(timeouts or {"ttft_s": 20.0}),
+    }
+    if classes is not None:
+        probe["classes"] = [c.model_dump(exclude_defaults=True) for c in classes]
     return {
         "targets": targets,
-        "probe": {"interval_s": probe_interval_s, "concurrency": 16, "timeouts": {"ttft_s": 20.0}},
+        "probe": probe,
         "scrape": {"interval_s": 1.0, "window_s": 60.0},
         "export": {"window_s": 60.0, "slo_spec": str(slo_spec)},
         "server": {"host": "127.0.0.1", "port": layout.collector_port},
@@ -260,7 +291,7 @@ def lanewatch_config(
             "lane_order": list(LANES),
             "default_lane": "slow",
             # Short answers are cheap on the small model; everything else goes to the big one.
-            "rules": {"max_tokens": [{"lane": "fast", "max": 32}]},
+            "rules": {"max_tokens": [{"lane": "fast", "max": fast_max_tokens}]},
             "shift_seed": layout.seed,
             "health_interval_s": 1.0,
             # Tap records go to the collector, which joins them to the spans and exports them.
@@ -316,6 +347,17 @@ def write_secrets(layout: Layout) -> dict[str, str]:
     return tokens
 
 
+def render_rules(layout: Layout, spec_path: Path) -> Path:
+    """Render an SLO spec's rule file into the run's folder; return its path."""
+    from lanewatch.alerts.build import rule_files
+    from lanewatch.alerts.spec import load_spec
+
+    text = next(iter(rule_files([load_spec(spec_path)]).values()))
+    layout.rules_yml.parent.mkdir(parents=True, exist_ok=True)
+    layout.rules_yml.write_text(text, encoding="utf-8")
+    return layout.rules_yml
+
+
 def write_configs(
     layout: Layout,
     deploy_dir: Path = DEPLOY_DIR,
@@ -323,15 +365,25 @@ def write_configs(
     with_alertmanager: bool = True,
     production: bool = False,
     act_on: Sequence[str] = (),
+    classes: Sequence[RequestClass] | None = None,
+    rules: Path | None = None,
+    slo_spec: Path | None = None,
+    timeouts: Mapping[str, float] | None = None,
+    fast_max_tokens: int = 32,
 ) -> None:
     """Write every config file of the run into its workdir (secrets: `write_secrets`).
 
     `production`: the shipped rules (alerts/slos.yaml) at the shipped Prometheus and
     Alertmanager timings, instead of the demo's time-compressed ones. `act_on`: the alert
-    severities the controller acts on (empty: any).
+    severities the controller acts on (empty: any). `rules` and `slo_spec` replace the rule file
+    Prometheus loads and the spec the collector judges goodput by (the real-engine demo's);
+    `classes`, `timeouts` and `fast_max_tokens` go to `lanewatch_config`.
     """
     prom_template = _read_template(deploy_dir / "prometheus" / "prometheus.yml")
-    rules = PRODUCTION_RULES if production else DEMO_RULES
+    if rules is None:
+        rules = PRODUCTION_RULES if production else DEMO_RULES
+    if slo_spec is None:
+        slo_spec = DEFAULT_SPEC if production else DEMO_SPEC
     prom = prometheus_config(prom_template, layout, rules, with_alertmanager, production)
     am_template = _read_template(deploy_dir / "alertmanager" / "alertmanager.yml")
     am = alertmanager_config(am_template, layout, production)
@@ -339,7 +391,7 @@ def write_configs(
         layout.prometheus_yaml: prom,
         layout.alertmanager_yaml: am,
         layout.lanewatch_yaml: lanewatch_config(
-            layout, probe_interval_s, DEFAULT_SPEC if production else DEMO_SPEC
+            layout, probe_interval_s, slo_spec, classes, timeouts, fast_max_tokens
         ),
         layout.policy_yaml: policy_config(act_on),
     }

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lanewatch.exporters.report_data import EVENT_KINDS
+
 __all__ = [
     "KINDS",
     "AlertKey",
@@ -24,14 +26,8 @@ __all__ = [
     "story_complete",
 ]
 
-KINDS = (
-    "fault_injected",
-    "alert_firing",
-    "degrade_applied",
-    "fault_cleared",
-    "alert_resolved",
-    "degrade_restored",
-)
+# The event kinds, in the order a healthy loop emits them: the report draws the same ones.
+KINDS = EVENT_KINDS
 AlertKey = tuple[str, str, str, str]  # (alertname, lane, severity, slo)
 CONVERGENCE_ALERT = "LanewatchLaneConvergence"
 

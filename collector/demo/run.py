@@ -21,7 +21,17 @@ import httpx
 from rich.console import Console
 from rich.live import Live
 
-from .configs import MODEL, Layout, TemplateError
+from .burst import Burst, BurstSpec
+from .configs import LANES, MODEL, MODELS, Layout, TemplateError
+from .engines import (
+    SIM_SIZING,
+    VLLM_SIZING,
+    EngineMissing,
+    Sizing,
+    VllmInstall,
+    default_vllm_root,
+    find_vllm,
+)
 from .events import Event
 from .live import Snapshot, event_line, render, stage_text
 from .records import Recorder, lane_stats
@@ -29,7 +39,7 @@ from .stack import Stack, StartupError, Tools
 from .summary import build_summary, loop_timings, write_summary
 from .supervisor import ChildExited, Supervisor, free_ports
 from .timeline import Plan, Step, next_step
-from .traffic import Served, Traffic
+from .traffic import MIX, Served, Traffic, mix_of
 from .watch import Watch
 
 __all__ = ["DemoResult", "Options", "run_demo"]
@@ -37,7 +47,6 @@ __all__ = ["DemoResult", "Options", "run_demo"]
 T = TypeVar("T")
 TICK_S = 0.5
 STATUS_EVERY_S = 10.0
-DRAIN_S = 20.0  # the longest request (256 tokens on the slow lane, faulted) takes ~12 s
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,21 @@ class Options:
     seed: int = 0
     rate_per_s: float = 4.0
     probe_interval_s: float = 2.0
+    engine: str = "sim"  # "vllm": the lanes are real `vllm serve` processes
+    vllm_root: Path | None = None  # the folder `make vllm` made; None: its default in the cache
+    fast_on_sim: bool = False  # with engine vllm: only the slow lane is real, the fast one simulated
+
+    @property
+    def sizing(self) -> Sizing:
+        """Rules, load, classes and fault of this run's engine."""
+        return VLLM_SIZING if self.engine == "vllm" else SIM_SIZING
+
+    @property
+    def vllm_lanes(self) -> frozenset[str]:
+        """The lanes a real vLLM serves."""
+        if self.engine != "vllm":
+            return frozenset()
+        return frozenset({"slow"}) if self.fast_on_sim else frozenset(LANES)
 
 
 @dataclass
@@ -63,6 +87,8 @@ class DemoResult:
     outputs: list[Path] = field(default_factory=list)
     missing_tools: list[str] = field(default_factory=list)
     served: list[Served] = field(default_factory=list)  # every traffic response's lanes, in order
+    engines: dict[str, str] = field(default_factory=dict)  # lane -> "sim" or "vllm"
+    lanes_ready_s: float | None = None  # from starting the lanes to both serving
 
 
 class _Run:
@@ -75,7 +101,17 @@ class _Run:
         self.recorder = recorder
         self.console = console
         self.watch = Watch(stack)
-        self.traffic = Traffic(stack.layout.gateway_url, MODEL, opts.rate_per_s, seed=opts.seed)
+        mix = mix_of(stack.sizing.classes) if stack.sizing.classes is not None else MIX
+        self.traffic = Traffic(
+            stack.layout.gateway_url,
+            MODEL,
+            opts.rate_per_s,
+            seed=opts.seed,
+            mix=mix,
+            fast_max_tokens=stack.sizing.fast_max_tokens,
+            timeout_s=stack.sizing.request_timeout_s,
+        )
+        self.burst: Burst | None = None  # the real-engine fault, while it runs
         self.notes: list[str] = []
         self._last_status = 0.0
 
@@ -85,7 +121,8 @@ class _Run:
         traffic_stop = asyncio.Event()
         # A run that ends on its own lets open requests finish (no client disconnects in the
         # records); Ctrl-C cancels them at once.
-        traffic = asyncio.create_task(self.traffic.run(traffic_stop, DRAIN_S, abort=stop))
+        drain_s = self.stack.sizing.drain_s
+        traffic = asyncio.create_task(self.traffic.run(traffic_stop, drain_s, abort=stop))
         live = Live(console=self.console, refresh_per_second=2, transient=False) if self.opts.live else None
         try:
             with live if live is not None else contextlib.nullcontext():
@@ -95,6 +132,8 @@ class _Run:
                 return finished
         finally:
             traffic_stop.set()
+            if self.burst is not None:
+                await self.burst.stop()
             await traffic
 
     async def _ticks(self, stop: asyncio.Event, live: Live | None) -> bool:
@@ -115,12 +154,23 @@ class _Run:
 
     async def _act(self, step: Step, live: Live | None) -> None:
         lane = self.plan.lane
+        real = self.stack.layout.is_vllm(lane)
         if step is Step.INJECT:
-            await self.stack.set_fault(lane, dict(self.plan.fault))
+            if real:  # a real cause: long prompts straight to the lane's vLLM fill its queue
+                spec = BurstSpec(**self.plan.fault["burst"])
+                self.burst = Burst(self.stack.layout.lane_url(lane), MODELS[lane], spec)
+                self.burst.start()
+            else:
+                await self.stack.set_fault(lane, dict(self.plan.fault))
             self._record(Event(time.time(), "fault_injected", {"lane": lane, **self.plan.fault}), live)
         elif step is Step.CLEAR:
-            await self.stack.clear_fault(lane)
-            self._record(Event(time.time(), "fault_cleared", {"lane": lane}), live)
+            details: dict[str, Any] = {"lane": lane}
+            if self.burst is not None:
+                await self.burst.stop()
+                details["burst"] = self.burst.stats()
+            else:
+                await self.stack.clear_fault(lane)
+            self._record(Event(time.time(), "fault_cleared", details), live)
 
     def _record(self, event: Event, live: Live | None) -> None:
         self.watch.add(event)
@@ -199,6 +249,13 @@ async def run_demo(
     """
     tools = Tools.find()
     result = DemoResult([], {}, missing_tools=tools.missing())
+    vllm: VllmInstall | None = None
+    if opts.vllm_lanes:
+        try:
+            vllm = find_vllm(opts.vllm_root or default_vllm_root(), tuple(sorted(opts.vllm_lanes)))
+        except EngineMissing as exc:
+            result.error = str(exc)
+            return result
     plan = opts.plan
     if result.missing_tools:
         console.print(_missing_note(result.missing_tools), style="bold yellow")
@@ -207,18 +264,21 @@ async def run_demo(
     with tempfile.TemporaryDirectory(prefix="lanewatch-demo-") as tmp:
         fast, slow, collector, gateway, degrade, prometheus, alertmanager = free_ports(7)
         layout = Layout(
-            Path(tmp), fast, slow, collector, gateway, degrade, prometheus, alertmanager, opts.seed
-        )
+            Path(tmp), fast, slow, collector, gateway, degrade, prometheus, alertmanager, opts.seed,
+            vllm_lanes=opts.vllm_lanes,
+        )  # fmt: skip
         out_records = opts.out / "records.jsonl" if opts.out else None
         recorder = Recorder([layout.records("collector")], out_records)  # probe and tap records, joined
         run: _Run | None = None
         try:
             with Supervisor() as supervisor:
-                stack = Stack(layout, supervisor, tools)
+                stack = Stack(layout, supervisor, tools, vllm, opts.sizing)
+                result.engines = {lane: "vllm" if layout.is_vllm(lane) else "sim" for lane in LANES}
                 try:
                     up, _ = await _until(
                         stop, stack.start(lambda m: console.print(m, style="dim"), opts.probe_interval_s)
                     )
+                    result.lanes_ready_s = stack.lanes_ready_s
                     if up:
                         console.print(_endpoints(layout), style="dim", highlight=False)
                         run = _Run(replace(opts, plan=plan), stack, recorder, console)
@@ -231,7 +291,7 @@ async def run_demo(
                     else:
                         result.interrupted = True
                 finally:
-                    await stack.close()
+                    await stack.shutdown()
         except (StartupError, ChildExited, TemplateError) as exc:
             result.error = str(exc)
         except httpx.HTTPError as exc:  # the fault API or the gateway refused the demo
@@ -272,8 +332,8 @@ def _write_outputs(
     console: Console,
 ) -> list[Path]:
     from lanewatch.alerts.spec import DEMO_SPEC, load_spec
-    from lanewatch.collector.cli.report import ReportInputError, write_report
     from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
+    from lanewatch.exporters.report_file import ReportInputError, write_report
 
     assert opts.out is not None
     info = {
@@ -283,12 +343,15 @@ def _write_outputs(
         "error": result.error,
         "missing_tools": result.missing_tools,
         "seed": opts.seed,
+        "engines": result.engines,
+        "lanes_ready_s": None if result.lanes_ready_s is None else round(result.lanes_ready_s, 1),
         "fault": {"lane": plan.lane, **plan.fault},
         "traffic": _traffic_info(run),
         "bad_record_lines": recorder.bad_lines,
     }
     shed = [(s.t, s.routed, s.request_class) for s in result.served if s.status == 429]
-    judge = goodput_from_spec(load_spec(DEMO_SPEC))
+    spec = opts.sizing.slo_spec or DEMO_SPEC  # the SLOs Prometheus judged the run by
+    judge = goodput_from_spec(load_spec(spec))
     summary = build_summary(recorder.kept, result.events, info, judge, shed)
     records, summary_path, report = (
         opts.out / "records.jsonl",
@@ -298,7 +361,7 @@ def _write_outputs(
     write_summary(summary_path, summary)
     written = [records, summary_path]
     try:
-        write_report(records, report, summary_path, slo_spec=DEMO_SPEC)
+        write_report(records, report, summary_path, judge=judge)
         written.append(report)
     except ReportInputError as exc:
         console.print(f"no report: {exc}", style="yellow")

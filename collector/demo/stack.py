@@ -1,5 +1,6 @@
-"""The demo's processes on 127.0.0.1: two simulator lanes, the collector, the gateway, the degrade
-controller, Prometheus and Alertmanager; started in order, waited on, and reached over HTTP.
+"""The demo's processes on 127.0.0.1: two lanes (simulators or real `vllm serve`), the collector,
+the gateway, the degrade controller, Prometheus and Alertmanager; started in order, waited on,
+and reached over HTTP.
 
 `commands` is pure (what each process runs); `Stack` starts them under a Supervisor and is
 the demo's one HTTP client for them: the simulators' fault API, the gateway's degrade
@@ -18,12 +19,16 @@ from typing import Any
 
 import httpx
 
-from .configs import LANES, MODELS, Layout, write_configs, write_secrets
+from .configs import LANES, MODELS, Layout, render_rules, write_configs, write_secrets
+from .engines import SIM_SIZING, Sizing, VllmInstall, vllm_command
 from .supervisor import ChildExited, Supervisor, lanewatch_command
 
 __all__ = ["Stack", "StartupError", "Tools", "commands"]
 
 READY_TIMEOUT_S = 90.0  # python start-up on a loaded 2-core machine takes seconds per process
+# vLLM's CPU build serves after 70-120 s on 2 idle cores (torch.compile of the model at start);
+# on a machine busy with other work it has taken several minutes.
+VLLM_READY_TIMEOUT_S = 600.0
 PROMETHEUS_BINARY = "prometheus"
 ALERTMANAGER_BINARY = "prometheus-alertmanager"
 
@@ -53,13 +58,40 @@ class Tools:
         ]
 
 
-def commands(layout: Layout, tools: Tools) -> dict[str, list[str]]:
-    """Each process's command line, in start order (simulators first: the rest probe or route to them)."""
+def lane_process(layout: Layout, lane: str) -> str:
+    """The supervisor's name for a lane's server: sim-<lane> or vllm-<lane>."""
+    return f"{'vllm' if layout.is_vllm(lane) else 'sim'}-{lane}"
+
+
+def lane_envs(layout: Layout, vllm: VllmInstall | None) -> dict[str, dict[str, str]]:
+    """Extra environment of each lane process that needs one (vLLM's CPU settings)."""
+    if vllm is None:
+        return {}
+    traces = f"{layout.collector_url}/v1/traces"
+    return {
+        lane_process(layout, lane): vllm_command(vllm, lane, 0, MODELS[lane], traces)[1]
+        for lane in LANES
+        if layout.is_vllm(lane)
+    }
+
+
+def commands(layout: Layout, tools: Tools, vllm: VllmInstall | None = None) -> dict[str, list[str]]:
+    """Each process's command line, in start order (lanes first: the rest probe or route to them).
+
+    A lane in `layout.vllm_lanes` runs `vllm serve` from `vllm`, which must then be given."""
     lw = lanewatch_command()
     cmds: dict[str, list[str]] = {}
     for lane in LANES:
+        if layout.is_vllm(lane):
+            if vllm is None:
+                raise ValueError(f"lane {lane} is a vLLM lane but no vLLM install was given")
+            traces = f"{layout.collector_url}/v1/traces"
+            cmds[lane_process(layout, lane)] = vllm_command(
+                vllm, lane, layout.lane_port(lane), MODELS[lane], traces
+            )[0]
+            continue
         cmds[f"sim-{lane}"] = [
-            *lw, "sim", "--profile", lane, "--host", "127.0.0.1", "--port", str(layout.sim_port(lane)),
+            *lw, "sim", "--profile", lane, "--host", "127.0.0.1", "--port", str(layout.lane_port(lane)),
             "--tls", "--cert-out", str(layout.cert(lane)), "--model", MODELS[lane],
             "--otlp-endpoint", f"{layout.collector_url}/v1/traces", "--otlp-protocol", "http/protobuf",
             "--admin-token-file", str(layout.token_file("sim-admin")), "--seed", str(layout.seed),
@@ -78,7 +110,7 @@ def commands(layout: Layout, tools: Tools) -> dict[str, list[str]]:
         *lw, "degrade", "serve", "--host", "127.0.0.1", "--port", str(layout.degrade_port),
         "--token-file", str(layout.token_file("degrade")), "--gateway", layout.gateway_url,
         "--gateway-token-file", str(layout.token_file("gateway-admin")),
-        "--state-dir", str(layout.workdir / "degrade-state"), "-c", str(layout.policy_yaml),
+        "--state-dir", str(layout.workdir / "degrade-state"), "--policy", str(layout.policy_yaml),
         "--tick-s", "0.5", "--reconcile-interval-s", "5", "--log-level", "warning",
     ]  # fmt: skip
     if tools.alertmanager:
@@ -101,7 +133,7 @@ def commands(layout: Layout, tools: Tools) -> dict[str, list[str]]:
 
 def ready_urls(layout: Layout) -> dict[str, str]:
     """The URL that answers 200 once each process serves."""
-    urls = {f"sim-{lane}": f"{layout.sim_url(lane)}/health" for lane in LANES}
+    urls = {lane_process(layout, lane): f"{layout.lane_url(lane)}/health" for lane in LANES}
     urls.update(
         collector=f"{layout.collector_url}/healthz",
         gateway=f"{layout.gateway_url}/healthz",
@@ -115,13 +147,23 @@ def ready_urls(layout: Layout) -> dict[str, str]:
 class Stack:
     """The running demo stack; `start` brings it up, the Supervisor ends it."""
 
-    def __init__(self, layout: Layout, supervisor: Supervisor, tools: Tools) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        supervisor: Supervisor,
+        tools: Tools,
+        vllm: VllmInstall | None = None,
+        sizing: Sizing = SIM_SIZING,
+    ) -> None:
         self.layout = layout
         self.supervisor = supervisor
         self.tools = tools
+        self.vllm = vllm
+        self.sizing = sizing
         self.tokens: dict[str, str] = {}
         self._http = httpx.AsyncClient(timeout=5.0)
         self._sims: dict[str, httpx.AsyncClient] = {}
+        self.lanes_ready_s: float | None = None  # how long the lanes took to serve
 
     @property
     def has_prometheus(self) -> bool:
@@ -140,35 +182,53 @@ class Stack:
         production: bool = False,
         act_on: Sequence[str] = (),
     ) -> None:
-        """Write configs, start the simulators, then everything else; return once all answer.
+        """Write configs, start the lanes (in parallel), then everything else; return once all answer.
 
         `production`: the shipped rules at the shipped Prometheus and Alertmanager timings;
-        `act_on`: the alert severities the degrade controller acts on (empty: any).
+        `act_on`: the alert severities the degrade controller acts on (empty: any). The sizing's
+        own SLO spec, when it has one, is rendered into the run's rules instead.
         """
+        spec = self.sizing.slo_spec
         write_configs(
             self.layout,
             probe_interval_s=probe_interval_s,
             with_alertmanager=self.has_alertmanager,
             production=production,
             act_on=act_on,
+            classes=self.sizing.classes,
+            rules=None if spec is None else render_rules(self.layout, spec),
+            slo_spec=spec,
+            timeouts=self.sizing.probe_timeouts,
+            fast_max_tokens=self.sizing.fast_max_tokens,
         )
         self.tokens = write_secrets(self.layout)
-        cmds = commands(self.layout, self.tools)
+        cmds = commands(self.layout, self.tools, self.vllm)
+        envs = lane_envs(self.layout, self.vllm)
         urls = ready_urls(self.layout)
-        sims = [name for name in cmds if name.startswith("sim-")]
-        rest = [name for name in cmds if name not in sims]
-        for group in (sims, rest):
+        lanes = [lane_process(self.layout, lane) for lane in LANES]
+        rest = [name for name in cmds if name not in lanes]
+        for group in (lanes, rest):
+            started = time.monotonic()
             for name in group:
-                self.supervisor.start(name, cmds[name], self.layout.log(name))
+                self.supervisor.start(name, cmds[name], self.layout.log(name), envs.get(name))
             say(f"starting {', '.join(group)}")
             await asyncio.gather(*(self._wait_ready(name, urls[name]) for name in group))
+            if group is lanes:
+                self.lanes_ready_s = time.monotonic() - started
+                if self.vllm is not None:
+                    say(f"lanes serving after {self.lanes_ready_s:.0f} s")
         for lane in LANES:
-            ctx = ssl.create_default_context(cafile=str(self.layout.cert(lane)))
-            self._sims[lane] = httpx.AsyncClient(base_url=self.layout.sim_url(lane), verify=ctx, timeout=5.0)
+            cert = self.layout.cert(lane)
+            if cert is not None:
+                ctx = ssl.create_default_context(cafile=str(cert))
+                self._sims[lane] = httpx.AsyncClient(
+                    base_url=self.layout.lane_url(lane), verify=ctx, timeout=5.0
+                )
 
     async def _wait_ready(self, name: str, url: str) -> None:
         lane = name.removeprefix("sim-") if name.startswith("sim-") else None
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        limit = VLLM_READY_TIMEOUT_S if name.startswith("vllm-") else READY_TIMEOUT_S
+        deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             try:
                 self.supervisor.check()
@@ -177,12 +237,12 @@ class Stack:
             if await self._answers(url, lane):
                 return
             await asyncio.sleep(0.2)
-        raise StartupError(f"{name} did not answer {url} within {READY_TIMEOUT_S:.0f} s")
+        raise StartupError(f"{name} did not answer {url} within {limit:.0f} s")
 
     async def _answers(self, url: str, lane: str | None) -> bool:
         verify: ssl.SSLContext | bool = True
-        if lane is not None:
-            cert = self.layout.cert(lane)
+        cert = self.layout.cert(lane) if lane is not None else None
+        if cert is not None:
             if not cert.is_file():
                 return False
             verify = ssl.create_default_context(cafile=str(cert))
@@ -241,7 +301,7 @@ class Stack:
     def _bearer(self, name: str) -> dict[str, str]:
         return {"authorization": f"Bearer {self.tokens[name]}"}
 
-    async def close(self) -> None:
+    async def shutdown(self) -> None:
         """Close the HTTP clients (the Supervisor ends the processes)."""
         for client in [self._http, *self._sims.values()]:
             await client.aclose()

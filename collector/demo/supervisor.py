@@ -88,7 +88,7 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 
 class Supervisor:
-    """Starts the demo's processes and ends every one of them on `stop_all` (or leaving the block)."""
+    """Starts the demo's processes and ends every one of them on `shutdown` (or leaving the block)."""
 
     def __init__(self, grace_s: float = 5.0) -> None:
         self.children: list[Child] = []
@@ -121,7 +121,7 @@ class Supervisor:
             if code is not None:
                 raise ChildExited(f"{child.name} exited with status {code}:\n{child.log_tail()}")
 
-    def stop_all(self) -> None:
+    def shutdown(self) -> None:
         """SIGTERM every child's group (last started first), wait the grace period, then SIGKILL."""
         live = [c for c in reversed(self.children) if c.proc.poll() is None]
         for child in live:
@@ -141,7 +141,7 @@ class Supervisor:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.stop_all()
+        self.shutdown()
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

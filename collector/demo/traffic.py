@@ -20,15 +20,21 @@ from typing import Any
 
 import aiohttp
 
+from lanewatch.collector.common.headers import CLASS_HEADER, DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
 from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass
 from lanewatch.collector.probe.prompts import prompt_text
 
-__all__ = ["MIX", "Served", "Traffic", "TrafficClass", "next_arrival", "pick_class", "routed_lane"]
+__all__ = [
+    "MIX",
+    "Served",
+    "Traffic",
+    "TrafficClass",
+    "mix_of",
+    "next_arrival",
+    "pick_class",
+    "routed_lane",
+]
 
-LANE_HEADER = "x-lanewatch-lane"
-DEGRADED_HEADER = "x-lanewatch-degraded"
-MODEL_HEADER = "x-lanewatch-model"  # `<requested> -> <served>`
-CLASS_HEADER = "x-lanewatch-class"
 FAST_MAX_TOKENS = 32
 MAX_HISTORY = 100_000  # the gateway's rule in configs.lanewatch_config: up to this goes fast
 
@@ -46,10 +52,16 @@ class TrafficClass:
         return self.spec.name
 
 
-# The probe's classes, so tap and probe records line up: many short questions, fewer long jobs.
-MIX: tuple[TrafficClass, ...] = tuple(
-    TrafficClass(c, w) for c, w in zip(DEFAULT_CLASSES, (0.5, 0.25, 0.25), strict=True)
-)
+WEIGHTS = (0.5, 0.25, 0.25)
+
+
+def mix_of(classes: Sequence[RequestClass], weights: Sequence[float] = WEIGHTS) -> tuple[TrafficClass, ...]:
+    """The probe's classes as traffic, so tap and probe records line up: many short questions,
+    fewer long jobs."""
+    return tuple(TrafficClass(c, w) for c, w in zip(classes, weights, strict=True))
+
+
+MIX: tuple[TrafficClass, ...] = mix_of(DEFAULT_CLASSES)
 
 
 def next_arrival(rng: random.Random, rate_per_s: float) -> float:
@@ -62,9 +74,9 @@ def pick_class(rng: random.Random, mix: Sequence[TrafficClass]) -> TrafficClass:
     return rng.choices(list(mix), weights=[c.weight for c in mix])[0]
 
 
-def routed_lane(cls: TrafficClass) -> str:
+def routed_lane(cls: TrafficClass, fast_max_tokens: int = FAST_MAX_TOKENS) -> str:
     """The lane the gateway's rules route a class to, before any degrade."""
-    return "fast" if cls.spec.max_tokens <= FAST_MAX_TOKENS else "slow"
+    return "fast" if cls.spec.max_tokens <= fast_max_tokens else "slow"
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,8 @@ class Traffic:
         mix: Sequence[TrafficClass] = MIX,
         max_inflight: int = 64,
         recent_s: float = 10.0,
+        fast_max_tokens: int = FAST_MAX_TOKENS,
+        timeout_s: float = 120.0,
     ) -> None:
         self.url = f"{gateway_url}/v1/chat/completions"
         self.model = model
@@ -99,6 +113,8 @@ class Traffic:
         self.mix = tuple(mix)
         self.max_inflight = max_inflight
         self.recent_s = recent_s
+        self.fast_max_tokens = fast_max_tokens  # the gateway's rule: up to this goes fast
+        self.timeout_s = timeout_s  # a request open this long is given up
         self._rng = random.Random(seed)
         self._seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -118,7 +134,7 @@ class Traffic:
     ) -> None:
         """Send arrivals until `stop` is set; give open requests `drain_s` seconds (cut short by
         `abort`), then cancel them."""
-        timeout = aiohttp.ClientTimeout(total=120, sock_connect=5)
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s, sock_connect=5)
         connector = aiohttp.TCPConnector(limit=self.max_inflight)
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             next_at = time.monotonic()
@@ -175,7 +191,9 @@ class Traffic:
     def _served(self, cls: TrafficClass, status: int, lane: str, degraded: str, model: str) -> None:
         if status != 200:
             self.errors[f"http_{status}"] += 1
-        served = Served(time.time(), cls.name, routed_lane(cls), lane, degraded, status, model)
+        served = Served(
+            time.time(), cls.name, routed_lane(cls, self.fast_max_tokens), lane, degraded, status, model
+        )
         self.recent.append(served)
         self.history.append(served)
         self._trim()

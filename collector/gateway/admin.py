@@ -11,6 +11,7 @@ import json
 import logging
 
 from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.common.headers import AUTHORIZATION
 
 from .core import Gateway
 from .degrade_state import DegradeError, parse_degrade
@@ -30,7 +31,7 @@ def _denied(gw: Gateway, request: Request) -> Response | None:
         if gw.cfg.admin_insecure:
             return None
         return error_response(403, "the admin API is off: start the gateway with --admin-token-file")
-    if not bearer_ok(request.headers.get("Authorization"), token):
+    if not bearer_ok(request.headers.get(AUTHORIZATION), token):
         return error_response(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
     return None
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import aiohttp
 
+from lanewatch.collector.common.headers import AUTHORIZATION
+
 from .admin import get_degrade, put_degrade
 from .core import Gateway
 from .errors import error_body, error_response
@@ -79,10 +81,10 @@ class GatewayServer:
         self.port = await self._front.start(host, port)
         return self.port
 
-    async def close(self) -> None:
+    async def shutdown(self) -> None:
         """Stop accepting, drop connections (their handlers finish and record), stop the gateway."""
-        await self._front.close()
-        await self.gw.close()
+        await self._front.shutdown()
+        await self.gw.shutdown()
 
 
 def default_max_connections() -> int:
@@ -116,9 +118,9 @@ async def _lane_models(gw: Gateway, lane: str, request: Request) -> list[Any] | 
         return None
     headers = {}
     key = gw.api_keys.get(lane)
-    auth = request.headers.get("Authorization")
+    auth = request.headers.get(AUTHORIZATION)
     if key is not None or auth is not None:
-        headers["Authorization"] = f"Bearer {key}" if key is not None else str(auth)
+        headers[AUTHORIZATION] = f"Bearer {key}" if key is not None else str(auth)
     try:
         async with gw.control.get(up.url + "/v1/models", headers=headers, ssl=gw.ssl[lane]) as resp:
             if resp.status != 200:

@@ -91,7 +91,7 @@ class Gateway:
         if self.shipper is not None:
             self.shipper.start()
 
-    async def close(self) -> None:
+    async def shutdown(self) -> None:
         """Stop health checks, close sessions, send the last records and flush spans."""
         if self._health_task is not None:
             self._health_task.cancel()
@@ -101,7 +101,7 @@ class Gateway:
         if self.control is not None:
             await self.control.close()
         if self.shipper is not None:
-            await self.shipper.close()  # after the front: every finished request's record is queued
+            await self.shipper.shutdown()  # after the front: every finished request's record is queued
         self.tracing.shutdown()
 
     async def check_health(self) -> None:

@@ -1,6 +1,8 @@
 """Per-lane degrade state (the admin API's body, docs/gateway.md) and its application to one request. Pure.
 
-The state is declarative: a PUT replaces it whole, a lane absent from it has no degrade.
+The wire model (one lane's degrade, the PUT body's checks) is collector/common/degrade_wire.py,
+shared with the degrade controller. The state is declarative: a PUT replaces it whole, a lane
+absent from it has no degrade.
 Applying it to a request routed to lane L: shed when L (or the lane it is shifted to)
 sheds the request's class; shift a share of L's requests to L's `shift_to`; cap
 max_tokens at the smallest cap of L and the serving lane.
@@ -8,12 +10,13 @@ max_tokens at the smallest cap of L and the serving lane.
 
 from __future__ import annotations
 
-import math
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from lanewatch.collector.common.degrade_wire import ACTIONS, ActionName, DegradeError, LaneDegrade
+from lanewatch.collector.common.degrade_wire import parse_lanes as parse_degrade
 
 __all__ = [
     "ACTIONS",
@@ -26,36 +29,6 @@ __all__ = [
     "decide",
     "parse_degrade",
 ]
-
-ActionName = Literal["shift", "cap_max_tokens", "shed"]
-ACTIONS: tuple[ActionName, ...] = ("shift", "cap_max_tokens", "shed")
-_LANE_KEYS = frozenset({"shift_to", "shift_percent", "cap_max_tokens", "shed_classes"})
-_READ_ONLY_KEYS = frozenset({"lane_order", "version"})  # a GET body may be PUT back as it is
-_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-
-
-class DegradeError(ValueError):
-    """A degrade state the gateway refuses; the message is the 400's reason."""
-
-
-@dataclass(frozen=True, slots=True)
-class LaneDegrade:
-    """One lane's degrade; the default is none."""
-
-    shift_to: str | None = None
-    shift_percent: float = 0.0
-    cap_max_tokens: int | None = None
-    shed_classes: frozenset[str] = frozenset()
-
-    def to_json(self) -> dict[str, Any]:
-        """The admin API's per-lane object."""
-        pct = self.shift_percent
-        return {
-            "shift_to": self.shift_to,
-            "shift_percent": int(pct) if float(pct).is_integer() else pct,
-            "cap_max_tokens": self.cap_max_tokens,
-            "shed_classes": sorted(self.shed_classes),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,69 +51,6 @@ class DegradeState:
             "lane_order": list(lane_order),
             "version": self.version,
         }
-
-
-def parse_degrade(body: Any, lane_order: Sequence[str]) -> dict[str, LaneDegrade]:
-    """Validate a PUT body into per-lane degrades; raise DegradeError naming the bad field."""
-    if not isinstance(body, dict):
-        raise DegradeError("body must be a JSON object with a 'lanes' object")
-    unknown = sorted(set(body) - {"lanes"} - _READ_ONLY_KEYS)
-    if unknown:
-        raise DegradeError(f"unknown keys {unknown}; expected 'lanes'")
-    lanes = body.get("lanes")
-    if not isinstance(lanes, dict):
-        raise DegradeError("'lanes' must be an object of lane name to degrade")
-    rank = {lane: i for i, lane in enumerate(lane_order)}
-    return {lane: _parse_lane(lane, spec, rank) for lane, spec in lanes.items()}
-
-
-def _parse_lane(lane: str, spec: Any, rank: Mapping[str, int]) -> LaneDegrade:
-    where = f"lanes.{lane}"
-    if lane not in rank:
-        raise DegradeError(f"{where}: unknown lane; lanes: {', '.join(rank)}")
-    if not isinstance(spec, dict):
-        raise DegradeError(f"{where}: must be an object")
-    unknown = sorted(set(spec) - _LANE_KEYS)
-    if unknown:
-        raise DegradeError(f"{where}: unknown keys {unknown}; expected {sorted(_LANE_KEYS)}")
-    shift_to = spec.get("shift_to")
-    percent = spec.get("shift_percent", 0)
-    if shift_to is not None:
-        if not isinstance(shift_to, str) or shift_to not in rank:
-            raise DegradeError(f"{where}.shift_to: unknown lane {shift_to!r}")
-        if rank[shift_to] >= rank[lane]:
-            raise DegradeError(f"{where}.shift_to: {shift_to!r} is not faster than {lane!r} by lane_order")
-    if isinstance(percent, bool) or not isinstance(percent, int | float) or not math.isfinite(percent):
-        raise DegradeError(f"{where}.shift_percent: must be a number 0..100")
-    if not 0 <= percent <= 100:
-        raise DegradeError(f"{where}.shift_percent: {percent} is outside 0..100")
-    if percent > 0 and shift_to is None:
-        raise DegradeError(f"{where}.shift_percent: {percent} needs shift_to")
-    return LaneDegrade(
-        shift_to=shift_to,
-        shift_percent=float(percent),
-        cap_max_tokens=_parse_cap(where, spec.get("cap_max_tokens")),
-        shed_classes=_parse_classes(where, spec.get("shed_classes", [])),
-    )
-
-
-def _parse_cap(where: str, cap: Any) -> int | None:
-    if cap is None:
-        return None
-    if isinstance(cap, bool) or not isinstance(cap, int):
-        raise DegradeError(f"{where}.cap_max_tokens: must be an integer >= 1 or null")
-    if cap < 1:
-        raise DegradeError(f"{where}.cap_max_tokens: {cap} is < 1")
-    return cap
-
-
-def _parse_classes(where: str, classes: Any) -> frozenset[str]:
-    if not isinstance(classes, list):
-        raise DegradeError(f"{where}.shed_classes: must be a list of class names")
-    for c in classes:
-        if not isinstance(c, str) or not _CLASS.match(c):
-            raise DegradeError(f"{where}.shed_classes: bad class name {c!r}")
-    return frozenset(classes)
 
 
 class Shifter:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
 from lanewatch.collector.record.content import Message
 from lanewatch.collector.record.timing import Api, ErrorKind
 
@@ -13,10 +14,6 @@ from .pool import Upstream
 from .tap import StreamTap
 
 __all__ = ["DEGRADED_HEADER", "LANE_HEADER", "MODEL_HEADER", "Exchange"]
-
-LANE_HEADER = "x-lanewatch-lane"
-DEGRADED_HEADER = "x-lanewatch-degraded"
-MODEL_HEADER = "x-lanewatch-model"  # `<requested> -> <served>`
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from lanewatch.collector.common.error_detail import clean, error_detail
+from lanewatch.collector.common.headers import REQUEST_ID
 from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from .content_tap import ContentTap
@@ -212,7 +213,7 @@ async def _respond(
     gw: Gateway, front: FrontConn, ex: Exchange, conn: UpstreamConn, head: ResponseHead, strip: bool
 ) -> Response | None:
     ex.status, ex.error = head.status, error_kind_for_status(head.status)
-    ex.request_id = head.get("x-request-id")
+    ex.request_id = head.get(REQUEST_ID)
     ctype = (head.get("content-type") or "").split(";", 1)[0].strip().lower()
     if head.status >= 400 and ctype != "application/json":
         return await _wrap_error(gw, ex, conn, head)

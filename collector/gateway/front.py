@@ -407,7 +407,7 @@ class FrontServer:
                 elif conn.idle_since is not None and now - conn.idle_since > limit:
                     conn.close()
 
-    async def close(self) -> None:
+    async def shutdown(self) -> None:
         """Stop listening, drop every connection and wait for the handlers to finish."""
         if self._sweeper is not None:
             self._sweeper.cancel()

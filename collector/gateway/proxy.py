@@ -20,6 +20,8 @@ from multidict import CIMultiDict
 from opentelemetry.util.types import AttributeValue
 
 from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
+from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
+from lanewatch.collector.common.names import CLASS_NAME_PATTERN
 from lanewatch.collector.common.response_metrics import with_response_metrics
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
@@ -49,13 +51,13 @@ __all__ = ["handle_completion"]
 
 log = logging.getLogger("lanewatch.gateway")
 
-_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_CLASS = re.compile(CLASS_NAME_PATTERN)
 # Hop-by-hop and gateway-owned headers: never passed upstream as the client sent them.
 _HOP = frozenset(
     {
         *("connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer"),
         *("transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"),
-        *("traceparent", "tracestate", "expect", LANE_HEADER),
+        *(TRACEPARENT, TRACESTATE, "expect", LANE_HEADER),
     }
 )
 
@@ -225,7 +227,8 @@ def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> CIMul
     """The client's headers, repeats kept, less hop-by-hop ones and Accept-Encoding (the tap reads plain)."""
     out = CIMultiDict((k, v) for k, v in incoming.items() if k.lower() not in _HOP)
     if api_key is not None:
-        out["Authorization"] = f"Bearer {api_key}"  # replaces every Authorization the client sent
+        # Replaces every Authorization the client sent; written in the case clients and servers log.
+        out[AUTHORIZATION.title()] = f"Bearer {api_key}"
     return out
 
 

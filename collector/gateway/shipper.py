@@ -24,6 +24,7 @@ from typing import Protocol
 
 import aiohttp
 
+from lanewatch.collector.common.headers import AUTHORIZATION
 from lanewatch.collector.config import ShippingConfig
 from lanewatch.collector.record.batch import encode_batch, encode_record
 from lanewatch.collector.record.timing import RequestTiming
@@ -94,7 +95,7 @@ class RecordShipper:
         self._last_send = self._clock()
         self._task = asyncio.create_task(self._run(), name="record-shipper")
 
-    async def close(self) -> None:
+    async def shutdown(self) -> None:
         """Stop the task, then send what is queued within `shutdown_s`; the rest counts as dropped."""
         self._closing = True
         self._wake.set()
@@ -214,7 +215,7 @@ class HttpPost:
         self.url = collector_url.rstrip("/") + RECORDS_PATH
         self._headers = {"Content-Type": "application/json"}
         if token is not None:
-            self._headers["Authorization"] = f"Bearer {token}"
+            self._headers[AUTHORIZATION] = f"Bearer {token}"
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
 

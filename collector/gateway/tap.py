@@ -2,8 +2,9 @@
 
 Pure and cheap per chunk: no JSON is decoded on the data path. JSON escapes every quote
 inside a string, so a byte pattern that starts with a quote (`"content":"`) can only be a
-key, never text; `[DONE]` is anchored at the start of a line, which text cannot reach
-either. Only the usage object is read, with a regex over its few bytes.
+key or a whole string value, never text inside a string; `[DONE]` is anchored at the start
+of a line, which text cannot reach either. Only the usage object is read, with a regex over
+its few bytes.
 
 Counting, following vLLM: a content event is an SSE event whose `content` (chat) or
 `text` (completions) is non-empty; TTFT is the first one, ITL the gaps between them.
@@ -19,6 +20,8 @@ could not dispatch before its blank line anyway.
 vLLM's per-request metrics ride on that usage event (or a non-streamed body) when it runs with
 `--enable-per-request-metrics`; they are read there, only when a `"metrics":` key is present.
 An error frame or error body keeps its first bytes, for the server's message on the record.
+It is known by an `"error"` key or `"object":"error"`, not by the bytes `"error"` alone: those
+are also a whole string value, such as a content delta that is exactly the token `error`.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ _USAGE = (b'"usage":{', b'"usage": {')
 _PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 _DONE = b"data: [DONE]"
+# A key is followed by a colon, a string value never is; `"object"` followed by a colon is a key too.
+_ERROR_OBJECT = re.compile(rb'"error"\s*:|"object"\s*:\s*"error"')
 _MAX_EVENT = 1 << 20  # an "event" longer than this has no boundary: a broken stream
 _JSON_TAIL = 1024  # bytes of a JSON body kept to find a usage object split across reads
 _ERROR_BYTES = 4096  # bytes of an error frame or body kept to find the server's message in
@@ -144,14 +149,20 @@ class StreamTap:
             if METRICS_KEY in events:
                 self.metrics = metrics_in(events) or self.metrics
         if b'"error"' in events:
-            self.stream_error = True
-            if self.error_bytes is None:
-                self.error_bytes = _event_at(events, events.find(b'"error"'))
+            self._see_error_frame(events)
         if b"[DONE]" in events and _has_done(events):
             self.done = True
         if not self.bad_stream and _ends(events) != events.count(b"\n\n"):
             self.bad_stream = _has_bad_event(events)
         return n
+
+    def _see_error_frame(self, events: bytes) -> None:
+        found = _ERROR_OBJECT.search(events)
+        if found is None:  # "error" as a value: a token's text, a finish reason
+            return
+        self.stream_error = True
+        if self.error_bytes is None:
+            self.error_bytes = _event_at(events, found.start())
 
     def _read_usage(self, data: bytes) -> None:
         for marker in _USAGE:
@@ -187,7 +198,7 @@ class StreamTap:
         kept = self.error_bytes
         if kept is not None and len(kept) < _ERROR_BYTES:  # an error body read on: the message may follow
             self.error_bytes = kept + data[: _ERROR_BYTES - len(kept)]
-        elif b'"error"' in window:
+        elif b'"error"' in window and _ERROR_OBJECT.search(window):
             self.stream_error = True
             if kept is None:
                 self.error_bytes = window[:_ERROR_BYTES]

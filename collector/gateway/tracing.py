@@ -25,6 +25,8 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags, TraceState
 from opentelemetry.util.types import AttributeValue
 
+from lanewatch.collector.common.headers import TRACEPARENT, TRACESTATE
+
 __all__ = ["GatewayTracing", "TraceIds", "parse_traceparent"]
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
@@ -98,17 +100,17 @@ class GatewayTracing:
     def ids_for(self, headers: Mapping[str, str]) -> TraceIds:
         """Ids for a request's server span: in the client's trace when it sent a valid traceparent."""
         span_id = self._rng.getrandbits(64) or 1
-        parent = parse_traceparent(headers.get("traceparent"))
+        parent = parse_traceparent(headers.get(TRACEPARENT))
         if parent is None:
             return TraceIds(self._rng.getrandbits(128) or 1, span_id, sampled=True)
         trace_id, parent_span_id, sampled = parent
-        return TraceIds(trace_id, span_id, sampled, parent_span_id, headers.get("tracestate"))
+        return TraceIds(trace_id, span_id, sampled, parent_span_id, headers.get(TRACESTATE))
 
     def inject(self, ids: TraceIds, carrier: MutableMapping[str, str]) -> None:
         """Write `traceparent` (and the client's `tracestate`) into upstream request headers."""
-        carrier["traceparent"] = ids.traceparent
+        carrier[TRACEPARENT] = ids.traceparent
         if ids.tracestate:
-            carrier["tracestate"] = ids.tracestate
+            carrier[TRACESTATE] = ids.tracestate
 
     def record(
         self,

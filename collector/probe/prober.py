@@ -22,18 +22,19 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.lowlevel
-import httpx
+import httpcore
 from opentelemetry.trace import Tracer
 
 from lanewatch.collector.common.error_detail import error_detail
+from lanewatch.collector.common.headers import AUTHORIZATION, DEGRADED_HEADER, LANE_HEADER, REQUEST_ID
 from lanewatch.collector.common.response_metrics import ResponseMetrics, with_response_metrics
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk, Usage
 from lanewatch.collector.config import RequestClass, Target, Timeouts
 from lanewatch.collector.probe.errors import failure_kind
 from lanewatch.collector.probe.prompts import prompt_text
-from lanewatch.collector.probe.spans import default_tracer, finish_probe_span, start_probe_span
-from lanewatch.collector.probe.transport import ConnectTimes, build_client, capture_connect_times, ssl_context
+from lanewatch.collector.probe.spans import finish_probe_span, start_probe_span, trace_headers
+from lanewatch.collector.probe.transport import ConnectTimes, build_pool, capture_connect_times, ssl_context
 from lanewatch.collector.record.content import StreamedText, truncate
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 
@@ -41,10 +42,11 @@ log = logging.getLogger(__name__)
 
 PATHS: dict[Api, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 SSE_BAD_EVENTS_ATTR = "sse_bad_events"  # record attr: undecodable SSE events in the stream
-LANE_HEADER = "x-lanewatch-lane"  # forces a lane at a lanewatch gateway (docs/gateway.md)
 _ERROR_BODY_LIMIT = 64 * 1024
 _ERROR_HEAD = 8 * 1024  # bytes of an error body kept to find the server's message in
 _AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
+_USER_AGENT = "lanewatch-probe"
+_KEPT_HEADERS = (b"x-request-id", b"x-lanewatch-lane", b"x-lanewatch-degraded", b"content-type")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,25 +158,23 @@ class Prober:
         timeouts: Timeouts | None = None,
         tracer: Tracer | None = None,
         max_connections: int = 4,
-        client: httpx.AsyncClient | None = None,
         record_content: bool = False,
     ) -> None:
         self.target = target
         self.record_content = record_content  # prompt and response text on records and spans
         self.timeouts = timeouts or Timeouts()
-        self._tracer = tracer or default_tracer()
+        self._tracer = tracer  # None: no exporter, so no span is built (a traceparent still goes out)
         parts = urlsplit(target.url)
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._api_key = read_api_key(target)
         tls = ssl_context(target.cacert, target.insecure) if parts.scheme == "https" else None
         self._primed = False
-        self._client = client or build_client(
-            connection=connection,
-            tls=tls,
-            max_connections=max_connections,
-            connect_timeout_s=self.timeouts.connect_s,
-        )
+        self._pool = build_pool(connection=connection, tls=tls, max_connections=max_connections)
+        # Built once per target: the URL of each API and the Host header every request carries.
+        self._urls = {api: httpcore.URL(target.url + path) for api, path in PATHS.items()}
+        netloc = parts.netloc.rpartition("@")[2]
+        self._fixed_headers = [(b"host", netloc.encode("idna")), (b"user-agent", _USER_AGENT.encode())]
 
     async def __aenter__(self) -> Prober:
         return self
@@ -186,7 +186,7 @@ class Prober:
 
     async def aclose(self) -> None:
         """Close pooled connections."""
-        await self._client.aclose()
+        await self._pool.aclose()
 
     async def probe(self, spec: ProbeSpec, timeouts: Timeouts | None = None) -> RequestTiming:
         """Send one streamed request and measure it (`timeouts` overrides the prober's)."""
@@ -194,16 +194,24 @@ class Prober:
             await _prime()
             self._primed = True
         started_at, start_ns = time.time(), time.time_ns()
-        span, headers, trace_id = start_probe_span(
-            self._tracer,
-            api=spec.api,
-            model=self.target.model,
-            host=self._host,
-            port=self._port,
-            max_tokens=spec.max_tokens,
-            start_ns=start_ns,
-            attributes={"lanewatch.target": self.target.name, "lanewatch.request_class": spec.request_class},
-        )
+        tracer, span = self._tracer, None
+        trace_id: str | None
+        if tracer is None:
+            headers, trace_id = trace_headers()
+        else:
+            span, headers, trace_id = start_probe_span(
+                tracer,
+                api=spec.api,
+                model=self.target.model,
+                host=self._host,
+                port=self._port,
+                max_tokens=spec.max_tokens,
+                start_ns=start_ns,
+                attributes={
+                    "lanewatch.target": self.target.name,
+                    "lanewatch.request_class": spec.request_class,
+                },
+            )
         sent_id = f"lanewatch-probe-{uuid.uuid4().hex}"
         headers.update(self._headers(sent_id))
         run = _Run(time.perf_counter(), start_ns, StreamedText() if self.record_content else None)
@@ -213,22 +221,24 @@ class Prober:
             run.error = failure_kind(exc, run.phase, run.conn.resolving)
             log.debug("probe of %s failed in phase %s: %s", self.target.name, run.phase, run.error)
         except BaseException:  # cancelled: no record, but no span left open either
-            span.end()
+            if span is not None:
+                span.end()
             raise
         run.end = run.done_at or run.end or time.perf_counter()
         record = self._record(spec, run, started_at, trace_id, sent_id)
-        finish_reason = run.text.finish_reason if run.text is not None else None
-        finish_probe_span(self._tracer, span, record, run.intervals(), run.t0_ns, finish_reason)
+        if tracer is not None and span is not None:
+            finish_reason = run.text.finish_reason if run.text is not None else None
+            finish_probe_span(tracer, span, record, run.intervals(), run.t0_ns, finish_reason)
         return record
 
     def _headers(self, request_id: str) -> dict[str, str]:
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
-            "x-request-id": request_id,
+            REQUEST_ID: request_id,
         }
         if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
+            headers[AUTHORIZATION] = f"Bearer {self._api_key}"
         if self.target.lane != "default":
             headers[LANE_HEADER] = self.target.lane
         return headers
@@ -236,13 +246,17 @@ class Prober:
     async def _exchange(self, spec: ProbeSpec, run: _Run, headers: dict[str, str], t: Timeouts) -> None:
         loop = asyncio.get_running_loop()
         total_at = loop.time() + t.total_s
-        request = self._client.build_request(
+        body = spec.body(self.target.model)
+        request = httpcore.Request(
             "POST",
-            self.target.url + PATHS[spec.api],
-            content=spec.body(self.target.model),
-            headers=headers,
-            timeout=httpx.Timeout(None, connect=t.connect_s),
-            extensions={"trace": run.on_trace},
+            self._urls[spec.api],
+            headers=[
+                *self._fixed_headers,
+                *((k.encode(), v.encode()) for k, v in headers.items()),
+                (b"content-length", str(len(body)).encode()),
+            ],
+            content=body,
+            extensions={"trace": run.on_trace, "timeout": {"connect": t.connect_s}},
         )
         scope = asyncio.timeout_at(min(total_at, loop.time() + t.ttft_s))
         try:
@@ -250,7 +264,7 @@ class Prober:
                 with capture_connect_times(run.conn):
                     # The clock starts here: building the request is not the request's time.
                     run.t0, run.t0_ns = time.perf_counter(), time.time_ns()
-                    response = await self._client.send(request, stream=True)
+                    response = await self._pool.handle_async_request(request)
                 try:
                     await self._read(response, run, scope, total_at, t.stall_s)
                 finally:
@@ -273,18 +287,19 @@ class Prober:
         return ErrorKind.TIMEOUT if scope.when() == total_at else ErrorKind.STALL
 
     async def _read(
-        self, response: httpx.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
+        self, response: httpcore.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
     ) -> None:
-        run.status = response.status_code
-        run.request_id = response.headers.get("x-request-id")
-        for name in ("x-lanewatch-lane", "x-lanewatch-degraded"):
-            if name in response.headers:
-                run.attrs[name.removeprefix("x-lanewatch-")] = response.headers[name][:64]
+        run.status = response.status
+        kept = _headers_of(response)
+        run.request_id = kept.get(REQUEST_ID)
+        for name in (LANE_HEADER, DEGRADED_HEADER):
+            if name in kept:
+                run.attrs[name.removeprefix("x-lanewatch-")] = kept[name][:64]
         if (kind := error_kind_for_status(run.status)) is not None:
             run.error = kind
             run.error_message = error_detail(await _drain(response))
             return
-        ctype = response.headers.get("content-type", "")
+        ctype = kept.get("content-type", "")
         if ctype and not ctype.startswith("text/event-stream"):
             run.error = ErrorKind.BAD_STREAM
             await _drain(response)
@@ -292,13 +307,13 @@ class Prober:
         await self._stream(response, run, scope, total_at, stall_s)
 
     async def _stream(
-        self, response: httpx.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
+        self, response: httpcore.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
     ) -> None:
         loop = asyncio.get_running_loop()
         parser = SseParser(keep_text=run.text is not None)
         feed, perf, content, text = parser.feed, time.perf_counter, run.content, run.text
         stream_error = False
-        async for data in response.aiter_raw():
+        async for data in response.aiter_stream():
             now = perf()  # as close to the read as we can get: before any parsing
             for chunk in feed(data):
                 if run.done_at is not None:
@@ -395,10 +410,20 @@ async def _prime() -> None:
     await anyio.lowlevel.checkpoint()
 
 
-async def _drain(response: httpx.Response) -> bytes:
+def _headers_of(response: httpcore.Response) -> dict[str, str]:
+    """The response headers the prober reads, by lower-case name (the first of repeats)."""
+    out: dict[str, str] = {}
+    for name, value in response.headers:
+        key = name.lower()
+        if key in _KEPT_HEADERS and (k := key.decode("ascii")) not in out:
+            out[k] = value.decode("latin-1")
+    return out
+
+
+async def _drain(response: httpcore.Response) -> bytes:
     """Read a little of an unwanted body so the connection can be reused; its first bytes."""
     read, head = 0, b""
-    async for data in response.aiter_raw():
+    async for data in response.aiter_stream():
         read += len(data)
         if len(head) < _ERROR_HEAD:
             head += data[: _ERROR_HEAD - len(head)]

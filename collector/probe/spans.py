@@ -8,10 +8,10 @@ carries them (export.record_content), as GenAI opt-in attributes (collector/reco
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -32,9 +32,17 @@ TRACER_NAME = "lanewatch.probe"
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
-def default_tracer() -> Tracer:
-    """A recording tracer that exports nowhere: spans still get real, sampled trace ids."""
-    return TracerProvider(shutdown_on_exit=False).get_tracer(TRACER_NAME)
+def trace_headers() -> tuple[dict[str, str], str]:
+    """A fresh sampled W3C `traceparent` and its trace id, for a probe whose span goes nowhere.
+
+    The server's span still joins the probe by this trace id; building, filling and ending an
+    SDK span and its phase children only to drop them would cost more than the probe's own
+    timing. Ids are random and never zero, as the SDK's own generator makes them.
+    """
+    trace_id = random.getrandbits(128) or 1
+    span_id = random.getrandbits(64) or 1
+    tid = format(trace_id, "032x")
+    return {"traceparent": f"00-{tid}-{span_id:016x}-01"}, tid
 
 
 def start_probe_span(

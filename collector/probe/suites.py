@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from opentelemetry.trace import Tracer
 
@@ -100,17 +101,20 @@ class Scheduler:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._stop = asyncio.Event()
+        self._stopper: asyncio.Task[Literal[True]] | None = None
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self.started = 0  # probes started
         self.skipped = 0  # ticks skipped because the job's previous probe still ran
+        self.on_start: Callable[[float], None] | None = None  # gets each probe's start delay
+        self.on_skip: Callable[[], None] | None = None
         self._seq = [0] * len(jobs)
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
         """Ask `run` to return; probes in flight are cancelled."""
         self._stop.set()
 
     async def run(self) -> None:
-        """Probe until `stop()`; first runs spread over one interval."""
+        """Probe until `shutdown()`; first runs spread over one interval."""
         now = self._clock()
         heap = [(now + self._rng.uniform(0, self._interval), i) for i in range(len(self.jobs))]
         heapq.heapify(heap)
@@ -120,8 +124,11 @@ class Scheduler:
                 if await self._wait(due - self._clock()):
                     break
                 heapq.heapreplace(heap, (max(self._next(due), self._clock()), i))
-                self._launch(i)
+                self._launch(i, due)
         finally:
+            if self._stopper is not None:
+                self._stopper.cancel()
+                self._stopper = None
             await self._cancel_inflight()
 
     def _next(self, due: float) -> float:
@@ -132,30 +139,35 @@ class Scheduler:
         if delay <= 0:
             await asyncio.sleep(0)  # let probes run even when we are behind
             return self._stop.is_set()
+        if self._stopper is None:  # one waiter on the stop event for the whole run, not one per tick
+            self._stopper = asyncio.ensure_future(self._stop.wait())
         sleeper = asyncio.ensure_future(self._sleep(delay))
-        stopper = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        for t in (sleeper, stopper):
-            t.cancel()
+        waiting: set[asyncio.Future[Any]] = {sleeper, self._stopper}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        sleeper.cancel()
         return self._stop.is_set()
 
-    def _launch(self, i: int) -> None:
+    def _launch(self, i: int, due: float) -> None:
         if i in self._inflight:
             self.skipped += 1
+            if self.on_skip is not None:
+                self.on_skip()
             return
         self.started += 1
         seq = self._seq[i]
         self._seq[i] += 1
-        task = asyncio.create_task(self._one(i, seq))
+        task = asyncio.create_task(self._one(i, seq, due))
         self._inflight[i] = task
         task.add_done_callback(functools.partial(self._done, i))
 
     def _done(self, i: int, _task: asyncio.Task[None]) -> None:
         self._inflight.pop(i, None)
 
-    async def _one(self, i: int, seq: int) -> None:
+    async def _one(self, i: int, seq: int, due: float) -> None:
         job = self.jobs[i]
         async with self._sem:
+            if self.on_start is not None:
+                self.on_start(self._clock() - due)
             try:
                 record = await self._run_probe(job, seq)
             except Exception:  # a prober bug must not stop the schedule; count it as OTHER
@@ -227,12 +239,12 @@ class ProbeSuite:
         return await prober.probe(spec_for(job.request_class, job.target, seq))
 
     async def run(self) -> None:
-        """Probe until `stop()`, then close every connection."""
+        """Probe until `shutdown()`, then close every connection."""
         try:
             await self.scheduler.run()
         finally:
             await asyncio.gather(*(pr.aclose() for pr in self._probers.values()), return_exceptions=True)
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
         """Ask `run` to return."""
-        self.scheduler.stop()
+        self.scheduler.shutdown()

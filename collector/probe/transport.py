@@ -1,4 +1,4 @@
-"""The prober's connection layer: DNS and TCP connect timed apart, under an httpx client.
+"""The prober's connection layer: DNS and TCP connect timed apart, under an httpcore pool.
 
 httpcore's `connection.connect_tcp` trace event covers name resolution and the TCP
 handshake together. `TimedBackend` resolves the name itself (timed), then connects to
@@ -16,7 +16,7 @@ import ipaddress
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,56 +188,6 @@ async def open_tcp(
     return AnyIOStream(stream), elapsed
 
 
-class _Body(httpx.AsyncByteStream):
-    def __init__(self, stream: AsyncIterable[bytes]) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for part in self._stream:
-            yield part
-
-    async def aclose(self) -> None:
-        close = getattr(self._stream, "aclose", None)
-        if close is not None:
-            await close()
-
-
-class PoolTransport(httpx.AsyncBaseTransport):
-    """httpx transport over an httpcore pool we built (httpx 0.28 takes no network backend).
-
-    httpcore exceptions pass through unmapped: the prober classifies them itself.
-    """
-
-    def __init__(self, pool: httpcore.AsyncConnectionPool) -> None:
-        self._pool = pool
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send one request through the pool."""
-        req = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        resp = await self._pool.handle_async_request(req)
-        return httpx.Response(
-            status_code=resp.status,
-            headers=resp.headers,
-            stream=_Body(resp.stream),  # type: ignore[arg-type]
-            extensions=resp.extensions,
-        )
-
-    async def aclose(self) -> None:
-        """Close every pooled connection."""
-        await self._pool.aclose()
-
-
 def ssl_context(cacert: Path | None = None, insecure: bool = False) -> ssl.SSLContext:
     """A client TLS context: the given CA bundle, httpx's default trust, or no checks (-k)."""
     if insecure:
@@ -250,16 +200,20 @@ def ssl_context(cacert: Path | None = None, insecure: bool = False) -> ssl.SSLCo
     return httpx.create_ssl_context()
 
 
-def build_client(
+def build_pool(
     *,
     connection: Literal["warm", "cold"] = "warm",
     tls: ssl.SSLContext | None = None,
     max_connections: int = 4,
-    connect_timeout_s: float | None = 5.0,
     backend: httpcore.AsyncNetworkBackend | None = None,
-) -> httpx.AsyncClient:
-    """An AsyncClient whose connections are timed; `cold` keeps no idle connection."""
-    pool = httpcore.AsyncConnectionPool(
+) -> httpcore.AsyncConnectionPool:
+    """A connection pool whose connections are timed; `cold` keeps no idle connection.
+
+    The prober sends through httpcore itself: httpx's client would add a request model, a
+    response model and three more generator layers to every read of the stream, and it
+    gives the prober nothing it needs (no redirects, no auth, no decoding of the body).
+    """
+    return httpcore.AsyncConnectionPool(
         ssl_context=tls,
         max_connections=max_connections,
         max_keepalive_connections=0 if connection == "cold" else max_connections,
@@ -267,10 +221,4 @@ def build_client(
         http1=True,
         http2=False,
         network_backend=backend or TimedBackend(),
-    )
-    # trust_env=False: a proxy from the environment would bypass the timed transport.
-    return httpx.AsyncClient(
-        transport=PoolTransport(pool),
-        timeout=httpx.Timeout(None, connect=connect_timeout_s),
-        trust_env=False,
     )

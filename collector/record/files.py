@@ -110,6 +110,38 @@ def open_for_append(path: Path) -> IO[str]:
     return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
 
 
+class RecordsWriter:
+    """The one records.jsonl appender: one `RequestTiming.to_json()` per line, flushed per line.
+
+    Opening fails with OSError naming the path; `close()` may be called more than once.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._file: IO[str] | None = open_for_append(path)
+        except OSError as exc:
+            raise OSError(f"records file {path}: cannot open: {exc.strerror or exc}") from None
+
+    def write(self, record: RequestTiming) -> None:
+        """Append one record; ValueError once closed."""
+        if self._file is None:
+            raise ValueError(f"records file {self.path} is closed")
+        self._file.write(record_line(record))
+
+    def close(self) -> None:
+        """Flush and close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> RecordsWriter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 def record_line(record: RequestTiming) -> str:
     """One record as a records.jsonl line, newline included."""
     return json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False) + "\n"

@@ -124,7 +124,7 @@ def test_shipped_rules_degrade_a_sustained_breach_within_a_minute_and_ignore_a_1
                         with contextlib.suppress(Exception):
                             await sending
                 finally:
-                    await stack.close()
+                    await stack.shutdown()
 
         figures = asyncio.run(run())
     print(f"mitigation timing: {figures}")

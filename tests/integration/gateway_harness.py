@@ -66,7 +66,7 @@ async def gateway_server(lanes: dict[str, Any], **cfg: Any) -> AsyncIterator[Run
     try:
         yield RunningGateway(f"http://127.0.0.1:{port}", gw, records)
     finally:
-        await server.close()
+        await server.shutdown()
 
 
 def chat_body(max_tokens: int = 4, stream: bool = True, content: str = "hi", **extra: Any) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def children_of(pid: int) -> list[int]:
     return out
 
 
-def test_stop_all_ends_children_and_their_children(tmp_path: Path) -> None:
+def test_shutdown_ends_children_and_their_children(tmp_path: Path) -> None:
     with Supervisor(grace_s=2.0) as sup:
         child = sup.start("parent", [sys.executable, "-c", PARENT_OF_SLEEPER], tmp_path / "parent.log")
         eventually(lambda: child.log_path.read_text().strip(), 20, "the grandchild's pid")

@@ -37,7 +37,7 @@ async def front(**limits: float) -> AsyncIterator[int]:
     try:
         yield port
     finally:
-        await server.close()
+        await server.shutdown()
 
 
 async def _exchange(port: int, raw: bytes, until: bytes = b"") -> bytes:

@@ -178,7 +178,7 @@ async def front(**limits: float) -> AsyncIterator[tuple[FrontServer, int]]:
     try:
         yield server, port
     finally:
-        await server.close()
+        await server.shutdown()
 
 
 def _status(got: bytes) -> int:

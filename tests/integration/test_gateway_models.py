@@ -173,7 +173,7 @@ async def _gateway_of(cfg: GatewayConfig) -> AsyncIterator[RunningGateway]:
     try:
         yield RunningGateway(f"http://127.0.0.1:{port}", server.gw, records)
     finally:
-        await server.close()
+        await server.shutdown()
 
 
 async def test_the_compose_config_as_shipped_shifts_to_the_fast_model(

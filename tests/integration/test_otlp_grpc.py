@@ -82,7 +82,7 @@ async def test_receiver_takes_the_sdk_exporter_and_refuses_bad_input_changing_no
         assert await export(port, protobuf_body(sdk_spans(1))) is grpc.StatusCode.OK
         assert len(got) == 1 and len(got[0]) == 1
     finally:
-        await receiver.stop()
+        await receiver.shutdown()
 
 
 async def test_a_taken_port_is_an_os_error_not_a_second_listener() -> None:
@@ -95,7 +95,7 @@ async def test_a_taken_port_is_an_os_error_not_a_second_listener() -> None:
         with pytest.raises(OSError, match=r"cannot bind 127\.0\.0\.1"):
             threaded.start()
     finally:
-        await first.stop()
+        await first.shutdown()
 
 
 async def _in_thread(fn: object, *args: object) -> object:
@@ -129,7 +129,7 @@ async def test_probe_refuses_a_taken_grpc_port(tmp_path: Path) -> None:
         )
         assert code == 2 and f"--otlp-grpc-listen {port}: cannot listen" in err
     finally:
-        await taken.stop()
+        await taken.shutdown()
 
 
 def _spans_received(port: int) -> float:

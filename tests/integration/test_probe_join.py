@@ -151,7 +151,7 @@ def test_receiver_thread_decodes_protobuf_and_json_and_refuses_other_media() -> 
         r2 = httpx.post(url, content=json_body("ab" * 16, VLLM_ATTRS), headers={"content-type": JSON})
         r3 = httpx.post(url, content=b"{}", headers={"content-type": "text/plain"})
     finally:
-        receiver.stop()
+        receiver.shutdown()
     assert (r1.status_code, r2.status_code, r3.status_code) == (200, 200, 415)
     assert [len(s) for _, s in got if s] == [2, 1]  # the 415 carried none
     assert {name for name, _ in got} == {"otlp-receiver"}  # decoded on the receiver's thread

@@ -14,9 +14,9 @@ from typing import cast
 import pytest
 from PIL import Image
 
-from lanewatch.collector.cli.report import write_report
 from lanewatch.collector.record.files import record_line
 from lanewatch.exporters.report import PART_COLORS
+from lanewatch.exporters.report_file import write_report
 from lanewatch.exporters.svg import LANE_PALETTE
 from tests.conftest import require_binary
 from tests.unit.exporters.sample_records import EVENTS, sample_records

@@ -36,7 +36,7 @@ async def test_suite_probes_every_class_with_deterministic_distinct_prompts() ->
             await asyncio.sleep(0.02)
             if {r.request_class for r in got} == {"a", "b"} and len(got) >= 6:
                 break
-        suite.stop()
+        suite.shutdown()
         await asyncio.wait_for(task, 5)
     assert {r.request_class for r in got} == {"a", "b"}
     assert all(r.ok and r.lane == "fast" and r.target == "sim" for r in got)

@@ -109,15 +109,17 @@ def test_metrics_page_names_every_metric_in_names_py() -> None:
 
 
 def test_admin_api_contract_names_what_the_gateway_checks() -> None:
-    from lanewatch.collector.gateway import admin, degrade_state
+    from lanewatch.collector.common import degrade_wire
+    from lanewatch.collector.common.names import CLASS_NAME_PATTERN
+    from lanewatch.collector.gateway import admin
 
     page = (ROOT / "docs" / "gateway.md").read_text(encoding="utf-8")
     contract = page[page.index("## Admin API contract") :]
     assert f"{admin.MAX_ADMIN_BODY // 1024} KiB" in contract
-    for key in sorted(degrade_state._LANE_KEYS):
+    for key in sorted(degrade_wire.LANE_KEYS):
         assert f"`lanes.<L>.{key}`" in contract, key
-    for key in sorted(degrade_state._READ_ONLY_KEYS):
+    for key in sorted(degrade_wire.READ_ONLY_KEYS):
         assert f"| `{key}` |" in contract, key
-    assert degrade_state._CLASS.pattern in contract
+    assert CLASS_NAME_PATTERN in contract
     for status in ("400", "401", "403", "405", "413"):
         assert f"| {status} |" in contract, status

@@ -4,8 +4,9 @@ Data flows one way, source → record → analysis → exporter. collector/ has 
 `record` (the request record and its analysis), `probe`, `collect` (the collect service) and
 `common` (small shared pieces); exporters, alerts and dashboards build on `record` and `common`
 only. `exporters.names` is the conventions module every part may read; exporter implementations
-are wired in only by the collect service, the CLI and the demo. The simulator's contract is
-vLLM's, so it imports nothing of lanewatch; the degrade controller reaches routers over HTTP only.
+are wired in only by each command's entry point (the collect service, the gateway's serve module),
+the CLI and the demo; no room imports the CLI. The simulator's contract is vLLM's, so it imports
+nothing of lanewatch; the degrade controller reaches routers over HTTP only.
 """
 
 from __future__ import annotations
@@ -91,7 +92,12 @@ def test_rules_and_dashboards_take_names_from_the_conventions_module(folder: str
 
 def test_collector_reads_only_names_from_exporters() -> None:
     allowed = ("lanewatch.collector", "lanewatch.exporters.names", "lanewatch.simulator")
-    wiring = ("collector/cli/", "collector/demo/", "collector/collect/service.py")
+    wiring = (
+        "collector/cli/",
+        "collector/demo/",
+        "collector/collect/service.py",
+        "collector/gateway/serve.py",
+    )
     assert _violations("collector", allowed, exempt=wiring) == []
 
 
@@ -126,3 +132,16 @@ def test_record_builds_on_common_only() -> None:
     # ServerSpan, the server half of a joined record, still lives beside its OTLP decoder.
     allowed = ("lanewatch.collector.record", "lanewatch.collector.common", "lanewatch.collector.collect.otlp")
     assert _violations("collector/record", allowed) == []
+
+
+def test_only_the_cli_imports_the_cli() -> None:
+    """Commands' wiring lives in their rooms; the CLI only parses flags and calls it."""
+    users = [
+        f"{p.relative_to(ROOT)} imports {n}"
+        for folder in ("collector", "exporters", "alerts", "dashboards", "simulator")
+        for p in _files(folder)
+        if not str(p.relative_to(ROOT)).startswith("collector/cli/")
+        for n in _runtime_imports(p)
+        if n.startswith("lanewatch.collector.cli")
+    ]
+    assert users == []

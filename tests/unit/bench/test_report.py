@@ -58,7 +58,50 @@ def test_render_states_every_goal_with_its_verdict_and_why() -> None:
     text = render(_results(KEYS), notes)
     row = next(line for line in text.splitlines() if "`tap_cpu_s_per_1k_chunks_64`" in line)
     assert "0.041 s" in row and "0.040 s" in row and "**not met**" in row and "the per-request Python" in row
-    assert text.count("**met**") == 5 and text.count("not measured") == 1
+    assert text.count("**met**") == 5 and text.count("not measured") == 7  # the scale goals too
     assert "AMD EPYC, 2 cores" in text and "[0.1, 0.2, 0.3]" in text and "nginx 1.22.1" in text
     assert "## What limits the figures\n\nTwo cores." in text
     assert "## Gateway tap overhead" not in text  # no tap details in this run
+
+
+SCALE = {
+    "probe_cpu_ms_per_probe": 3.0,
+    "blackbox_cpu_ms_per_probe": 3.2,
+    "scrape_parse_ms_p50": 1.2,
+    "ingest_records_per_core_s": 12_000,
+    "fleet_1000_cpu_cores": 0.6,
+    "fleet_1000_rss_mb": 310.0,
+    "fleet_1000_start_delay_p99_ms": 100.0,
+}
+
+
+def test_scale_goals_take_blackbox_as_the_limit_and_ingest_as_a_floor() -> None:
+    goals = {g.id: g for g in evaluate_goals(SCALE)}
+    assert (goals["probe_cost"].limit, goals["probe_cost"].met) == (3.2, True)
+    assert goals["scrape_parse"].met is False
+    assert (goals["ingest"].limit, goals["ingest"].met) == (10_000.0, True)
+    assert goals["fleet_cpu"].met is True and goals["fleet_rss"].met is False
+    assert goals["fleet_delay"].met is True  # the limit is inclusive
+    low = {g.id: g for g in evaluate_goals({**SCALE, "ingest_records_per_core_s": 9_999})}
+    assert low["ingest"].met is False
+
+
+def test_scale_sections_render_their_tables() -> None:
+    results = _results(SCALE)
+    results["details"] = {
+        "probecost": {
+            "lanewatch": {"probes": 100, "errors": 0, "window_s": 10.0, "cpu_s": 0.3, "cpu_ms_per_probe": 3.0,
+                          "user_ms_per_probe": 2.5, "rss_mb": 70.0},
+            "blackbox": None,
+        },
+        "fleet": {"probe_interval_s": 10.0, "scrape_interval_s": 15.0, "concurrency": 64, "rows": [
+            {"targets": 1000, "probes_per_s": 100.0, "probe_errors": 0, "targets_up": 1000, "cpu_cores": 0.6,
+             "rss_mb": 310.0, "rss_peak_mb": 320.0, "start_delay_p50_ms": 2.0, "start_delay_p99_ms": 100.0,
+             "metrics_page_lines": 5000, "metrics_answer_s": 0.5, "metrics_render_cpu_s": 0.4},
+        ]},
+    }  # fmt: skip
+    text = render(results, {"why": {}})
+    assert "## Probe cost against blackbox_exporter" in text
+    assert "| blackbox_exporter | not installed |" in text
+    assert "| 1,000 | 100.0 (0) | 1000 | 0.6 | 0.600 | — | — | 310.0 (320.0) | 2.00 / 100.00 |" in text
+    assert "## Ingest" not in text

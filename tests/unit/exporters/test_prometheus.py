@@ -176,6 +176,7 @@ def test_server_metrics_exact_exposition() -> None:
         phase_quantiles={"queue": {0.5: 0.15, 0.99: 0.297}, "ttft": {0.5: 0.03}},
         requests_running=3, requests_waiting=0, kv_cache_usage=0.25, prefix_cache_hit_ratio=0.5,
         spec_decode_acceptance_ratio=None, preemptions=2,
+        missing_families=("vllm:request_time_per_output_token_seconds",),
     )  # fmt: skip
     down = ServerStats(target="vllm-b", lane="slow", up=False, scrape_errors=7, scrape_duration_s=3.0,
                        phase_quantiles={})  # fmt: skip

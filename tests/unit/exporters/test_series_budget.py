@@ -57,10 +57,10 @@ def test_the_budget_counts_series_and_folds_past_either_bound() -> None:
 
 
 def test_gateway_metrics_stay_in_budget(tmp_path: Path) -> None:
-    from lanewatch.collector.cli.gateway import _build_gateway
+    from lanewatch.collector.gateway.serve import build_gateway
 
     cfg = GatewayConfig.model_validate({"lanes": {"fast": {"upstreams": ["http://127.0.0.1:9"]}}})
-    gw = _build_gateway(cfg, ExportConfig(), None)
+    gw = build_gateway(cfg, ExportConfig(), None).gateway
     assert gw.metrics_text is not None
     for i in range(COMBOS):
         gw.emit(combo(i, ok=i % 20 == 0))

@@ -104,7 +104,7 @@ def test_shift_other_lanes_untouched_and_actions() -> None:
 
 
 def test_shed_matches_class_only() -> None:
-    state = _state(slow=LaneDegrade(shed_classes=frozenset({"batch"})))
+    state = _state(slow=LaneDegrade(shed_classes=("batch",)))
     assert decide(state, "slow", "batch", Shifter()).shed
     assert not decide(state, "slow", "interactive", Shifter()).shed
 
@@ -112,7 +112,7 @@ def test_shed_matches_class_only() -> None:
 def test_shed_on_the_lane_shifted_to() -> None:
     state = _state(
         slow=LaneDegrade(shift_to="fast", shift_percent=100, cap_max_tokens=100),
-        fast=LaneDegrade(cap_max_tokens=16, shed_classes=frozenset({"batch"})),
+        fast=LaneDegrade(cap_max_tokens=16, shed_classes=("batch",)),
     )
     d = decide(state, "slow", "batch", Shifter())
     assert d.shed and d.actions == ("shift", "shed")

@@ -104,7 +104,7 @@ async def test_full_batches_go_at_once_and_a_remainder_after_the_interval() -> N
         shipper.append(rec(i))
     await settle(lambda: len(post.batches) == 2)  # two full batches, well before 60 s
     assert [len(b) for b in post.batches] == [4, 4] and shipper.stats.queued == 1
-    await shipper.close()  # the last one at close
+    await shipper.shutdown()  # the last one at close
     assert post.ids == [f"r{i}" for i in range(9)] and post.closed
     assert shipper.stats.shipped == 9 and sum(shipper.stats.dropped.values()) == 0
 
@@ -115,7 +115,7 @@ async def test_a_lone_record_goes_within_the_interval() -> None:
     shipper.start()
     shipper.append(rec(0))
     await settle(lambda: post.ids == ["r0"], within_s=2.0)
-    await shipper.close()
+    await shipper.shutdown()
 
 
 async def test_failed_sends_are_retried_with_backoff_and_the_oldest_dropped_when_full() -> None:
@@ -128,7 +128,7 @@ async def test_failed_sends_are_retried_with_backoff_and_the_oldest_dropped_when
     assert shipper.stats.send_failures == 3 and post.posts == 3 + 3
     assert shipper.stats.dropped["queue_full"] == 4
     assert post.ids == [f"r{i}" for i in range(4, 14)]  # in order, newest kept
-    await shipper.close()
+    await shipper.shutdown()
 
 
 async def test_a_rejected_batch_is_dropped_not_retried() -> None:
@@ -139,7 +139,7 @@ async def test_a_rejected_batch_is_dropped_not_retried() -> None:
         shipper.append(rec(i))
     await settle(lambda: shipper.stats.shipped == 1)
     assert shipper.stats.dropped["rejected"] == 4 and shipper.stats.send_failures == 0
-    await shipper.close()
+    await shipper.shutdown()
 
 
 async def test_batches_stay_under_their_byte_bound() -> None:
@@ -151,7 +151,7 @@ async def test_batches_stay_under_their_byte_bound() -> None:
         shipper.append(rec(i))
     await settle(lambda: shipper.stats.shipped == 4)
     assert all(len(b) <= 2 for b in post.batches) and shipper.stats.dropped["unencodable"] == 0
-    await shipper.close()
+    await shipper.shutdown()
 
 
 def test_a_record_the_collector_would_refuse_cannot_be_built() -> None:
@@ -168,7 +168,7 @@ async def test_records_the_collector_refuses_are_dropped_alone() -> None:
     await settle(lambda: shipper.stats.shipped == 6)
     assert shipper.stats.dropped["refused"] == 2 and shipper.stats.dropped["rejected"] == 0
     assert post.ids == [f"r{i}" for i in range(8) if i not in (1, 2)]
-    await shipper.close()
+    await shipper.shutdown()
 
 
 def test_refused_in_reads_the_answer_and_an_older_collectors_answer() -> None:
@@ -186,7 +186,7 @@ async def test_close_with_the_collector_down_counts_what_is_left_and_returns_in_
     shipper.start()
     for i in range(3):
         shipper.append(rec(i))
-    await asyncio.wait_for(shipper.close(), 5.0)
+    await asyncio.wait_for(shipper.shutdown(), 5.0)
     assert shipper.stats.dropped["shutdown"] == 3 and shipper.stats.shipped == 0 and post.closed
 
 

@@ -35,6 +35,9 @@ TRICKY = [
     "\n\ndata: [DONE]\n\n",
     '"usage":{"completion_tokens":99}',
     '"error"',
+    '"error": 1',
+    "error",  # a whole token's text: the bytes `"error"` as a value, not a key
+    "object",
 ]
 STREAM = b"".join(
     [

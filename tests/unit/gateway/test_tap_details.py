@@ -98,3 +98,25 @@ def test_a_json_error_body_keeps_its_start() -> None:
     _feed(tap, body, [10])
     assert tap.error_bytes is not None
     assert error_detail(tap.error_bytes) == "maximum context length is 2048 tokens"
+
+
+def test_error_as_a_value_is_not_an_error_frame() -> None:
+    content = _ev({"choices": [{"index": 0, "delta": {"content": "error"}, "finish_reason": None}]})
+    spaced = b'data: {"choices": [{"index": 0, "text": "error", "finish_reason": "error"}]}\n\n'
+    for api, stream in (("chat", content), ("completions", spaced)):
+        tap = StreamTap(api, sse=True)  # type: ignore[arg-type]
+        _feed(tap, stream + b"data: [DONE]\n\n", [9])
+        assert not tap.stream_error and tap.error_bytes is None, api
+    body = json.dumps({"choices": [{"message": {"content": "error"}}], "usage": {"completion_tokens": 1}})
+    tap = StreamTap("chat", sse=False)
+    _feed(tap, body.encode(), [12])
+    assert not tap.stream_error and tap.error_bytes is None
+
+
+def test_an_error_object_without_an_error_key_is_an_error_frame() -> None:
+    frame = _ev({"object": "error", "message": "out of memory", "type": "InternalServerError", "code": 500})
+    for spaced in (frame, frame.replace(b'":', b'": ')):
+        tap = StreamTap("chat", sse=True)
+        _feed(tap, spaced + b"data: [DONE]\n\n", [4])
+        assert tap.stream_error and tap.error_bytes is not None
+        assert error_detail(tap.error_bytes) == "out of memory"

@@ -42,7 +42,7 @@ async def test_runner_steps_in_real_time_and_batches() -> None:
         results = await asyncio.gather(*(drain(q) for q in queues))
         elapsed = time.perf_counter() - start
     finally:
-        await runner.stop()
+        await runner.shutdown()
     for toks in results:
         assert [t.index for t in toks] == list(range(20))
         assert toks[-1].times is not None
@@ -65,7 +65,7 @@ async def test_abort_ends_the_stream() -> None:
         runner.abort("a")
         toks = await drain(queue)
     finally:
-        await runner.stop()
+        await runner.shutdown()
     assert toks[-1] is ABORTED
     assert not runner.engine.has_work
 

@@ -130,7 +130,7 @@ def test_gpm_dram_utilization_between_consecutive_samples() -> None:
     assert [s.dram_bandwidth_utilization_ratio for s in second] == [0.375, 0.8]
     req = nvml.gpm_requests[0]
     assert req.sample1["at"] < req.sample2["at"]  # the older sample is sample1
-    sampler.close()
+    sampler.shutdown()
     assert nvml.freed == 4 and nvml.shutdown
 
 
@@ -148,7 +148,7 @@ def test_no_driver_logs_one_line_and_samples_nothing(caplog: pytest.LogCaptureFi
     sampler = GpuSampler(FakeNvml(broken=True))
     assert not sampler.start()
     assert sampler.sample() == []
-    sampler.close()
+    sampler.shutdown()
     assert len(caplog.records) == 1 and "Driver Not Loaded" in caplog.records[0].getMessage()
 
 

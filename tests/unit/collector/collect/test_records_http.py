@@ -58,7 +58,7 @@ def test_posted_records_wait_for_their_span_then_reach_metrics_and_file(
     assert f"{names.REQUESTS_TOTAL}{{{labels}}} 2.0" in text(svc)
     queue = labels.replace('model="m",', 'model="m",phase="queue",')
     assert f"{names.PHASE_SECONDS}_count{{{queue}}} 1.0" in text(svc)  # the breakdown has server phases
-    svc.close()
+    svc.shutdown()
     lines = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert [(x["request_id"], x["queue_s"]) for x in lines] == [("r2", None), ("r1", 0.1)]
 

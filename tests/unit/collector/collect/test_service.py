@@ -2,13 +2,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from lanewatch.collector.collect.otlp import ServerSpan
-from lanewatch.collector.collect.scrape import ServerSnapshot
+from lanewatch.collector.collect.scrape import ServerSnapshot, snapshot_from_text
 from lanewatch.collector.collect.service import CollectorService, lane_order, shard_targets
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.timing import RequestTiming
@@ -68,7 +70,7 @@ def test_record_waits_for_its_span_then_flows_everywhere(tmp_path: Path) -> None
     out = text(svc)
     assert 'lanewatch_phase_seconds_count{lane="fast",model="m",phase="queue"' in out
     assert f"{names.OTLP_SPANS_JOINED_TOTAL} 1.0" in out
-    svc.close()
+    svc.shutdown()
     lines = (tmp_path / "records.jsonl").read_text().splitlines()
     assert [json.loads(line)["queue_s"] for line in lines] == [0.02]
 
@@ -96,7 +98,7 @@ def test_without_receiver_records_pass_at_once() -> None:
 def test_close_releases_waiting_records_to_the_file(tmp_path: Path) -> None:
     svc, seen = service(config(tmp_path), Clock())
     svc.submit(record())
-    svc.close()
+    svc.shutdown()
     assert len(seen) == 1
     assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 1
 
@@ -110,6 +112,26 @@ def test_scrape_snapshots_reach_metrics_and_unscraped_targets_are_absent() -> No
     assert 'lanewatch_scrape_up{lane="fast",target="a"} 0.0' in out
     assert 'lanewatch_scrape_errors_total{lane="fast",target="a"} 1.0' in out
     assert 'target="b"' not in out
+
+
+def test_an_older_vllm_page_reports_its_missing_family_in_metrics_and_logs_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    svc, _ = service(config(), clock)
+    page = (Path(__file__).parents[3] / "fixtures" / "vllm-0.8-from-source" / "metrics.txt").read_text()
+    with caplog.at_level(logging.WARNING, logger="lanewatch.collector.collect.service"):
+        for _ in range(2):
+            svc.add_snapshot(snapshot_from_text("a", "fast", page, clock.now, 0.01))
+    out = text(svc)
+    tpot = names.VLLM_REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS
+    assert f'{names.SCRAPE_MISSING_FAMILIES}{{family="{tpot}",lane="fast",target="a"}} 1.0' in out
+    assert out.count(names.SCRAPE_MISSING_FAMILIES + "{") == 1
+    assert (
+        'lanewatch_server_kv_cache_usage_ratio{lane="fast",target="a"} 0.125' in out
+    )  # read by its old name
+    missing = [r for r in caplog.records if tpot in r.getMessage()]
+    assert len(missing) == 1  # two scrapes, one line
 
 
 def test_shards_split_targets_between_collectors() -> None:
@@ -137,6 +159,6 @@ def test_content_reaches_the_file_and_listeners_but_not_the_window_or_metrics(tm
     assert [r.prompt_text for r in svc.window.records(clock())] == [None]
     assert [r.response_text for r in svc.window.records(clock())] == [None]
     assert "CANARY" not in text(svc)
-    svc.close()
+    svc.shutdown()
     line = json.loads((tmp_path / "records.jsonl").read_text())
     assert (line["prompt_text"], line["response_text"]) == ("PROMPT-CANARY", "RESPONSE-CANARY")

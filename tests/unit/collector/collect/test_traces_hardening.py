@@ -65,7 +65,7 @@ def test_a_nan_or_negative_span_is_rejected_and_the_record_stays_readable(tmp_pa
     assert [x.request_id for x in seen] == ["r1"] and seen[0].queue_s is None
     page = text(svc)
     assert "NaN" not in page and f"{names.PHASE_SECONDS}_sum" in page
-    svc.close()
+    svc.shutdown()
     assert [x.request_id for x in read_records(tmp_path / "records.jsonl").records] == ["r1"]
 
 

@@ -40,7 +40,15 @@ def test_serve_names_the_bad_setting(tmp_path: Path, args: list[str], message: s
 def test_serve_rejects_a_bad_policy_file_with_its_line(tmp_path: Path) -> None:
     policy = tmp_path / "p.yaml"
     policy.write_text("lane_order: [fast, slow]\nshift_percents: [100, 50]\n")
-    args = ["--insecure-dev", "--adapter", "dry-run", "-c", str(policy), "--state-dir", str(tmp_path / "s")]
+    args = [
+        "--insecure-dev",
+        "--adapter",
+        "dry-run",
+        "--policy",
+        str(policy),
+        "--state-dir",
+        str(tmp_path / "s"),
+    ]
     done = runner.invoke(app, ["degrade", "serve", *args])
     assert done.exit_code == 2 and "shift_percents (line 2)" in done.stderr
 
@@ -60,3 +68,31 @@ def test_status_prints_state_and_recent_audit(tmp_path: Path) -> None:
 def test_status_without_state_fails_clearly(tmp_path: Path) -> None:
     done = runner.invoke(app, ["degrade", "status", "--state-dir", str(tmp_path / "none")])
     assert done.exit_code == 1 and "no controller state" in done.stderr
+
+
+def test_serve_reads_its_section_from_the_config_file(tmp_path: Path) -> None:
+    """-c is the config file every command reads; its degrade section sets the controller."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text("lane_order: [fast, slow]\nshift_percents: [100, 50]\n")
+    cfg = tmp_path / "lanewatch.yaml"
+    cfg.write_text(
+        f"degrade:\n  insecure_dev: true\n  adapters: [dry-run]\n  policy_file: {policy}\n"
+        f"  state_dir: {tmp_path / 's'}\n"
+    )
+    done = runner.invoke(app, ["degrade", "serve", "-c", str(cfg)])
+    # the policy named by the file was loaded: its error (with its line) is the one reported
+    assert done.exit_code == 2 and "shift_percents (line 2)" in done.stderr, done.output
+
+
+def test_serve_names_a_bad_field_of_the_config_file_with_its_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "lanewatch.yaml"
+    cfg.write_text("degrade:\n  tick_s: -1\n")
+    done = runner.invoke(app, ["degrade", "serve", "-c", str(cfg)])
+    assert done.exit_code == 2 and "degrade.tick_s (line 2)" in done.stderr, done.output
+
+
+def test_serve_flags_win_over_the_file_and_name_themselves(tmp_path: Path) -> None:
+    cfg = tmp_path / "lanewatch.yaml"
+    cfg.write_text("degrade:\n  insecure_dev: true\n  gateway_url: http://127.0.0.1:9\n")
+    done = runner.invoke(app, ["degrade", "serve", "-c", str(cfg), "--tick-s", "0"])
+    assert done.exit_code == 2 and "--tick-s (degrade.tick_s)" in done.stderr, done.output

@@ -89,7 +89,7 @@ async def advance_to(t: FakeTime, end: float) -> None:
 async def run_until(s: Scheduler, t: FakeTime, end: float) -> None:
     task = asyncio.create_task(s.run())
     await advance_to(t, end)
-    s.stop()
+    s.shutdown()
     await asyncio.wait_for(task, 5)
 
 
@@ -140,7 +140,7 @@ async def test_concurrency_cap_and_overlapping_ticks_are_skipped() -> None:
     assert s.started == 8 and s.skipped > 0  # each job started once; later ticks skipped
     gate.set()
     await advance_to(t, 1010)
-    s.stop()
+    s.shutdown()
     await asyncio.wait_for(task, 5)
     assert peak == 3 and len(out) >= 8
 
@@ -183,6 +183,36 @@ async def test_stop_cancels_probes_in_flight_and_returns() -> None:
     s = Scheduler(jobs(1), probe, lambda r: None, interval_s=0.01)
     task = asyncio.create_task(s.run())
     await asyncio.wait_for(started.wait(), 5)  # a probe in flight, however slow the start
-    s.stop()
+    s.shutdown()
     await asyncio.wait_for(task, 2)
     assert cancelled.is_set()
+
+
+async def test_start_delays_count_the_wait_for_a_concurrency_slot() -> None:
+    t = FakeTime()
+    gate = asyncio.Event()
+
+    async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+        if job.target.name == "t0":
+            await gate.wait()  # holds the only slot
+        return record(job)
+
+    delays: list[float] = []
+    skips: list[None] = []
+    s = Scheduler(jobs(2), probe, lambda r: None, interval_s=10, concurrency=1, clock=t.clock,
+                  sleep=t.sleep, rng=random.Random(3))  # fmt: skip
+    s.on_start = delays.append
+    s.on_skip = lambda: skips.append(None)
+    task = asyncio.create_task(s.run())
+    await advance_to(t, 1025)
+    assert len(delays) == 1 and delays[0] == 0.0  # t0 came due first (this seed) and holds the slot
+    released_at = t.now
+    gate.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    s.shutdown()
+    await asyncio.wait_for(task, 5)
+    assert len(delays) >= 2
+    assert max(delays) > 5  # the waiting job started seconds late, and that is what was reported
+    assert max(delays) <= released_at - 1000
+    assert skips  # t0's later turns came while it still ran

@@ -92,9 +92,7 @@ def test_records_files_are_created_owner_only_and_appended_to(tmp_path: Path) ->
     import os
     import stat
 
-    from lanewatch.collector.cli.gateway import _jsonl_sink
-    from lanewatch.collector.collect.service import RecordsWriter
-    from lanewatch.collector.record.files import open_for_append
+    from lanewatch.collector.record.files import RecordsWriter, open_for_append
 
     old = os.umask(0o022)  # the usual umask would leave them world-readable
     try:
@@ -102,7 +100,10 @@ def test_records_files_are_created_owner_only_and_appended_to(tmp_path: Path) ->
         writer = RecordsWriter(tmp_path / "collector" / "records.jsonl")
         writer.write(record)
         writer.close()
-        _jsonl_sink(tmp_path / "gateway" / "records.jsonl")(record)
+        with RecordsWriter(tmp_path / "gateway" / "records.jsonl") as second:
+            second.write(record)
+        with pytest.raises(ValueError, match="closed"):
+            second.write(record)
         with open_for_append(tmp_path / "collector" / "records.jsonl") as again:
             again.write(record_line(record))
         for who in ("collector", "gateway"):

@@ -1,0 +1,62 @@
+"""The shared rules for names and URLs: lane names, request-class names and HTTP base URLs.
+
+A lane name is a Prometheus label value (`lane`), an HTTP header value (`x-lanewatch-lane`)
+and a key in the gateway's admin API, so it keeps to characters that are safe in all three
+without quoting: ASCII letters, digits, `_`, `.` and `-`, 1 to 32 of them. `:` is refused
+because header and log lines use it as a separator. Config targets, gateway lanes and SLO
+specs all validate lane names with `LaneName`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final
+
+from pydantic import AfterValidator
+
+__all__ = [
+    "CLASS_NAME_PATTERN",
+    "LANE_NAME_PATTERN",
+    "ClassName",
+    "HttpUrl",
+    "LaneName",
+    "check_class_name",
+    "check_http_url",
+    "check_lane_name",
+]
+
+LANE_NAME_PATTERN: Final = r"^[A-Za-z0-9_.-]{1,32}$"
+CLASS_NAME_PATTERN: Final = r"^[a-z][a-z0-9_-]{0,31}$"
+_LANE = re.compile(LANE_NAME_PATTERN)
+_CLASS = re.compile(CLASS_NAME_PATTERN)
+
+
+def check_lane_name(value: str) -> str:
+    """`value` if it is a valid lane name, else ValueError saying the rule."""
+    if not _LANE.fullmatch(value):
+        raise ValueError(f"bad lane name {value!r}: use letters, digits, '_', '.', '-' (1-32)")
+    return value
+
+
+def check_class_name(value: str) -> str:
+    """`value` if it is a valid request-class name, else ValueError saying the rule."""
+    if not _CLASS.fullmatch(value):
+        raise ValueError(f"bad class name {value!r}: a lowercase letter, then a-z, 0-9, '_', '-' (1-32)")
+    return value
+
+
+def check_http_url(value: str) -> str:
+    """`value` without a trailing slash if it is an http(s) URL with a host, else ValueError."""
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        raise ValueError(f"{value!r} must start with http:// or https://")
+    if not rest.split("/", 1)[0]:
+        raise ValueError(f"{value!r} has no host")
+    if any(c.isspace() for c in value):
+        raise ValueError(f"{value!r} contains whitespace")
+    return value.rstrip("/")
+
+
+LaneName = Annotated[str, AfterValidator(check_lane_name)]
+ClassName = Annotated[str, AfterValidator(check_class_name)]
+HttpUrl = Annotated[str, AfterValidator(check_http_url)]

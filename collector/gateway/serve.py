@@ -1,0 +1,174 @@
+"""`lanewatch gateway`'s entry point: build the gateway from its config, serve until a signal.
+
+The CLI parses flags into a `GatewayConfig` and calls `serve`; everything the running gateway
+needs (the record sinks, /metrics, the shipper, the records file) is wired here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from lanewatch.collector.common.secrets import read_secret_or_none
+from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.record.files import RecordsWriter
+from lanewatch.collector.record.timing import RequestTiming
+
+from .app import GatewayServer
+from .core import Gateway, RecordSink
+from .shipper import RecordShipper
+
+__all__ = ["ADMIN_INSECURE_WARNING", "Built", "StartupError", "build_gateway", "serve"]
+
+log = logging.getLogger("lanewatch.gateway")
+ADMIN_INSECURE_WARNING = (
+    "--admin-insecure: /admin/degrade accepts changes WITHOUT authentication; anyone who can "
+    "reach this port can shift, cap or shed traffic. Use --admin-token-file outside development."
+)
+
+
+class StartupError(Exception):
+    """The gateway could not start; the message says what to fix.
+
+    `settings` is True when a setting is at fault (a secret file, the records path), False when
+    the settings are fine but starting failed (a taken port).
+    """
+
+    def __init__(self, message: str, *, settings: bool) -> None:
+        super().__init__(message)
+        self.settings = settings
+
+
+class Built:
+    """A gateway and the records file it appends to (closed after the gateway stops)."""
+
+    def __init__(self, gateway: Gateway, records: RecordsWriter | None) -> None:
+        self.gateway = gateway
+        self.records = records
+
+    def close_records(self) -> None:
+        """Close the records file, if any."""
+        if self.records is not None:
+            self.records.close()
+
+
+def serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
+    """Run the gateway until SIGINT or SIGTERM; StartupError when it cannot start."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(_run(cfg, export, records))
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed: its C event loop halves the Python cost per streamed chunk."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
+    try:  # unreadable or empty secret files, a records path that cannot be opened
+        built = build_gateway(cfg, export, records)
+    except (ValueError, OSError) as exc:
+        raise StartupError(str(exc), settings=True) from None
+    gw = built.gateway
+    server = GatewayServer(gw)
+    try:
+        await server.start(cfg.server.host, cfg.server.port)
+    except OSError as exc:
+        await server.shutdown()
+        built.close_records()
+        where = f"{cfg.server.host}:{cfg.server.port}"
+        raise StartupError(f"cannot listen on {where}: {exc.strerror or exc}", settings=False) from None
+    if cfg.admin_insecure and gw.admin_token is None:
+        log.warning(ADMIN_INSECURE_WARNING)
+    admin = "on" if gw.admin_token or cfg.admin_insecure else "off"
+    print(
+        f"lanewatch gateway on http://{cfg.server.host}:{cfg.server.port} lanes {', '.join(gw.lane_order)} "
+        f"(default {gw.routes.default_lane}); admin API {admin}",
+        file=sys.stderr,
+        flush=True,
+    )
+    # Everything built so far lives as long as the process: keep it out of the collector's
+    # scans, so a full collection does not stall the streams that are passing through.
+    gc.freeze()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.shutdown()
+        built.close_records()
+
+
+def build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> Built:
+    """The gateway wired to /metrics and the records file; with a collector URL, to the collector instead
+    of its own request metrics (the collector exports them, joined to vLLM's spans)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+    from lanewatch.collector.collect.service import load_goodput
+    from lanewatch.exporters.gateway import GatewayCollector, ShipperCollector
+    from lanewatch.exporters.prometheus import RequestMetrics
+
+    registry = CollectorRegistry()
+    shipper = _shipper(cfg)
+    sinks: list[RecordSink] = []
+    metrics: RequestMetrics | None = None  # rendered through its own cached exposition
+    if shipper is None:
+        goodput = load_goodput(export.goodput, export.slo_spec)
+        metrics = RequestMetrics(
+            None,
+            export.max_label_values,
+            goodput,
+            max_series=export.max_series,
+            max_series_per_family=export.max_series_per_family,
+        )
+        sinks.append(metrics.observe)
+    else:
+        sinks.append(shipper.append)
+        registry.register(ShipperCollector(shipper.stats))
+    writer = RecordsWriter(records) if records is not None else None
+    if writer is not None:
+        sinks.append(writer.write)
+    on_record = sinks[0] if len(sinks) == 1 else _fan_out(sinks)
+    gw = Gateway(
+        cfg,
+        on_record=on_record,
+        metrics_text=lambda: (
+            generate_latest(registry) + (metrics.exposition().encode() if metrics is not None else b""),
+            CONTENT_TYPE_LATEST,
+        ),
+        record_content=export.record_content,
+        shipper=shipper,
+    )
+    registry.register(GatewayCollector(gw.stats))
+    return Built(gw, writer)
+
+
+def _shipper(cfg: GatewayConfig) -> RecordShipper | None:
+    """The record shipper towards gateway.collector_url, or None without one."""
+    if cfg.collector_url is None:
+        return None
+    from .shipper import HttpPost
+
+    token = read_secret_or_none(cfg.collector_token_file, "collector_token_file")
+    post = HttpPost(cfg.collector_url, token, cfg.shipping.timeout_s)
+    return RecordShipper(cfg.shipping, post)
+
+
+def _fan_out(sinks: list[RecordSink]) -> RecordSink:
+    def on_record(record: RequestTiming) -> None:
+        for sink in sinks:
+            sink(record)
+
+    return on_record
