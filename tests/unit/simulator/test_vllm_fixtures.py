@@ -26,7 +26,8 @@ from tests.vllm.contract import (
 )
 
 VERSION = "0.32.0"  # the newest captured version: the mutation tests run against it
-VERSIONS = sorted(p.name.removeprefix("vllm-") for p in FIXTURES.glob("vllm-*"))
+# Captured from a real engine (a page and a span dump); pages written from source have no spans.json.
+VERSIONS = sorted(p.parent.name.removeprefix("vllm-") for p in FIXTURES.glob("vllm-*/spans.json"))
 
 
 @pytest.fixture(scope="module")
