@@ -30,9 +30,9 @@ EPS_S = 0.0005
 DECODE_TOLERANCE_S = 0.005
 DECODE_LIMIT_S = 0.100
 # The prober stamps the end of its send when its event loop resumes after the write; on a loaded
-# machine that is late by a few ms, so `network` can exceed the real time before vLLM's arrival
-# stamp (seen: 2.3 and 7.0 ms at load average ~20 on 2 cores, on 2 probes in 100 each run).
-CLIENT_JITTER_S = 0.015
+# machine that stamp is late by however long the process waited for a core (seen: 2.3, 7.0 and
+# 18.3 ms at load average ~20 on 2 cores), so the send is checked on the median only. DNS, connect
+# and TLS end before the first byte is written: a late stamp there delays the send too.
 # The response's per-request metrics and the span come from the same engine timestamps.
 RESPONSE_METRICS_S = 0.002
 
@@ -72,12 +72,13 @@ def test_probes_join_real_spans_and_the_phases_nest(
     trace_ids = {line["trace_id"] for line in joined}
     assert wait_for(lambda: trace_ids <= set(server_spans(span_relay)))
     spans = server_spans(span_relay)
-    nest_errors, decode_off = [], []
+    nest_errors, decode_off, send_slack = [], [], []
     for line in joined:
         attrs = spans[line["trace_id"]]
         server_ttft = attrs["gen_ai.latency.time_to_first_token"]
         server_e2e = attrs["gen_ai.latency.e2e"]
-        network = sum(line[k] or 0.0 for k in ("dns_s", "connect_s", "tls_s", "send_s"))
+        before_send = sum(line[k] or 0.0 for k in ("dns_s", "connect_s", "tls_s"))
+        network = before_send + (line["send_s"] or 0.0)
         figures = {
             "queue+prefill": line["queue_s"] + line["prefill_s"],
             "server_ttft": server_ttft,
@@ -87,10 +88,13 @@ def test_probes_join_real_spans_and_the_phases_nest(
         }
         if not line["queue_s"] + line["prefill_s"] <= server_ttft + EPS_S:
             nest_errors.append(("queue + prefill > server ttft", figures))
-        if not server_ttft <= line["ttft_s"] - network + CLIENT_JITTER_S:
-            nest_errors.append(("server ttft > client ttft - network", figures))
+        if not server_ttft <= line["ttft_s"] - before_send + EPS_S:
+            nest_errors.append(("server ttft > client ttft - dns, connect and tls", figures))
+        send_slack.append(line["ttft_s"] - network - server_ttft)
         decode_off.append(abs(line["decode_s"] - (server_e2e - server_ttft)))
     assert nest_errors == []
+    send_slack.sort()
+    assert send_slack[len(send_slack) // 2] >= -EPS_S, send_slack[:10]
     # vLLM stamps decode (last - first token) in the engine process but TTFT and e2e in the API
     # process; on 2 cores at load average ~20 only 70 of 100 probes had the two within 5 ms, the
     # rest up to ~30 ms apart. So: the median within 5 ms, and every
