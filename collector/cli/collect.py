@@ -46,11 +46,11 @@ def collect(
 ) -> None:
     """Run the collector: GET /metrics, GET /healthz, POST /v1/traces (OTLP/HTTP) and POST /v1/records
     (record batches from the gateway), and OTLP/gRPC when given an address, until interrupted."""
-    import asyncio
     import logging
 
     from lanewatch.alerts.spec import SpecError
     from lanewatch.collector.collect.service import load_goodput, run_until_signalled
+    from lanewatch.collector.common import eventloop
     from lanewatch.collector.common.overrides import Flag, OverrideError, override
     from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.probe.suites import parse_shard
@@ -92,6 +92,8 @@ def collect(
         typer.echo(f"export.slo_spec: {exc}", err=True)
         raise typer.Exit(2) from None
     try:
-        asyncio.run(run_until_signalled(cfg, lambda line: typer.echo(f"lanewatch collect: {line}", err=True)))
+        eventloop.run(
+            run_until_signalled(cfg, lambda line: typer.echo(f"lanewatch collect: {line}", err=True))
+        )
     except (OSError, ValueError) as exc:  # a taken port, an unreadable or empty ingest token file
         fail("collect", exc, RUNTIME)

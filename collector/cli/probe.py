@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import typer
 
+from lanewatch.collector.common import eventloop
 from lanewatch.collector.record.goodput import Goodput, Tally, outcome
 
 from .app import app
@@ -162,7 +163,7 @@ def probe_command(
     grpc_listen = _listen_address(otlp_grpc_listen, "--otlp-grpc-listen")
     try:
         connection = "cold" if cold else "warm"
-        records = asyncio.run(
+        records = eventloop.run(
             _run(
                 target,
                 rclass,

@@ -9,8 +9,9 @@
 
 Everything runs on one asyncio loop (NVML calls in a worker thread), so the parts need no
 locks between them. `/metrics` keeps off the loop what grows with the series budget: the
-window's quantiles are summarised on a worker thread from a copy of the window (at most
-WINDOW_REFRESH_S old), and the request metrics (which hold their own lock) render there too.
+window's quantiles are summarised on a worker thread from a copy of the window when a scrape
+asks and the last summary is older than WINDOW_REFRESH_S (scrapes in that time share it), and
+the request metrics (which hold their own lock) render there too.
 """
 
 from __future__ import annotations
@@ -62,7 +63,6 @@ log = logging.getLogger(__name__)
 
 Sink = Callable[[RequestTiming], None]
 WINDOW_REFRESH_S = 1.0  # the window's quantiles on /metrics are this old at most (more for a big window)
-WINDOW_IDLE_REFRESH_S = 5.0  # and at most this old when none come (records still leave the window)
 
 
 class RecordSource(Protocol):
@@ -131,8 +131,9 @@ class CollectorService:
         # and are small; the window's, from a copy; the request metrics' own exposition.
         self._others = CollectorRegistry()
         WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
-        self._window_text: bytes | None = None  # set by the refresh loop while run() runs
-        self._window_version: tuple[int, float | None] | None = None
+        self._window_text: bytes | None = None  # the last summary, shared by the scrapes that follow it
+        self._window_fresh_until = 0.0  # monotonic time until which _window_text is served as is
+        self._window_refresh: asyncio.Task[None] | None = None
         scraped = [t for t in shard_targets(cfg) if t.scrape] if cfg.scrape.enabled else []
         self.scrape_targets = [ScrapeTarget(t.name, t.lane, t.scrape_url) for t in scraped]
         # A target's CA bundle (or -k) applies to its scrape as to its probes.
@@ -230,7 +231,6 @@ class CollectorService:
         probe_task = asyncio.create_task(source.run(), name="probe") if source is not None else None
         tasks = [
             asyncio.create_task(self._expire_loop(stop), name="join-expiry"),
-            asyncio.create_task(self._window_loop(stop), name="window-refresh"),
         ]
         if self.scrape_targets:
             tasks.append(asyncio.create_task(self._scrape(stop), name="scrape"))
@@ -323,41 +323,34 @@ class CollectorService:
     # ------------------------------------------------------------ HTTP
 
     def render_metrics(self) -> bytes:
-        """The Prometheus exposition of everything, on this thread (the window as last refreshed)."""
-        window = self._window_text
-        if window is None:  # not running (tests, before run()): summarise the window now
-            window = window_exposition(self.window.snapshot(self.clock()), self.clock(), lane_order(self.cfg))
+        """The Prometheus exposition of everything, summarised now on this thread."""
+        window = window_exposition(self.window.snapshot(self.clock()), self.clock(), lane_order(self.cfg))
         return generate_latest(self._others) + window + self.metrics.exposition().encode()
 
     async def render_metrics_async(self) -> bytes:
         """`render_metrics` with the part that grows with the series budget on a worker thread."""
         head = generate_latest(self._others)
-        window = self._window_text
-        if window is None:
-            snap, now = self.window.snapshot(self.clock()), self.clock()
-            window = await asyncio.to_thread(window_exposition, snap, now, lane_order(self.cfg))
+        window = await self.window_text()
         tail = await asyncio.to_thread(self.metrics.exposition)
         return head + window + tail.encode()
 
+    async def window_text(self) -> bytes:
+        """The window's exposition: the last summary while fresh, else one made now for waiting scrapes."""
+        if self._window_text is None or time.monotonic() >= self._window_fresh_until:
+            if self._window_refresh is None or self._window_refresh.done():
+                self._window_refresh = asyncio.create_task(self.refresh_window(), name="window-summary")
+            # Shielded: a scrape that gives up does not cancel the summary the others wait for.
+            await asyncio.shield(self._window_refresh)
+        assert self._window_text is not None
+        return self._window_text
+
     async def refresh_window(self) -> None:
-        """Summarise a copy of the window on a worker thread for the next scrapes."""
-        now = self.clock()
-        self._window_version = self.window.version
+        """Summarise a copy of the window on a worker thread for this scrape and the next ones."""
+        now, started = self.clock(), time.monotonic()
         snap = self.window.snapshot(now)
         self._window_text = await asyncio.to_thread(window_exposition, snap, now, lane_order(self.cfg))
-
-    async def _window_loop(self, stop: asyncio.Event) -> None:
-        idle, pause = 0.0, WINDOW_REFRESH_S
-        while not stop.is_set():
-            if self.window.version != self._window_version or idle >= WINDOW_IDLE_REFRESH_S:
-                started = time.monotonic()
-                await self.refresh_window()
-                # A big window takes a while to summarise: keep that under a tenth of a core.
-                pause = max(WINDOW_REFRESH_S, 10 * (time.monotonic() - started))
-                idle = 0.0
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=pause)
-            idle += pause
+        # A big window takes a while to summarise: scrapes in a tight loop keep that under a tenth of a core.
+        self._window_fresh_until = time.monotonic() + max(WINDOW_REFRESH_S, 10 * (time.monotonic() - started))
 
     def health(self) -> dict[str, Any]:
         """What /healthz answers: ok, and how the parts stand."""

@@ -12,9 +12,9 @@ import gc
 import logging
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
+from lanewatch.collector.common.eventloop import loop_factory
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 from lanewatch.collector.record.files import RecordsWriter
@@ -61,17 +61,8 @@ class Built:
 def serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
     """Run the gateway until SIGINT or SIGTERM; StartupError when it cannot start."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory()) as runner:
         runner.run(_run(cfg, export, records))
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop where it is installed: its C event loop halves the Python cost per streamed chunk."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:

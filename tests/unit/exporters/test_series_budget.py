@@ -82,7 +82,16 @@ def test_collector_metrics_stay_in_budget(tmp_path: Path) -> None:
     svc.receive_records(combo(i) for i in range(COMBOS))
     svc.render_metrics()
     svc.receive_records(combo(i) for i in range(COMBOS, COMBOS + 1000))
-    asyncio.run(svc.refresh_window())  # as the running service does each second, on a thread
-    render_s, page = best_of(svc.render_metrics)
+
+    async def scrapes() -> tuple[float, bytes]:
+        await svc.window_text()  # the summary one scrape makes, on a thread; the next second's share it
+        times, page = [], b""
+        for _ in range(3):
+            t0 = time.perf_counter()
+            page = await svc.render_metrics_async()
+            times.append(time.perf_counter() - t0)
+        return min(times), page
+
+    render_s, page = asyncio.run(scrapes())
     assert len(page) < MAX_PAGE and folded(page) > 0
     assert render_s < MAX_RENDER_S, render_s

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -162,3 +163,31 @@ def test_content_reaches_the_file_and_listeners_but_not_the_window_or_metrics(tm
     svc.shutdown()
     line = json.loads((tmp_path / "records.jsonl").read_text())
     assert (line["prompt_text"], line["response_text"]) == ("PROMPT-CANARY", "RESPONSE-CANARY")
+
+
+def test_scrapes_share_one_window_summary_until_it_is_a_second_old(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lanewatch.collector.collect import service as service_module
+
+    summaries: list[float] = []
+    summarise = service_module.window_exposition
+
+    def counted(window: Any, now: float, lanes: list[str]) -> bytes:
+        summaries.append(now)
+        return summarise(window, now, lanes)
+
+    monkeypatch.setattr(service_module, "window_exposition", counted)
+    svc, _ = service(config(otlp={"enabled": False}), Clock())
+    svc.submit(record(trace=None))
+
+    async def scrapes() -> list[bytes]:
+        pages = await asyncio.gather(*(svc.window_text() for _ in range(5)))
+        svc.submit(dataclasses.replace(record(trace=None), request_class="long"))
+        pages.append(await svc.window_text())  # within the second: the same summary
+        svc._window_fresh_until = 0.0  # a second later
+        pages.append(await svc.window_text())
+        return pages
+
+    pages = asyncio.run(scrapes())
+    assert len(summaries) == 2
+    assert len(set(pages[:6])) == 1 and b'request_class="short"' in pages[0]
+    assert b'request_class="long"' not in pages[0] and b'request_class="long"' in pages[6]
