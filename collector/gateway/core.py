@@ -11,6 +11,7 @@ from collections.abc import Callable
 import aiohttp
 
 from lanewatch.collector.common.secrets import read_secret_or_none
+from lanewatch.collector.common.upstream import UpstreamClient
 from lanewatch.collector.config import GatewayConfig, LaneConfig
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -21,7 +22,6 @@ from .routing import RouteTable
 from .shipper import RecordShipper
 from .stats import GatewayStats
 from .tracing import GatewayTracing
-from .upstream import UpstreamClient
 
 __all__ = ["Gateway", "RecordSink"]
 

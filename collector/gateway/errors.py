@@ -6,11 +6,11 @@ import json
 from collections.abc import Mapping
 from http import HTTPStatus
 
+from lanewatch.collector.common.http1 import HttpError
+from lanewatch.collector.common.upstream import ConnectError, UpstreamGone
 from lanewatch.collector.record.timing import ErrorKind
 
 from .front import Response
-from .http1 import HttpError
-from .upstream import ConnectError, UpstreamGone
 
 __all__ = ["error_body", "error_kind_of", "error_response", "sse_error_event", "status_for"]
 

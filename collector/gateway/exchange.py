@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
+from lanewatch.collector.common.leg import LegTimes
 from lanewatch.collector.record.content import Message
 from lanewatch.collector.record.timing import Api, ErrorKind
 
 from .degrade_state import Decision
-from .leg import LegTimes
 from .pool import Upstream
 from .tap import StreamTap
 

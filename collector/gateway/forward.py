@@ -19,6 +19,9 @@ from time import perf_counter
 
 from lanewatch.collector.common.error_detail import clean, error_detail
 from lanewatch.collector.common.headers import REQUEST_ID
+from lanewatch.collector.common.http1 import HttpError, ResponseHead
+from lanewatch.collector.common.leg import LegTimes
+from lanewatch.collector.common.upstream import ConnectError, UpstreamConn, UpstreamGone
 from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from .content_tap import ContentTap
@@ -26,11 +29,8 @@ from .core import Gateway
 from .errors import error_kind_of, error_response, sse_error_event, status_for
 from .exchange import Exchange
 from .front import FrontConn, Request, Response
-from .http1 import HttpError, ResponseHead
-from .leg import LegTimes
 from .pool import LanePool, Upstream
 from .tap import StreamTap
-from .upstream import ConnectError, UpstreamConn, UpstreamGone
 
 __all__ = ["Flight", "begin", "forward"]
 

@@ -27,7 +27,15 @@ from typing import cast
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from .http1 import MAX_HEAD, BodyParser, HttpError, RequestError, RequestHead, ResponseHead, parse_request
+from lanewatch.collector.common.http1 import (
+    MAX_HEAD,
+    BodyParser,
+    HttpError,
+    RequestError,
+    RequestHead,
+    ResponseHead,
+    parse_request,
+)
 
 __all__ = ["FrontConn", "FrontLimits", "FrontServer", "Handler", "Request", "Response", "Route"]
 

@@ -1,7 +1,7 @@
 """Which `ErrorKind` a failed probe gets, from the exception and the phase it failed in.
 
-Pure: the prober tracks the phase (from httpcore's trace events) and hands over the
-exception; the cause chain (`raise ... from`, exception groups) says what the OS saw.
+Pure: the prober tracks the phase it is in and hands over the exception; the cause chain
+(`raise ... from`, exception groups) says what the OS saw.
 """
 
 from __future__ import annotations
@@ -9,13 +9,9 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterator
 
-import httpcore
-import httpx
-
 from lanewatch.collector.probe.transport import DnsError
 from lanewatch.collector.record.timing import ErrorKind
 
-_TIMEOUTS = (httpcore.TimeoutException, httpx.TimeoutException, TimeoutError)
 
 
 def causes(exc: BaseException) -> Iterator[BaseException]:
@@ -53,7 +49,7 @@ def failure_kind(exc: BaseException, phase: str, resolving: bool = False) -> Err
         # TCP-level failure (reset or close by the server), not a malformed stream.
         return ErrorKind.CONNECT
     if phase == "body":
-        if any(isinstance(e, _TIMEOUTS) for e in chain):
+        if any(isinstance(e, TimeoutError) for e in chain):
             return ErrorKind.STALL
         return ErrorKind.TRUNCATED  # the stream broke before `data: [DONE]`
     return ErrorKind.OTHER
@@ -62,8 +58,8 @@ def failure_kind(exc: BaseException, phase: str, resolving: bool = False) -> Err
 def _connect_kind(chain: list[BaseException]) -> ErrorKind:
     if any(isinstance(e, ConnectionRefusedError) for e in chain):
         return ErrorKind.CONNECT_REFUSED
-    if any(isinstance(e, _TIMEOUTS) for e in chain):
+    if any(isinstance(e, TimeoutError) for e in chain):
         return ErrorKind.CONNECT_TIMEOUT
-    if any(isinstance(e, (httpcore.ConnectError, httpx.ConnectError, OSError)) for e in chain):
+    if any(isinstance(e, OSError) for e in chain):
         return ErrorKind.CONNECT
     return ErrorKind.OTHER

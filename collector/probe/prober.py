@@ -1,8 +1,8 @@
 """The active prober: one streamed completion, measured phase by phase into a RequestTiming.
 
-Phases come from httpcore's `trace` events (TLS, send, response headers) and from
-`TimedBackend` (DNS and TCP connect apart). The first content chunk and every gap after
-it are timed here, right after each raw read returns, before any parsing. Every failure
+Phases are stamped as the probe passes them: DNS, TCP connect and TLS apart (transport.py),
+the request's write, the response head. The first content chunk and every gap after it are
+stamped in the callback of the read that brought them, before any parsing. Every failure
 maps to one `ErrorKind`; `probe()` never raises for a failed request. Prompt and response
 text reach the record and span only with `record_content` (export.record_content).
 """
@@ -20,21 +20,20 @@ from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import anyio
-import anyio.lowlevel
-import httpcore
 from opentelemetry.trace import Tracer
 
 from lanewatch.collector.common.error_detail import error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, DEGRADED_HEADER, LANE_HEADER, REQUEST_ID
+from lanewatch.collector.common.http1 import HttpError, ResponseHead
 from lanewatch.collector.common.response_metrics import ResponseMetrics, with_response_metrics
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk, Usage
+from lanewatch.collector.common.upstream import UpstreamConn, UpstreamGone
 from lanewatch.collector.config import RequestClass, Target, Timeouts
 from lanewatch.collector.probe.errors import failure_kind
 from lanewatch.collector.probe.prompts import prompt_text
 from lanewatch.collector.probe.spans import finish_probe_span, start_probe_span, trace_headers
-from lanewatch.collector.probe.transport import ConnectTimes, build_pool, capture_connect_times, ssl_context
+from lanewatch.collector.probe.transport import ConnectTimes, ProbeConnections, Resolver, ssl_context
 from lanewatch.collector.record.content import StreamedText, truncate
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 
@@ -46,7 +45,7 @@ _ERROR_BODY_LIMIT = 64 * 1024
 _ERROR_HEAD = 8 * 1024  # bytes of an error body kept to find the server's message in
 _AFTER_DONE_S = 1.0  # how long to wait for the body's end after `data: [DONE]`
 _USER_AGENT = "lanewatch-probe"
-_KEPT_HEADERS = (b"x-request-id", b"x-lanewatch-lane", b"x-lanewatch-degraded", b"content-type")
+_KEPT_HEADERS = ("x-request-id", "x-lanewatch-lane", "x-lanewatch-degraded", "content-type")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +92,6 @@ class _Run:
         self.conn = ConnectTimes()
         self.phase = "pool"  # pool, connect, tls, send, wait, body
         self.connect_at: float | None = None
-        self.tls_at: float | None = None
-        self.tls_end: float | None = None
         self.send_at: float | None = None
         self.send_end: float | None = None
         self.headers_at: float | None = None
@@ -111,21 +108,6 @@ class _Run:
         self.attrs: dict[str, str] = {}
         self.text = text  # the response text, kept only with record_content
 
-    async def on_trace(self, name: str, info: dict[str, Any]) -> None:
-        now = time.perf_counter()
-        if name == "connection.connect_tcp.started":
-            self.connect_at, self.phase = now, "connect"
-        elif name == "connection.start_tls.started":
-            self.tls_at, self.phase = now, "tls"
-        elif name == "connection.start_tls.complete":
-            self.tls_end = now
-        elif name == "http11.send_request_headers.started":
-            self.send_at, self.phase = now, "send"
-        elif name == "http11.send_request_body.complete":
-            self.send_end, self.phase = now, "wait"
-        elif name == "http11.receive_response_headers.complete":
-            self.headers_at, self.phase = now, "body"
-
     def offset(self, t: float | None) -> float | None:
         return None if t is None else t - self.t0
 
@@ -136,8 +118,9 @@ class _Run:
             c = self.connect_at - self.t0
             out["dns"] = (c, c + self.conn.dns_s)
             out["connect"] = (c + self.conn.dns_s, c + self.conn.dns_s + self.conn.connect_s)
-        if self.tls_at is not None and self.tls_end is not None:
-            out["tls"] = (self.tls_at - self.t0, self.tls_end - self.t0)
+        tls_at, tls_end = self.conn.tls_started, self.conn.tls_ended
+        if tls_at is not None and tls_end is not None:
+            out["tls"] = (tls_at - self.t0, tls_end - self.t0)
         if self.send_at is not None and self.send_end is not None:
             out["send"] = (self.send_at - self.t0, self.send_end - self.t0)
             if self.content:
@@ -145,6 +128,74 @@ class _Run:
         if self.content and self.end is not None:
             out["decode"] = (self.content[0] - self.t0, self.end - self.t0)
         return out
+
+
+class _Reader:
+    """The body sink of one probe: each read is stamped and parsed in the read's own callback."""
+
+    def __init__(self, run: _Run, conn: UpstreamConn) -> None:
+        self.run = run
+        self.conn = conn
+        self.parser = SseParser(keep_text=run.text is not None)
+        self.streaming: bool | None = None  # decided by the head on the first payload
+        self.stream_error = False
+        self.kept = b""  # the first bytes of a body that is not the stream (an error's reason)
+        self.read = 0
+        self.enough = False  # an unwanted body ran past _ERROR_BODY_LIMIT: stop reading it
+
+    def payload(self, data: bytes) -> None:
+        """Take one read's payload: content chunks are stamped before any parsing."""
+        now = time.perf_counter()
+        if self.streaming is None:
+            head = self.conn.response_head
+            self.streaming = head is not None and _is_stream(head)
+        if not self.streaming:
+            self._keep(data)
+            return
+        run, text = self.run, self.run.text
+        for chunk in self.parser.feed(data):
+            if run.done_at is not None:
+                continue
+            kind = chunk.kind
+            if kind is ChunkKind.CONTENT:
+                run.content.append(now)
+                if len(run.content) == 1:
+                    self.conn.wake()  # from now on the probe waits under the stall limit
+            elif kind is ChunkKind.DONE:
+                run.done_at = now  # read on only to reuse the connection, and not for long
+                self.conn.wake()
+            elif kind is ChunkKind.ERROR:
+                self.stream_error = True
+                run.error_message = run.error_message or chunk.message
+            if chunk.usage is not None:
+                run.usage = chunk.usage
+            if chunk.metrics is not None:
+                run.metrics = chunk.metrics
+            if text is not None:
+                _keep_text(text, chunk)
+
+    def finish(self) -> None:
+        """The body ended: what the stream as a whole says."""
+        run, parser = self.run, self.parser
+        parser.close()
+        run.bad_events = parser.bad_events
+        if parser.bad_events:  # for lanewatch_sse_bad_data_total
+            run.attrs[SSE_BAD_EVENTS_ATTR] = str(parser.bad_events)
+        if self.stream_error:
+            run.error = ErrorKind.STREAM_ERROR
+        elif parser.bad_events:
+            run.error = ErrorKind.BAD_STREAM
+        elif run.done_at is None:
+            run.error = ErrorKind.TRUNCATED
+
+    def _keep(self, data: bytes) -> None:
+        self.read += len(data)
+        if len(self.kept) < _ERROR_HEAD:
+            self.kept += data[: _ERROR_HEAD - len(self.kept)]
+        if self.read > _ERROR_BODY_LIMIT and not self.enough:
+            self.enough = True
+            self.conn.pause()
+            self.conn.wake()  # the connection is dropped, not drained
 
 
 class Prober:
@@ -159,6 +210,7 @@ class Prober:
         tracer: Tracer | None = None,
         max_connections: int = 4,
         record_content: bool = False,
+        resolve: Resolver | None = None,
     ) -> None:
         self.target = target
         self.record_content = record_content  # prompt and response text on records and spans
@@ -169,12 +221,19 @@ class Prober:
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._api_key = read_api_key(target)
         tls = ssl_context(target.cacert, target.insecure) if parts.scheme == "https" else None
-        self._primed = False
-        self._pool = build_pool(connection=connection, tls=tls, max_connections=max_connections)
-        # Built once per target: the URL of each API and the Host header every request carries.
-        self._urls = {api: httpcore.URL(target.url + path) for api, path in PATHS.items()}
+        self._conns = ProbeConnections(
+            self._host, self._port, tls, connection=connection, max_idle=max_connections, resolve=resolve
+        )
+        # Built once per target: each API's request line and the headers every request carries.
         netloc = parts.netloc.rpartition("@")[2]
-        self._fixed_headers = [(b"host", netloc.encode("idna")), (b"user-agent", _USER_AGENT.encode())]
+        fixed = {"host": netloc.encode("idna").decode("ascii"), "user-agent": _USER_AGENT}
+        fixed |= {"content-type": "application/json", "accept": "text/event-stream"}
+        if self._api_key:
+            fixed[AUTHORIZATION] = f"Bearer {self._api_key}"
+        if target.lane != "default":
+            fixed[LANE_HEADER] = target.lane
+        self._fixed_headers = _header_lines(fixed)
+        self._request_lines = {api: _request_line(target.url + path) for api, path in PATHS.items()}
 
     async def __aenter__(self) -> Prober:
         return self
@@ -185,14 +244,11 @@ class Prober:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close pooled connections."""
-        await self._pool.aclose()
+        """Close kept-alive connections."""
+        self._conns.close()
 
     async def probe(self, spec: ProbeSpec, timeouts: Timeouts | None = None) -> RequestTiming:
         """Send one streamed request and measure it (`timeouts` overrides the prober's)."""
-        if not self._primed:
-            await _prime()
-            self._primed = True
         started_at, start_ns = time.time(), time.time_ns()
         tracer, span = self._tracer, None
         trace_id: str | None
@@ -213,7 +269,7 @@ class Prober:
                 },
             )
         sent_id = f"lanewatch-probe-{uuid.uuid4().hex}"
-        headers.update(self._headers(sent_id))
+        headers[REQUEST_ID] = sent_id
         run = _Run(time.perf_counter(), start_ns, StreamedText() if self.record_content else None)
         try:
             await self._exchange(spec, run, headers, timeouts or self.timeouts)
@@ -231,120 +287,106 @@ class Prober:
             finish_probe_span(tracer, span, record, run.intervals(), run.t0_ns, finish_reason)
         return record
 
-    def _headers(self, request_id: str) -> dict[str, str]:
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream",
-            REQUEST_ID: request_id,
-        }
-        if self._api_key:
-            headers[AUTHORIZATION] = f"Bearer {self._api_key}"
-        if self.target.lane != "default":
-            headers[LANE_HEADER] = self.target.lane
-        return headers
+    def _request(self, spec: ProbeSpec, headers: dict[str, str]) -> bytes:
+        body = spec.body(self.target.model)
+        return b"".join(
+            (
+                self._request_lines[spec.api],
+                self._fixed_headers,
+                _header_lines(headers),
+                b"content-length: %d\r\n\r\n" % len(body),
+                body,
+            )
+        )
 
     async def _exchange(self, spec: ProbeSpec, run: _Run, headers: dict[str, str], t: Timeouts) -> None:
-        loop = asyncio.get_running_loop()
-        total_at = loop.time() + t.total_s
-        body = spec.body(self.target.model)
-        request = httpcore.Request(
-            "POST",
-            self._urls[spec.api],
-            headers=[
-                *self._fixed_headers,
-                *((k.encode(), v.encode()) for k, v in headers.items()),
-                (b"content-length", str(len(body)).encode()),
-            ],
-            content=body,
-            extensions={"trace": run.on_trace, "timeout": {"connect": t.connect_s}},
-        )
-        scope = asyncio.timeout_at(min(total_at, loop.time() + t.ttft_s))
+        request = self._request(spec, headers)
+        # The clock starts here: building the request is not the request's time.
+        run.t0, run.t0_ns = time.perf_counter(), time.time_ns()
+        conn = self._conns.take_idle()
+        if conn is not None:
+            try:
+                await self._send_and_read(conn, request, run, t)
+                return
+            except UpstreamGone as exc:
+                if not exc.fresh or run.phase != "wait":
+                    raise
+            # The server closed the kept-alive connection as the request went out: nothing of
+            # this target's latency. Once more on a new connection, on a clock started again.
+            log.debug(
+                "probe of %s: kept-alive connection closed by the server; reconnecting", self.target.name
+            )
+            run.send_at = run.send_end = None
+            run.t0, run.t0_ns = time.perf_counter(), time.time_ns()
+        conn = await self._open(run, t)
+        await self._send_and_read(conn, request, run, t)
+
+    async def _open(self, run: _Run, t: Timeouts) -> UpstreamConn:
+        run.phase, run.connect_at = "connect", time.perf_counter()
         try:
-            async with scope:
-                with capture_connect_times(run.conn):
-                    # The clock starts here: building the request is not the request's time.
-                    run.t0, run.t0_ns = time.perf_counter(), time.time_ns()
-                    response = await self._pool.handle_async_request(request)
+            async with asyncio.timeout(min(t.connect_s, t.ttft_s, t.total_s)):
+                return await self._conns.open(run.conn)
+        except BaseException:
+            if run.conn.phase == "tls":
+                run.phase = "tls"
+            raise
+
+    async def _send_and_read(self, conn: UpstreamConn, request: bytes, run: _Run, t: Timeouts) -> None:
+        perf = time.perf_counter
+        total_at = run.t0 + t.total_s
+        first_at = min(total_at, run.t0 + t.ttft_s)
+        try:
+            run.phase, run.send_at = "send", perf()
+            conn.send(request)
+            run.send_end, run.phase = perf(), "wait"
+            reader = _Reader(run, conn)
+            conn.attach(reader)
+            try:
+                head = await conn.head(first_at - perf())
+            except TimeoutError:
+                run.error, run.end = ErrorKind.TTFT_TIMEOUT, perf()
+                return
+            run.headers_at, run.phase = conn.head_at or perf(), "body"
+            self._take_head(head, run)
+            if reader.streaming is None:  # no payload came with the head
+                reader.streaming = _is_stream(head)
+            while not conn.done and not reader.enough:
+                if run.done_at is not None:
+                    deadline = min(total_at, run.done_at + _AFTER_DONE_S)
+                elif not run.content:
+                    deadline = first_at
+                else:
+                    deadline = min(total_at, run.content[-1] + t.stall_s)
+                left = deadline - perf()
+                if left <= 0:
+                    run.end = perf()
+                    if run.done_at is None:  # after [DONE] the server just did not end the body
+                        run.error = _late_kind(run, deadline == total_at)
+                    return
                 try:
-                    await self._read(response, run, scope, total_at, t.stall_s)
-                finally:
-                    await response.aclose()
-        except TimeoutError:
-            if not scope.expired():
-                raise
-            if run.done_at is not None:
-                return  # [DONE] came; the server just did not end the body: not a failure
-            run.end = time.perf_counter()
-            run.error = self._timeout_kind(run, scope, total_at)
+                    await conn.wait_end(left)
+                except (UpstreamGone, HttpError):
+                    if run.done_at is None:
+                        raise
+                    return  # the answer was whole at [DONE]; only the connection's end broke
+            run.end = perf()
+            if reader.streaming:
+                reader.finish()
+            elif run.error is None:
+                run.error = ErrorKind.BAD_STREAM  # a 2xx answer that is not an event stream
+            if run.error is not None and run.status is not None and run.status >= 400:
+                run.error_message = error_detail(reader.kept)
+        finally:
+            self._conns.release(conn)
 
-    def _timeout_kind(self, run: _Run, scope: asyncio.Timeout, total_at: float) -> ErrorKind:
-        if run.phase in ("pool", "connect"):
-            return ErrorKind.CONNECT_TIMEOUT if not run.conn.resolving else ErrorKind.DNS
-        if run.phase == "tls":
-            return ErrorKind.TLS
-        if not run.content:
-            return ErrorKind.TTFT_TIMEOUT
-        return ErrorKind.TIMEOUT if scope.when() == total_at else ErrorKind.STALL
-
-    async def _read(
-        self, response: httpcore.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
-    ) -> None:
-        run.status = response.status
-        kept = _headers_of(response)
+    def _take_head(self, head: ResponseHead, run: _Run) -> None:
+        run.status = head.status
+        kept = _headers_of(head)
         run.request_id = kept.get(REQUEST_ID)
         for name in (LANE_HEADER, DEGRADED_HEADER):
             if name in kept:
                 run.attrs[name.removeprefix("x-lanewatch-")] = kept[name][:64]
-        if (kind := error_kind_for_status(run.status)) is not None:
-            run.error = kind
-            run.error_message = error_detail(await _drain(response))
-            return
-        ctype = kept.get("content-type", "")
-        if ctype and not ctype.startswith("text/event-stream"):
-            run.error = ErrorKind.BAD_STREAM
-            await _drain(response)
-            return
-        await self._stream(response, run, scope, total_at, stall_s)
-
-    async def _stream(
-        self, response: httpcore.Response, run: _Run, scope: asyncio.Timeout, total_at: float, stall_s: float
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        parser = SseParser(keep_text=run.text is not None)
-        feed, perf, content, text = parser.feed, time.perf_counter, run.content, run.text
-        stream_error = False
-        async for data in response.aiter_stream():
-            now = perf()  # as close to the read as we can get: before any parsing
-            for chunk in feed(data):
-                if run.done_at is not None:
-                    continue
-                kind = chunk.kind
-                if kind is ChunkKind.CONTENT:
-                    content.append(now)
-                    scope.reschedule(min(total_at, loop.time() + stall_s))
-                elif kind is ChunkKind.DONE:
-                    run.done_at = now  # read on only to reuse the connection, and not for long
-                    scope.reschedule(min(total_at, loop.time() + _AFTER_DONE_S))
-                elif kind is ChunkKind.ERROR:
-                    stream_error = True
-                    run.error_message = run.error_message or chunk.message
-                if chunk.usage is not None:
-                    run.usage = chunk.usage
-                if chunk.metrics is not None:
-                    run.metrics = chunk.metrics
-                if text is not None:
-                    _keep_text(text, chunk)
-        run.end = perf()
-        parser.close()
-        run.bad_events = parser.bad_events
-        if parser.bad_events:  # for lanewatch_sse_bad_data_total
-            run.attrs[SSE_BAD_EVENTS_ATTR] = str(parser.bad_events)
-        if stream_error:
-            run.error = ErrorKind.STREAM_ERROR
-        elif parser.bad_events:
-            run.error = ErrorKind.BAD_STREAM
-        elif run.done_at is None:
-            run.error = ErrorKind.TRUNCATED
+        run.error = error_kind_for_status(head.status)
 
     def _record(
         self, spec: ProbeSpec, run: _Run, started_at: float, trace_id: str | None, sent_id: str
@@ -354,8 +396,9 @@ class Prober:
         tokens = usage.completion_tokens if usage is not None and from_usage else len(run.content)
         connected = run.connect_at is not None
         reused = not connected and run.send_at is not None  # no connection.* events: pooled
-        if run.tls_at is not None and run.tls_end is not None:
-            tls_s: float | None = run.tls_end - run.tls_at
+        tls_at, tls_end = run.conn.tls_started, run.conn.tls_ended
+        if tls_at is not None and tls_end is not None:
+            tls_s: float | None = tls_end - tls_at
         else:  # reused, or plain HTTP once the request went out; unknown if it failed before
             tls_s = 0.0 if run.send_at is not None else None
         record = RequestTiming(
@@ -403,33 +446,44 @@ def _keep_text(text: StreamedText, chunk: StreamChunk) -> None:
         text.finish_reason = chunk.finish_reason
 
 
-async def _prime() -> None:
-    """Load what httpcore loads on first use (anyio's event-loop backend), so the first
-    probe does not time an import."""
-    anyio.Lock()
-    await anyio.lowlevel.checkpoint()
+def _is_stream(head: ResponseHead) -> bool:
+    """A successful answer that is an event stream (or does not say what it is)."""
+    ctype = head.get("content-type") or ""
+    return error_kind_for_status(head.status) is None and (not ctype or ctype.startswith("text/event-stream"))
 
 
-def _headers_of(response: httpcore.Response) -> dict[str, str]:
+def _late_kind(run: _Run, at_total: bool) -> ErrorKind:
+    """The error kind of a probe whose deadline passed while it waited for the body."""
+    if not run.content:
+        return ErrorKind.TTFT_TIMEOUT
+    return ErrorKind.TIMEOUT if at_total else ErrorKind.STALL
+
+
+def _request_line(url: str) -> bytes:
+    """`POST <path> HTTP/1.1` for a target URL with the API's path on it."""
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return f"POST {target} HTTP/1.1\r\n".encode("ascii")
+
+
+def _header_lines(headers: dict[str, str]) -> bytes:
+    """Header fields as sent; a value with CR, LF or NUL (a smuggled header) is refused."""
+    out = []
+    for name, value in headers.items():
+        if any(c in value for c in "\r\n\x00"):
+            raise ValueError(f"header {name} holds a line break or NUL")
+        out.append(f"{name}: {value}\r\n")
+    return "".join(out).encode("latin-1")
+
+
+def _headers_of(head: ResponseHead) -> dict[str, str]:
     """The response headers the prober reads, by lower-case name (the first of repeats)."""
     out: dict[str, str] = {}
-    for name, value in response.headers:
+    for name, value in head.headers:
         key = name.lower()
-        if key in _KEPT_HEADERS and (k := key.decode("ascii")) not in out:
-            out[k] = value.decode("latin-1")
+        if key in _KEPT_HEADERS and key not in out:
+            out[key] = value
     return out
-
-
-async def _drain(response: httpcore.Response) -> bytes:
-    """Read a little of an unwanted body so the connection can be reused; its first bytes."""
-    read, head = 0, b""
-    async for data in response.aiter_stream():
-        read += len(data)
-        if len(head) < _ERROR_HEAD:
-            head += data[: _ERROR_HEAD - len(head)]
-        if read > _ERROR_BODY_LIMIT:
-            break
-    return head
 
 
 __all__ = ["PATHS", "SSE_BAD_EVENTS_ATTR", "ProbeSpec", "Prober", "read_api_key", "spec_for"]

@@ -1,191 +1,190 @@
-"""The prober's connection layer: DNS and TCP connect timed apart, under an httpcore pool.
+"""The prober's connections: DNS, TCP connect and TLS timed apart, kept alive per target.
 
-httpcore's `connection.connect_tcp` trace event covers name resolution and the TCP
-handshake together. `TimedBackend` resolves the name itself (timed), then connects to
-the resolved address (timed); TLS still gets the request's host name for SNI and
-certificate checks, because httpcore passes `server_hostname` from the URL. The times
-land in the `ConnectTimes` that the calling task installed with `capture_connect_times`
-(httpcore opens a connection inside the task whose request needs it).
+A probe runs on `UpstreamConn` (collector/common/upstream.py), the gateway's bare-asyncio
+HTTP/1.1 connection: each read's payload reaches the prober in the read's own callback, so a
+streamed answer costs one callback per read and no task switch, where httpcore took a
+coroutine hop through h11, anyio and two generator layers per read (measured in bench/).
+Name resolution and the TCP handshake are timed apart (a library's connect covers both);
+TLS gets the target's host name for SNI and certificate checks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import anyio
-import httpcore
 import httpx
-from httpcore._backends.anyio import AnyIOStream  # httpcore's stream over anyio (pinned <2)
+
+from lanewatch.collector.common.upstream import UpstreamConn
+
+__all__ = [
+    "ConnectTimes",
+    "Connector",
+    "DnsError",
+    "ProbeConnections",
+    "Resolver",
+    "open_socket",
+    "ssl_context",
+    "system_resolve",
+]
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
+Connector = Callable[[str, int], Awaitable[socket.socket]]  # a literal address → a connected socket
+KEEP_IDLE_S = 30.0  # an idle connection is reused this long, unless the server closed it first
 
 
 @dataclass(slots=True)
 class ConnectTimes:
-    """Durations of one new connection's name resolution and TCP handshake."""
+    """Stamps and durations of one new connection (perf_counter; None: not reached)."""
 
+    started: float | None = None  # before name resolution
     dns_s: float = 0.0
     connect_s: float = 0.0
+    tls_started: float | None = None
+    tls_ended: float | None = None
     address: str | None = None  # the address connected to
+    phase: Literal["connect", "tls", "ready"] = "connect"
     resolving: bool = False  # True while name resolution runs (for failure attribution)
 
 
-class DnsError(httpcore.ConnectError):
+class DnsError(OSError):
     """The host name did not resolve (or resolution ran past the connect timeout)."""
-
-
-_CURRENT: ContextVar[ConnectTimes | None] = ContextVar("lanewatch_connect_times", default=None)
-
-
-@contextlib.contextmanager
-def capture_connect_times(times: ConnectTimes) -> Iterator[ConnectTimes]:
-    """Record connections opened by this task's requests into `times`."""
-    token = _CURRENT.set(times)
-    try:
-        yield times
-    finally:
-        _CURRENT.reset(token)
 
 
 async def system_resolve(host: str, port: int) -> list[str]:
     """Addresses for host, in the system resolver's order (getaddrinfo)."""
-    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-class TimedBackend(httpcore.AsyncNetworkBackend):
-    """An httpcore network backend that times DNS and TCP connect separately.
-
-    By default it connects with the event loop's own `sock_connect`, so the connect time
-    is the handshake and not a library's bookkeeping; `inner` delegates instead (tests).
-    """
-
-    def __init__(self, inner: httpcore.AsyncNetworkBackend | None = None, resolve: Resolver | None = None):
-        self._inner = inner
-        self._resolve = resolve or system_resolve
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        """Resolve host (timed), then connect to its addresses in order (timed)."""
-        times = _CURRENT.get() or ConnectTimes()
-        start = time.perf_counter()
-        deadline = None if timeout is None else start + timeout
-        addresses = await self._addresses(host, port, timeout, times)
-        times.dns_s = time.perf_counter() - start if addresses != [host] else 0.0
-        last: Exception | None = None
-        for address in addresses:
-            left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
-            try:
-                stream, times.connect_s = await self._connect(
-                    address, port, left, local_address, socket_options
-                )
-            except httpcore.ConnectError as exc:  # refused or unreachable: try the next address
-                last = exc
-                continue
-            times.address = address
-            return stream
-        raise last or httpcore.ConnectError(f"no address for {host}")
-
-    async def _connect(
-        self,
-        address: str,
-        port: int,
-        limit_s: float | None,
-        local_address: str | None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None,
-    ) -> tuple[httpcore.AsyncNetworkStream, float]:
-        if self._inner is None:
-            return await open_tcp(address, port, limit_s, local_address, socket_options)
-        start = time.perf_counter()
-        stream = await self._inner.connect_tcp(
-            address, port, timeout=limit_s, local_address=local_address, socket_options=socket_options
-        )
-        return stream, time.perf_counter() - start
-
-    async def _addresses(self, host: str, port: int, limit_s: float | None, times: ConnectTimes) -> list[str]:
-        try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            pass
-        else:
-            return [host]  # a literal address: nothing to resolve
-        times.resolving = True
-        try:
-            with anyio.fail_after(limit_s):
-                addresses = await self._resolve(host, port)
-        except TimeoutError:
-            raise DnsError(f"resolving {host} timed out") from None
-        except OSError as exc:
-            raise DnsError(f"{host} did not resolve: {exc}") from exc
-        finally:
-            times.resolving = False
-        if not addresses:
-            raise DnsError(f"{host} resolved to no address")
-        return addresses
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        """Unix sockets have no DNS or TCP handshake to time."""
-        inner = self._inner or httpcore.AnyIOBackend()
-        return await inner.connect_unix_socket(path, timeout=timeout, socket_options=socket_options)
-
-    async def sleep(self, seconds: float) -> None:
-        """Sleep (httpcore's retry backoff)."""
-        await anyio.sleep(seconds)
-
-
-async def open_tcp(
-    address: str,
-    port: int,
-    limit_s: float | None = None,
-    local_address: str | None = None,
-    socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-) -> tuple[httpcore.AsyncNetworkStream, float]:
-    """Connect to a literal address; return the stream and the handshake's duration."""
+async def open_socket(address: str, port: int) -> socket.socket:
+    """A TCP socket connected to a literal address, Nagle off (small requests leave at once)."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as anyio and asyncio do
-        for option in socket_options or ():
-            sock.setsockopt(*option)
-        if local_address:
-            sock.bind((local_address, 0))
-        loop = asyncio.get_running_loop()
-        start = time.perf_counter()
-        try:
-            async with asyncio.timeout(limit_s):
-                await loop.sock_connect(sock, (address, port))
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"connecting to {address} port {port} timed out") from None
-        except OSError as exc:
-            raise httpcore.ConnectError(f"connecting to {address} port {port}: {exc}") from exc
-        elapsed = time.perf_counter() - start
-        stream = await anyio.abc.SocketStream.from_socket(sock)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        await asyncio.get_running_loop().sock_connect(sock, (address, port))
     except BaseException:
         sock.close()
         raise
-    return AnyIOStream(stream), elapsed
+    return sock
+
+
+class ProbeConnections:
+    """Connections to one target: opened timed, and with `warm` kept for the next probe."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None,
+        *,
+        connection: Literal["warm", "cold"] = "warm",
+        max_idle: int = 4,
+        resolve: Resolver | None = None,
+        connect: Connector | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.host, self.port, self.tls = host, port, tls
+        self._keep = connection == "warm"
+        self._max_idle = max_idle
+        self._resolve = resolve or system_resolve
+        self._connect = connect or open_socket
+        self._clock = clock
+        self._idle: list[UpstreamConn] = []
+
+    def take_idle(self) -> UpstreamConn | None:
+        """A kept-alive connection the server has not closed, or None; never waits."""
+        now = self._clock()
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and now - conn.idle_since < KEEP_IDLE_S:
+                conn.reused = True
+                return conn
+            conn.abort()
+        return None
+
+    async def open(self, times: ConnectTimes) -> UpstreamConn:
+        """A new connection: resolve (timed), connect to each address in turn (timed), TLS.
+
+        The caller bounds the whole with its own timeout; `times.phase` says where it was."""
+        times.started = time.perf_counter()
+        addresses = await self._addresses(times)
+        resolved = time.perf_counter()
+        times.dns_s = resolved - times.started if addresses != [self.host] else 0.0
+        sock, last = None, None
+        for address in addresses:
+            began = time.perf_counter()
+            try:
+                sock = await self._connect(address, self.port)
+            except OSError as exc:  # refused or unreachable: try the next address
+                last = exc
+                continue
+            times.connect_s, times.address = time.perf_counter() - began, address
+            break
+        if sock is None:
+            raise last or OSError(f"no address for {self.host}")
+        loop = asyncio.get_running_loop()
+        conn = UpstreamConn((self.host, self.port, self.tls is not None))
+        try:
+            transport, _ = await loop.create_connection(lambda: conn, sock=sock)
+        except BaseException:
+            sock.close()
+            raise
+        if conn.transport is None:  # uvloop calls connection_made a loop turn after connecting
+            conn.transport = transport
+        if self.tls is not None:
+            times.phase, times.tls_started = "tls", time.perf_counter()
+            try:
+                tls_transport = await loop.start_tls(transport, conn, self.tls, server_hostname=self.host)
+            except BaseException:
+                transport.abort()
+                raise
+            assert tls_transport is not None
+            conn.transport = tls_transport
+            times.tls_ended = time.perf_counter()
+        times.phase = "ready"
+        return conn
+
+    def release(self, conn: UpstreamConn) -> None:
+        """Keep `conn` for the next probe when warm and it can carry one, else close it."""
+        if not (self._keep and conn.reusable) or len(self._idle) >= self._max_idle:
+            conn.abort()
+            return
+        conn.idle_since = self._clock()
+        conn.sink = None
+        self._idle.append(conn)
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        for conn in self._idle:
+            conn.abort()
+        self._idle.clear()
+
+    async def _addresses(self, times: ConnectTimes) -> list[str]:
+        try:
+            ipaddress.ip_address(self.host)
+        except ValueError:
+            pass
+        else:
+            return [self.host]  # a literal address: nothing to resolve
+        times.resolving = True  # left set when it fails or times out: the failure is DNS's
+        try:
+            addresses = await self._resolve(self.host, self.port)
+        except OSError as exc:
+            raise DnsError(f"{self.host} did not resolve: {exc}") from exc
+        times.resolving = False
+        if not addresses:
+            raise DnsError(f"{self.host} resolved to no address")
+        return addresses
 
 
 def ssl_context(cacert: Path | None = None, insecure: bool = False) -> ssl.SSLContext:
@@ -198,27 +197,3 @@ def ssl_context(cacert: Path | None = None, insecure: bool = False) -> ssl.SSLCo
     if cacert is not None:
         return ssl.create_default_context(cafile=str(cacert))
     return httpx.create_ssl_context()
-
-
-def build_pool(
-    *,
-    connection: Literal["warm", "cold"] = "warm",
-    tls: ssl.SSLContext | None = None,
-    max_connections: int = 4,
-    backend: httpcore.AsyncNetworkBackend | None = None,
-) -> httpcore.AsyncConnectionPool:
-    """A connection pool whose connections are timed; `cold` keeps no idle connection.
-
-    The prober sends through httpcore itself: httpx's client would add a request model, a
-    response model and three more generator layers to every read of the stream, and it
-    gives the prober nothing it needs (no redirects, no auth, no decoding of the body).
-    """
-    return httpcore.AsyncConnectionPool(
-        ssl_context=tls,
-        max_connections=max_connections,
-        max_keepalive_connections=0 if connection == "cold" else max_connections,
-        keepalive_expiry=30.0,
-        http1=True,
-        http2=False,
-        network_backend=backend or TimedBackend(),
-    )

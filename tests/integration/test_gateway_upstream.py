@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from lanewatch.collector.gateway.upstream import UpstreamConn
+from lanewatch.collector.common.upstream import UpstreamConn
 
 from .gateway_harness import chat_body, gateway_server, one_lane, serve_app
 

@@ -33,7 +33,12 @@ async def test_json_lines_one_per_request_and_exit_1_on_any_failure(tmp_path: Pa
     key = tmp_path / "key"
     key.write_text("sk-NEVER-PRINTED")
     replies = iter(
-        [Reply(parts=chat_stream(4)), Reply(status=503, parts=[(0.0, b"{}")]), Reply(parts=chat_stream(4))]
+        # Tokens 5 ms apart: tokens that arrive in one read are stamped together (ITL 0).
+        [
+            Reply(parts=chat_stream(4, gap=0.005)),
+            Reply(status=503, parts=[(0.0, b"{}")]),
+            Reply(parts=chat_stream(4)),
+        ]
     )
     async with ScriptedServer(lambda r: next(replies)) as srv:
         code, out, err = await lanewatch(

@@ -28,9 +28,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from lanewatch.collector.common.http1 import BodyParser, HttpError, RequestError, ResponseHead, parse_request
 from lanewatch.collector.gateway.forward import _request_bytes
 from lanewatch.collector.gateway.front import Request
-from lanewatch.collector.gateway.http1 import BodyParser, HttpError, RequestError, ResponseHead, parse_request
 from lanewatch.collector.gateway.pool import Upstream
 from lanewatch.collector.gateway.proxy import _upstream_headers
 

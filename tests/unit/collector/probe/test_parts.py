@@ -1,20 +1,22 @@
-"""Pure parts of the prober: request bodies, prompts, error classification, the timed backend."""
+"""Pure parts of the prober: request bodies, prompts, error classification, timed connections."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl
 import time
 
-import httpcore
 import pytest
 
+from lanewatch.collector.common.http1 import HttpError
+from lanewatch.collector.common.upstream import UpstreamGone
 from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass, Target
 from lanewatch.collector.probe.errors import failure_kind
 from lanewatch.collector.probe.prober import ProbeSpec, spec_for
 from lanewatch.collector.probe.prompts import prompt_text
-from lanewatch.collector.probe.transport import ConnectTimes, DnsError, TimedBackend, capture_connect_times
+from lanewatch.collector.probe.transport import ConnectTimes, DnsError, ProbeConnections
 from lanewatch.collector.record.timing import ErrorKind
 
 TARGET = Target(name="t", url="http://x", model="m")
@@ -66,17 +68,19 @@ def _chain(outer: type[Exception], inner: BaseException) -> Exception:
     ("exc", "phase", "kind"),
     [
         (DnsError("nope"), "connect", ErrorKind.DNS),
-        (_chain(httpcore.ConnectError, ConnectionRefusedError()), "connect", ErrorKind.CONNECT_REFUSED),
-        (_chain(httpcore.ConnectError, OSError("x")), "connect",  ErrorKind.CONNECT),
-        (_chain(httpcore.ConnectError, ExceptionGroup("all", [ConnectionRefusedError(), OSError()])),
-         "connect", ErrorKind.CONNECT_REFUSED),
-        (httpcore.ConnectTimeout("slow"), "connect", ErrorKind.CONNECT_TIMEOUT),
-        (_chain(httpcore.ConnectError, ssl.SSLCertVerificationError("bad cert")), "tls", ErrorKind.TLS),
-        (httpcore.ConnectTimeout("slow handshake"), "tls", ErrorKind.TLS),
-        (httpcore.WriteError("pipe"), "send", ErrorKind.SEND),
-        (httpcore.RemoteProtocolError("Server disconnected"), "wait", ErrorKind.CONNECT),
-        (httpcore.RemoteProtocolError("incomplete chunked read"), "body", ErrorKind.TRUNCATED),
-        (httpcore.ReadError("reset"), "body", ErrorKind.TRUNCATED),
+        (ConnectionRefusedError(), "connect", ErrorKind.CONNECT_REFUSED),
+        (_chain(OSError, ConnectionRefusedError()), "connect", ErrorKind.CONNECT_REFUSED),
+        (OSError("unreachable"), "connect",  ErrorKind.CONNECT),
+        (ExceptionGroup("all", [ConnectionRefusedError(), OSError()]), "connect", ErrorKind.CONNECT_REFUSED),
+        (TimeoutError(), "connect", ErrorKind.CONNECT_TIMEOUT),
+        (TimeoutError(), "pool", ErrorKind.CONNECT_TIMEOUT),
+        (ssl.SSLCertVerificationError("bad cert"), "tls", ErrorKind.TLS),
+        (TimeoutError(), "tls", ErrorKind.TLS),
+        (BrokenPipeError(), "send", ErrorKind.SEND),
+        (UpstreamGone("closed", fresh=True), "wait", ErrorKind.CONNECT),
+        (HttpError("bad chunk size"), "body", ErrorKind.TRUNCATED),
+        (UpstreamGone("reset", fresh=False), "body", ErrorKind.TRUNCATED),
+        (TimeoutError(), "body", ErrorKind.STALL),
         (ValueError("?"), "pool", ErrorKind.OTHER),
     ],
 )  # fmt: skip
@@ -84,55 +88,57 @@ def test_failure_kinds(exc: BaseException, phase: str, kind: ErrorKind) -> None:
     assert failure_kind(exc, phase) is kind
 
 
-class FakeBackend(httpcore.AsyncNetworkBackend):
+class FakeConnect:
+    """Refuses some addresses; connects the others (after 10 ms) to one end of a socket pair."""
+
     def __init__(self, refuse: set[str]) -> None:
         self.refuse = refuse
         self.tried: list[str] = []
+        self.peers: list[socket.socket] = []
 
-    async def connect_tcp(  # type: ignore[override]
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109
-        **_: object,
-    ) -> httpcore.AsyncNetworkStream:
-        self.tried.append(host)
-        if host in self.refuse:
-            raise httpcore.ConnectError("refused") from ConnectionRefusedError()
+    async def __call__(self, address: str, port: int) -> socket.socket:
+        self.tried.append(address)
+        if address in self.refuse:
+            raise ConnectionRefusedError(111, "refused")
         await asyncio.sleep(0.01)
-        return httpcore.AsyncNetworkStream()
+        ours, theirs = socket.socketpair()
+        self.peers.append(theirs)
+        return ours
 
 
-async def test_backend_times_dns_apart_and_tries_each_address() -> None:
+async def test_connections_time_dns_apart_and_try_each_address() -> None:
     async def resolve(host: str, port: int) -> list[str]:
         await asyncio.sleep(0.02)
         return ["::1", "127.0.0.1"]
 
-    inner = FakeBackend(refuse={"::1"})
+    connect = FakeConnect(refuse={"::1"})
+    conns = ProbeConnections("example.test", 80, None, resolve=resolve, connect=connect)
     times = ConnectTimes()
-    with capture_connect_times(times):
-        started = time.perf_counter()
-        await TimedBackend(inner, resolve).connect_tcp("example.test", 80, timeout=5)
-        elapsed = time.perf_counter() - started
-    assert inner.tried == ["::1", "127.0.0.1"]
-    assert times.address == "127.0.0.1"
+    started = time.perf_counter()
+    conn = await conns.open(times)
+    elapsed = time.perf_counter() - started
+    conn.abort()
+    assert connect.tried == ["::1", "127.0.0.1"]
+    assert times.address == "127.0.0.1" and times.phase == "ready"
     # At least the 20 ms lookup and the 10 ms connect, each apart, and together no more than
     # the call took (a fixed upper bound is what a slow host breaks).
     assert times.dns_s > 0.015 and times.connect_s > 0.008
     assert times.dns_s + times.connect_s <= elapsed
 
 
-async def test_backend_skips_dns_for_literal_addresses() -> None:
+async def test_connections_skip_dns_for_literal_addresses() -> None:
     async def resolve(host: str, port: int) -> list[str]:
         raise AssertionError("must not resolve a literal")
 
     times = ConnectTimes()
-    with capture_connect_times(times):
-        await TimedBackend(FakeBackend(set()), resolve).connect_tcp("127.0.0.1", 80)
+    conn = await ProbeConnections("127.0.0.1", 80, None, resolve=resolve, connect=FakeConnect(set())).open(
+        times
+    )
+    conn.abort()
     assert times.dns_s == 0.0 and times.connect_s > 0
 
 
-async def test_backend_resolution_failure_and_timeout_are_dns_errors() -> None:
+async def test_resolution_failure_and_timeout_are_dns_errors() -> None:
     async def fail(host: str, port: int) -> list[str]:
         raise OSError(-2, "Name or service not known")
 
@@ -141,6 +147,9 @@ async def test_backend_resolution_failure_and_timeout_are_dns_errors() -> None:
         return []
 
     with pytest.raises(DnsError):
-        await TimedBackend(FakeBackend(set()), fail).connect_tcp("x.invalid", 80, timeout=1)
-    with pytest.raises(DnsError, match="timed out"):
-        await TimedBackend(FakeBackend(set()), hang).connect_tcp("x.invalid", 80, timeout=0.05)
+        await ProbeConnections("x.invalid", 80, None, resolve=fail).open(ConnectTimes())
+    times = ConnectTimes()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await ProbeConnections("x.invalid", 80, None, resolve=hang).open(times)
+    assert failure_kind(TimeoutError(), "connect", times.resolving) is ErrorKind.DNS

@@ -66,6 +66,7 @@ class UpstreamConn(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self._got_bytes = False
+        self.head_at: float | None = None  # perf_counter when the response head was parsed
         self.closed = False
 
     # ---------------------------------------------------------------- asyncio.Protocol
@@ -110,6 +111,7 @@ class UpstreamConn(asyncio.Protocol):
         assert self.transport is not None
         self._buf, self._head, self._body, self._early = b"", None, None, []
         self._error, self._got_bytes, self.sink, self.reads = None, False, None, 0
+        self.head_at = None
         self.transport.write(data)
 
     async def head(self, timeout_s: float) -> ResponseHead:
@@ -136,6 +138,11 @@ class UpstreamConn(asyncio.Protocol):
         await self._wait(timeout_s)
 
     @property
+    def response_head(self) -> ResponseHead | None:
+        """The response head once parsed (a sink reads it on the first payload)."""
+        return self._head
+
+    @property
     def done(self) -> bool:
         """The response body ended."""
         return self._body is not None and self._body.done
@@ -156,6 +163,10 @@ class UpstreamConn(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
 
+    def wake(self) -> None:
+        """Wake whoever waits on this connection: its sink saw something that moves a deadline."""
+        self._wake()
+
     def abort(self) -> None:
         """Drop the connection at once (the client went away, or it stalled)."""
         self.closed = True
@@ -169,7 +180,7 @@ class UpstreamConn(asyncio.Protocol):
         if head is None:
             return
         rest, self._buf = self._buf[used:], b""
-        self._head, self._body = head, BodyParser(head)
+        self._head, self._body, self.head_at = head, BodyParser(head), perf_counter()
         if rest:
             self._deliver(self._body.feed(rest))
         self._wake()
