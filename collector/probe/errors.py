@@ -13,7 +13,6 @@ from lanewatch.collector.probe.transport import DnsError
 from lanewatch.collector.record.timing import ErrorKind
 
 
-
 def causes(exc: BaseException) -> Iterator[BaseException]:
     """The exception, its causes and contexts, and the members of exception groups."""
     seen: set[int] = set()
