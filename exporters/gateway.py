@@ -42,6 +42,8 @@ class GatewayView(Protocol):
     @property
     def upstream_errors(self) -> Mapping[tuple[str, str, str], int]: ...
     @property
+    def refused(self) -> Mapping[str, int]: ...
+    @property
     def degrade_version(self) -> int: ...
     @property
     def upstreams(self) -> Sequence[UpstreamState]: ...
@@ -80,6 +82,15 @@ class GatewayCollector(Collector):
             (names.LANE, names.UPSTREAM, names.ERROR_KIND),
             v.upstream_errors,
         )
+        refused = CounterMetricFamily(
+            names.GATEWAY_REFUSED_REQUESTS_TOTAL,
+            "Requests answered with an error before routing (unreadable, too big, too slow to arrive, "
+            "over the connection cap), by the status answered.",
+            labels=(names.CODE,),
+        )
+        for code, count in sorted(dict(v.refused).items()):
+            refused.add_metric((code,), count)
+        yield refused
         ups = list(v.upstreams)
         inflight = GaugeMetricFamily(
             names.GATEWAY_INFLIGHT, "Requests in flight per upstream.", labels=(names.LANE, names.UPSTREAM)

@@ -99,12 +99,14 @@ GATEWAY_UPSTREAM_HEALTHY: Final = f"{PREFIX}_gateway_upstream_healthy"  # lane, 
 GATEWAY_SHED_TOTAL: Final = f"{PREFIX}_gateway_shed_total"  # lane (routed to), request_class
 GATEWAY_DEGRADE_APPLIED_TOTAL: Final = f"{PREFIX}_gateway_degrade_applied_total"  # lane, action
 GATEWAY_UPSTREAM_ERRORS_TOTAL: Final = f"{PREFIX}_gateway_upstream_errors_total"  # lane, upstream, error_kind
+GATEWAY_REFUSED_REQUESTS_TOTAL: Final = f"{PREFIX}_gateway_refused_requests_total"  # code
 GATEWAY_DEGRADE_STATE_VERSION: Final = f"{PREFIX}_gateway_degrade_state_version"  # gauge, bumps per change
 # Shipping tap records to the collector (gateway.collector_url).
 GATEWAY_SHIPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_shipped_records_total"  # the collector took them
 GATEWAY_SHIP_SEND_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_ship_send_failures_total"  # retried later
 GATEWAY_SHIP_DROPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_ship_dropped_records_total"  # reason
 GATEWAY_SHIP_QUEUED_RECORDS: Final = f"{PREFIX}_gateway_ship_queued_records"  # gauge
+CODE: Final = "code"  # the HTTP status answered
 REASON: Final = "reason"  # queue_full | rejected | refused | unencodable | shutdown
 SERVED_LANE: Final = "served_lane"
 UPSTREAM: Final = "upstream"

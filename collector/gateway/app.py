@@ -72,7 +72,9 @@ class GatewayServer:
             head_timeout_s=cfg.head_timeout_s,
             max_connections=cfg.max_connections or default_max_connections(),
         )
-        self._front = FrontServer(router(gw), limits, lambda status, message: error_body(status, message))
+        self._front = FrontServer(
+            router(gw), limits, lambda status, message: error_body(status, message), gw.stats.count_refused
+        )
         self.port = 0
 
     async def start(self, host: str, port: int) -> int:

@@ -346,6 +346,7 @@ class FrontConn(asyncio.Protocol):
     def _refuse(self, status: int, message: str) -> None:
         """A request that cannot be read: the error, then close (the stream's framing is lost)."""
         self._busy = self._close_after = True  # nothing more is read off this connection
+        self._server.on_refused(status)
         self._reply(Response(status, self._error_body(status, message)))
         self.close()
 
@@ -370,8 +371,15 @@ def _reason(status: int) -> str:
 class FrontServer:
     """The listening socket and every open connection and handler."""
 
-    def __init__(self, route: Route, limits: FrontLimits, error_body: ErrorBody) -> None:
+    def __init__(
+        self,
+        route: Route,
+        limits: FrontLimits,
+        error_body: ErrorBody,
+        on_refused: Callable[[int], None] = lambda status: None,
+    ) -> None:
         self._route, self._limits, self._error_body = route, limits, error_body
+        self.on_refused = on_refused  # told the status of each request refused before routing
         self.conns: set[FrontConn] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.refused_total = 0  # connections answered 503 for being over max_connections

@@ -30,7 +30,12 @@ class GatewayStats:
     shed: Counter[tuple[str, str]] = field(default_factory=Counter)  # lane, request_class
     degrade_applied: Counter[tuple[str, str]] = field(default_factory=Counter)  # lane, action
     upstream_errors: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # lane, upstream, kind
+    refused: Counter[str] = field(default_factory=Counter)  # status answered before routing
     degrade_version: int = 0
+
+    def count_refused(self, status: int) -> None:
+        """Count a request refused before routing (unreadable, too big, too slow, over the cap)."""
+        self.refused[str(status)] += 1
 
     @property
     def upstreams(self) -> list[UpstreamView]:

@@ -309,4 +309,8 @@ async def test_the_gateway_takes_its_head_timeout_and_connection_cap_from_its_co
         async with asyncio.timeout(5):
             timed_out = await reader.read()
         writer.close()
-    assert _status(refused) == 503 and _status(timed_out) == 408
+        malformed = await exchange(_port(g.url), b"GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+        counted = dict(g.gw.stats.refused)
+    assert _status(refused) == 503 and _status(timed_out) == 408 and _status(malformed) == 400
+    # What lanewatch_gateway_refused_requests_total{code} exports.
+    assert counted == {"503": 1, "408": 1, "400": 1}

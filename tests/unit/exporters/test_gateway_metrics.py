@@ -15,6 +15,8 @@ def test_gateway_metrics_text() -> None:
     stats.shed[("slow", "batch")] += 1
     stats.degrade_applied[("slow", "shift")] += 4
     stats.upstream_errors[("fast", "127.0.0.1:8001", "connect_refused")] += 2
+    for status in (400, 400, 408):
+        stats.count_refused(status)
     registry = CollectorRegistry()
     registry.register(GatewayCollector(stats))
     text = generate_latest(registry).decode()
@@ -25,6 +27,8 @@ def test_gateway_metrics_text() -> None:
         'lanewatch_gateway_degrade_applied_total{action="shift",lane="slow"} 4.0',
         "lanewatch_gateway_upstream_errors_total"
         '{error_kind="connect_refused",lane="fast",upstream="127.0.0.1:8001"} 2.0',
+        'lanewatch_gateway_refused_requests_total{code="400"} 2.0',
+        'lanewatch_gateway_refused_requests_total{code="408"} 1.0',
         'lanewatch_gateway_inflight_requests{lane="fast",upstream="127.0.0.1:8001"} 2.0',
         'lanewatch_gateway_upstream_healthy{lane="fast",upstream="127.0.0.1:8001"} 1.0',
         "lanewatch_gateway_degrade_state_version 3.0",
