@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections import Counter
@@ -19,13 +18,8 @@ from lanewatch.collector.record.goodput import Goodput, Tally, outcome
 from .app import app
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from rich.table import Table
 
-    from lanewatch.collector.collect.otlp import ServerSpan
-    from lanewatch.collector.collect.otlp_grpc import ThreadedGrpcReceiver
-    from lanewatch.collector.collect.otlp_http import SpanReceiver
     from lanewatch.collector.config import RequestClass, Target, Timeouts
     from lanewatch.collector.record.timing import RequestTiming
 
@@ -159,6 +153,8 @@ def probe_command(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    from lanewatch.collector.probe.session import ListenError
+
     listen = _listen_address(otlp_listen, "--otlp-listen")
     grpc_listen = _listen_address(otlp_grpc_listen, "--otlp-grpc-listen")
     try:
@@ -209,14 +205,6 @@ def _request_class(name: str, cfg: Any) -> RequestClass:
     return classes[name]
 
 
-class ListenError(Exception):
-    """A span receiver's address cannot be bound (taken, or not this machine's); `option` names its flag."""
-
-    def __init__(self, option: str, message: str) -> None:
-        super().__init__(message)
-        self.option = option
-
-
 def _listen_address(value: str | None, option: str) -> tuple[str, int] | None:
     from lanewatch.collector.collect.otlp_http import parse_listen
 
@@ -248,102 +236,35 @@ async def _run(
     grpc_listen: tuple[str, int] | None = None,
     join_wait_s: float = 6.0,
 ) -> list[RequestTiming]:
-    from lanewatch.collector.probe.prober import Prober, spec_for
+    from lanewatch.collector.probe.session import ProbeSession
     from lanewatch.exporters import otlp
 
-    records: list[RequestTiming] = []
-
     def emit(record: RequestTiming) -> None:
-        records.append(record)
         if json_out:
             sys.stdout.write(json.dumps(record.to_json()) + "\n")
             sys.stdout.flush()
 
-    join = None
-    receivers: list[SpanReceiver | ThreadedGrpcReceiver] = []
-    if listen is not None or grpc_listen is not None:
-        from lanewatch.collector.probe.join import LoopJoin, OrderedJoin
-
-        join = LoopJoin(OrderedJoin(join_wait_s), emit)
-        try:
-            receivers = await _start_receivers(listen, grpc_listen, join.spans_from_thread)
-        except ListenError:
-            join.close()
-            raise
     provider = otlp.tracer_provider(otlp_endpoint, service_name="lanewatch-probe")
+    session = ProbeSession(
+        target,
+        rclass,
+        connection="cold" if connection == "cold" else "warm",
+        timeouts=timeouts,
+        tracer=provider.get_tracer("lanewatch.probe") if otlp_endpoint else None,
+        record_content=record_content,
+        join_wait_s=join_wait_s,
+    )
     try:
-        async with Prober(
-            target,
-            connection="cold" if connection == "cold" else "warm",
-            timeouts=timeouts,
-            tracer=provider.get_tracer("lanewatch.probe") if otlp_endpoint else None,
-            max_connections=1,
-            record_content=record_content,
-        ) as prober:
-            for i in range(count):
-                if i and interval:
-                    await asyncio.sleep(interval)
-                record = await prober.probe(spec_for(rclass, target, i))
-                if join is not None:
-                    join.add_record(record)  # out when joined or its wait ran out; probing goes on
-                else:
-                    emit(record)
+        return await session.run(
+            count,
+            interval,
+            emit,
+            listen=listen,
+            grpc_listen=grpc_listen,
+            say=lambda m: typer.echo(m, err=True),
+        )
     finally:
-        try:
-            if join is not None:
-                await join.drain()  # at the end or on Ctrl-C: each held record waits out its join-wait
-        finally:
-            if join is not None:
-                join.close()  # a second Ctrl-C: what is still held goes out unjoined
-            for receiver in receivers:
-                receiver.shutdown()  # not to_thread: it must run even while the task is being cancelled
-            otlp.shutdown(provider, timeout_s=2.0)
-    return records
-
-
-async def _start_receivers(
-    listen: tuple[str, int] | None,
-    grpc_listen: tuple[str, int] | None,
-    sink: Callable[[list[ServerSpan]], None],
-) -> list[SpanReceiver | ThreadedGrpcReceiver]:
-    """Start the HTTP and/or gRPC span receivers, each on its own thread; print where vLLM should send."""
-    from lanewatch.collector.collect.otlp_grpc import ThreadedGrpcReceiver, grpc_endpoint_url
-    from lanewatch.collector.collect.otlp_http import SpanReceiver, endpoint_url
-
-    started: list[SpanReceiver | ThreadedGrpcReceiver] = []
-    lines = []
-    try:
-        if listen is not None:
-            http = SpanReceiver(*listen, sink)
-            started.append(http)
-            url = endpoint_url(http.host, await _bind(http, "--otlp-listen"))
-            lines.append(
-                f"lanewatch probe: receiving vLLM spans over OTLP/HTTP at {url}\n"
-                "  run vLLM with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf "
-                f"--otlp-traces-endpoint {url}"
-            )
-        if grpc_listen is not None:
-            grpc = ThreadedGrpcReceiver(*grpc_listen, sink)
-            started.append(grpc)
-            url = grpc_endpoint_url(grpc.host, await _bind(grpc, "--otlp-grpc-listen"))
-            lines.append(
-                f"lanewatch probe: receiving vLLM spans over OTLP/gRPC at {url}\n"
-                f"  run vLLM with --otlp-traces-endpoint {url} "
-                "(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL unset or grpc)"
-            )
-    except ListenError:
-        for receiver in started:
-            receiver.shutdown()
-        raise
-    typer.echo("\n".join(lines), err=True)
-    return started
-
-
-async def _bind(receiver: SpanReceiver | ThreadedGrpcReceiver, option: str) -> int:
-    try:
-        return await asyncio.to_thread(receiver.start)
-    except OSError as exc:
-        raise ListenError(option, f"cannot listen: {exc.strerror or exc}") from None
+        otlp.shutdown(provider, timeout_s=2.0)
 
 
 def summary_table(
