@@ -84,11 +84,11 @@ NOTES: dict[str, Any] = {
             "and the upstream share the other two thirds of the machine: requests queue behind chunks.",
         ),
         "probe_p99": (
-            "The prober stamps TTFT at the read that delivered the first content chunk (httpx, warm "
-            "keep-alive connection); the error is the request's send, the simulator's own parsing "
+            "The prober stamps TTFT in the callback of the read that delivered the first content chunk "
+            "(warm keep-alive connection); the error is the request's send, the simulator's own parsing "
             "before its clock starts and the loopback trip back.",
-            "Besides the send, the simulator's parsing and the loopback trip, the tail is httpx's "
-            "per-read Python on a loaded 2-core machine.",
+            "Besides the send, the simulator's parsing and the loopback trip, the tail is the event "
+            "loop's wake-up and the prober's per-read Python on a loaded 2-core machine.",
         ),
         "collector_rss": (
             "Python, the imports (prometheus_client, httpx, OpenTelemetry, FastAPI) and windows of "
@@ -178,8 +178,8 @@ NOTES: dict[str, Any] = {
         "(it stamps arrival after reading the body) and the loopback trip: any client here sees it. "
         "Beside curl on the same cold HTTPS requests the prober's TCP connect reads "
         "{probe_connect_p50_ms_vs_curl:.2f} ms against curl's {curl_connect_p50_ms:.2f} ms and its end "
-        "of stream comes {probe_minus_curl_e2e_p50_ms:.2f} ms later: asyncio and httpcore's Python between "
-        "the socket and the prober's clock, which curl does in C.\n"
+        "of stream comes {probe_minus_curl_e2e_p50_ms:.2f} ms later: the event loop and the prober's Python "
+        "between the socket and the prober's clock, which curl does in C.\n"
         "- **Alert to degrade** is Alertmanager's `group_wait` (1 s in deploy/) plus a few ms: the "
         "controller decides, stores and drives the gateway in that time."
     ),
