@@ -33,7 +33,7 @@ from lanewatch.collector.config import RequestClass, Target, Timeouts
 from lanewatch.collector.probe.errors import failure_kind
 from lanewatch.collector.probe.prompts import prompt_text
 from lanewatch.collector.probe.spans import finish_probe_span, start_probe_span, trace_headers
-from lanewatch.collector.probe.transport import ConnectTimes, ProbeConnections, Resolver, ssl_context
+from lanewatch.collector.probe.transport import ConnectTimes, ProbeConnections, ssl_context
 from lanewatch.collector.record.content import StreamedText, truncate
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 
@@ -210,7 +210,6 @@ class Prober:
         tracer: Tracer | None = None,
         max_connections: int = 4,
         record_content: bool = False,
-        resolve: Resolver | None = None,
     ) -> None:
         self.target = target
         self.record_content = record_content  # prompt and response text on records and spans
@@ -222,7 +221,7 @@ class Prober:
         self._api_key = read_api_key(target)
         tls = ssl_context(target.cacert, target.insecure) if parts.scheme == "https" else None
         self._conns = ProbeConnections(
-            self._host, self._port, tls, connection=connection, max_idle=max_connections, resolve=resolve
+            self._host, self._port, tls, connection=connection, max_idle=max_connections
         )
         # Built once per target: each API's request line and the headers every request carries.
         netloc = parts.netloc.rpartition("@")[2]

@@ -158,6 +158,20 @@ async def test_cold_probes_open_a_connection_each_time_warm_probes_reuse_one() -
     assert all((r.dns_s, r.connect_s, r.tls_s) == (0.0, 0.0, 0.0) for r in warm[1:])
 
 
+async def test_a_kept_alive_connection_the_server_drops_is_replaced_not_reported() -> None:
+    # The second request reaches the server on the kept-alive connection, which it closes unanswered
+    # (as a server closing an idle connection at that moment does): the probe reconnects once.
+    replies = iter([Reply(parts=chat_stream(2)), Reply(before_headers="close"), Reply(parts=chat_stream(2))])
+    async with (
+        ScriptedServer(lambda r: next(replies)) as srv,
+        Prober(target(srv.url()), connection="warm", timeouts=FAST) as p,
+    ):
+        first, second = await p.probe(SHORT), await p.probe(SHORT)
+    assert [r.connection for r in srv.received] == [1, 1, 2]
+    assert first.ok and second.ok, (first.error, second.error)
+    assert second.connect_s and second.connect_s > 0  # timed on the new connection
+
+
 async def test_tls_phase_is_measured_and_sni_keeps_the_host_name(tmp_path: Path) -> None:
     certs = make_certs(tmp_path, names=("localhost",))
     async with ScriptedServer(lambda r: Reply(parts=chat_stream(2)), tls=certs.server_context()) as srv:
