@@ -12,9 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO
 
-from lanewatch.collector.record.files import RecordFileError, parse_record_line, record_line
+from lanewatch.collector.record.files import RecordFileError, RecordsWriter, parse_record_line
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.collector.record.window import Summary, Window, record_value, summarize
 
@@ -77,10 +76,10 @@ class Recorder:
         self.window = Window(window_s)
         self.kept: list[RequestTiming] = []
         self.out = out
-        self._file: IO[str] | None = None
+        self._writer: RecordsWriter | None = None
         if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            self._file = out.open("w", encoding="utf-8")
+            out.unlink(missing_ok=True)  # this run's records only
+            self._writer = RecordsWriter(out)
 
     def poll(self) -> int:
         """Take in what every source appended; returns how many records arrived."""
@@ -90,10 +89,8 @@ class Recorder:
             self.window.add(r, now)
             if len(self.kept) < MAX_KEPT:
                 self.kept.append(r)
-            if self._file is not None:
-                self._file.write(record_line(r))
-        if self._file is not None and new:
-            self._file.flush()
+            if self._writer is not None:
+                self._writer.write(r)
         return len(new)
 
     @property
@@ -107,9 +104,8 @@ class Recorder:
 
     def close(self) -> None:
         """Close records.jsonl."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._writer is not None:
+            self._writer.close()
 
 
 def _values(records: Sequence[RequestTiming], phase: str) -> list[float]:

@@ -44,6 +44,8 @@ def test_tail_returns_complete_lines_once_and_waits_for_a_partial_one(tmp_path: 
 
 def test_recorder_copies_every_record_from_every_source_to_out(tmp_path: Path) -> None:
     a, b, out = tmp_path / "collector.jsonl", tmp_path / "gateway.jsonl", tmp_path / "out" / "records.jsonl"
+    out.parent.mkdir()
+    out.write_text("an earlier run's line\n")
     recorder = Recorder([a, b], out)
     a.write_text(record_line(rec("fast", 0.1)))
     b.write_text(record_line(rec("slow", 2.0, source="tap")) + "{oops\n")
@@ -56,7 +58,8 @@ def test_recorder_copies_every_record_from_every_source_to_out(tmp_path: Path) -
     assert [(r.lane, r.source) for r in written] == [("fast", "probe"), ("slow", "tap"), ("fast", "probe")]
     assert [r.ttft_s for r in recorder.kept] == [0.1, 2.0, 0.2]
     assert len(recorder.recent()) == 3 and recorder.bad_lines == 1
-    assert all(json.loads(line)["source"] for line in out.read_text().splitlines())
+    assert all(json.loads(line)["source"] for line in out.read_text().splitlines())  # this run's only
+    assert out.stat().st_mode & 0o777 == 0o600  # records may carry prompts: owner-only, as everywhere
 
 
 def test_lane_stats_cover_every_phase_measured_and_skip_failures() -> None:
