@@ -32,7 +32,8 @@ HERE: Final = data_path("lanewatch.alerts")  # the specs and windows ship as pac
 WINDOWS_FILE: Final = HERE / "windows.yaml"
 DEFAULT_SPEC: Final = HERE / "slos.yaml"
 DEMO_SPEC: Final = HERE / "slos-demo.yaml"
-BUNDLED_SPECS: Final = (DEFAULT_SPEC, DEMO_SPEC)
+DEMO_VLLM_SPEC: Final = HERE / "slos-demo-vllm.yaml"  # the demo on real CPU engines
+BUNDLED_SPECS: Final = (DEFAULT_SPEC, DEMO_SPEC, DEMO_VLLM_SPEC)
 DEFAULT_RUNBOOK: Final = "https://github.com/lanewatch/lanewatch/blob/main/docs/runbooks.md#{anchor}"
 
 Lines = dict[tuple[str, ...], int]

@@ -20,12 +20,13 @@ from typing import Any, Final
 import yaml
 
 from lanewatch.alerts.build import GENERATED_DIR
-from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC
+from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC, DEMO_VLLM_SPEC
 from lanewatch.collector.common.packagedata import data_path
 from lanewatch.collector.config import RequestClass
 
 __all__ = [
     "DEMO_RULES",
+    "DEMO_VLLM_RULES",
     "DEMO_VLLM_SPEC",
     "DEPLOY_DIR",
     "PRODUCTION_RULES",
@@ -35,7 +36,6 @@ __all__ = [
     "lanewatch_config",
     "policy_config",
     "prometheus_config",
-    "render_rules",
     "write_configs",
     "write_secrets",
 ]
@@ -44,8 +44,8 @@ __all__ = [
 DEPLOY_DIR: Final = data_path("lanewatch.deploy")
 DEMO_RULES: Final = GENERATED_DIR / "lanewatch-demo-rules.yml"
 PRODUCTION_RULES: Final = GENERATED_DIR / "lanewatch-rules.yml"
-# The real-engine demo's SLO spec: its rules are rendered into the run's folder at start.
-DEMO_VLLM_SPEC: Final = DEMO_SPEC.with_name("slos-demo-vllm.yaml")
+# The real-engine demo's rules, from alerts/slos-demo-vllm.yaml (DEMO_VLLM_SPEC).
+DEMO_VLLM_RULES: Final = GENERATED_DIR / "lanewatch-demo-vllm-rules.yml"
 LANES: Final = ("fast", "slow")  # fastest first
 # Each lane's simulator serves its own model name, as a small and a big model would: a request
 # served by the other lane (a degrade shift, the short-answer rule) is rewritten by the gateway.
@@ -127,11 +127,6 @@ class Layout:
     def lanewatch_yaml(self) -> Path:
         """The collector's and gateway's config file."""
         return self.workdir / "lanewatch.yaml"
-
-    @property
-    def rules_yml(self) -> Path:
-        """Rules rendered for this run from an SLO spec (the real-engine demo's)."""
-        return self.workdir / "prometheus" / "rules.yml"
 
     @property
     def policy_yaml(self) -> Path:
@@ -345,17 +340,6 @@ def write_secrets(layout: Layout) -> dict[str, str]:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(tokens[name] + "\n")
     return tokens
-
-
-def render_rules(layout: Layout, spec_path: Path) -> Path:
-    """Render an SLO spec's rule file into the run's folder; return its path."""
-    from lanewatch.alerts.build import rule_files
-    from lanewatch.alerts.spec import load_spec
-
-    text = next(iter(rule_files([load_spec(spec_path)]).values()))
-    layout.rules_yml.parent.mkdir(parents=True, exist_ok=True)
-    layout.rules_yml.write_text(text, encoding="utf-8")
-    return layout.rules_yml
 
 
 def write_configs(

@@ -16,7 +16,7 @@ from typing import Final, Literal
 from lanewatch.collector.config import RequestClass
 
 from .burst import BurstSpec
-from .configs import DEMO_VLLM_SPEC
+from .configs import DEMO_VLLM_RULES, DEMO_VLLM_SPEC
 from .timeline import Plan
 
 __all__ = [
@@ -71,7 +71,7 @@ VLLM_CLASSES: Final = (
 class Sizing:
     """What the demo asks of its engines: SLO rules, load, request classes, the fault."""
 
-    slo_spec: Path | None  # None: the committed demo rules; else the spec rendered at start
+    slo_spec: Path | None  # None: the demo's SLOs (alerts/slos-demo.yaml)
     rate_per_s: float  # requests per second through the gateway
     probe_interval_s: float  # each lane x class probed this often
     probe_timeouts: Mapping[str, float]  # the probe's per-phase limits (ttft_s, stall_s, total_s)
@@ -84,6 +84,7 @@ class Sizing:
     # on the simulator the longest (256 tokens on the slow lane, faulted) takes ~12 s.
     drain_s: float = 20.0
     duration_s: float = 240.0  # the demo's default limit, once up
+    rules: Path | None = None  # slo_spec's committed rule file (alerts/generated/); None: the demo's
 
     def plan(self, plan: Plan) -> Plan:
         """`plan` with this engine's fault and fault deadline."""
@@ -99,6 +100,7 @@ SIM_SIZING: Final = Sizing(None, rate_per_s=4.0, probe_interval_s=2.0, probe_tim
 # waits for ~18,000 prompt tokens of prefill.
 VLLM_SIZING: Final = Sizing(
     DEMO_VLLM_SPEC,
+    rules=DEMO_VLLM_RULES,
     rate_per_s=0.5,
     probe_interval_s=5.0,
     # A request queued behind the burst waits for its first token, and a decode step shares the

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from .configs import LANES, MODELS, Layout, render_rules, write_configs, write_secrets
+from .configs import LANES, MODELS, Layout, write_configs, write_secrets
 from .engines import SIM_SIZING, Sizing, VllmInstall, vllm_command
 from .supervisor import ChildExited, Supervisor, lanewatch_command
 
@@ -186,7 +186,7 @@ class Stack:
 
         `production`: the shipped rules at the shipped Prometheus and Alertmanager timings;
         `act_on`: the alert severities the degrade controller acts on (empty: any). The sizing's
-        own SLO spec, when it has one, is rendered into the run's rules instead.
+        own SLO spec and its committed rules, when it has them, replace the demo's.
         """
         spec = self.sizing.slo_spec
         write_configs(
@@ -196,7 +196,7 @@ class Stack:
             production=production,
             act_on=act_on,
             classes=self.sizing.classes,
-            rules=None if spec is None else render_rules(self.layout, spec),
+            rules=self.sizing.rules,
             slo_spec=spec,
             timeouts=self.sizing.probe_timeouts,
             fast_max_tokens=self.sizing.fast_max_tokens,

@@ -23,10 +23,10 @@ def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 
 def test_generated_rule_files_pass_check_rules() -> None:
     files = sorted(str(p) for p in GENERATED_DIR.glob("*.yml"))
-    assert len(files) == 2
+    assert len(files) == 3
     result = promtool("check", "rules", *files)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("SUCCESS") == 2
+    assert result.stdout.count("SUCCESS") == 3
 
 
 def test_prometheus_rule_groups_pass_check_rules(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_prometheus_rule_groups_pass_check_rules(tmp_path: Path) -> None:
 
 def test_promtool_unit_tests_pass() -> None:
     files = sorted(p.name for p in TESTS_DIR.glob("*.yml"))
-    assert {"burnrate.yml", "thresholds.yml", "lanes.yml", "demo.yml"} <= set(files)
+    assert {"burnrate.yml", "thresholds.yml", "lanes.yml", "demo.yml", "demo-vllm.yml"} <= set(files)
     result = promtool("test", "rules", *files, cwd=TESTS_DIR)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == len(files)

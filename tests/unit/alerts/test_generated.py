@@ -19,6 +19,7 @@ def test_committed_rule_files_are_fresh() -> None:
     assert {p.name for p in outputs} == {
         "lanewatch-rules.yml",
         "lanewatch-demo-rules.yml",
+        "lanewatch-demo-vllm-rules.yml",
         "prometheusrule-lanewatch.yaml",
     }
     for path, text in outputs.items():
@@ -32,7 +33,7 @@ def test_cli_rebuilds_into_a_folder_identically(tmp_path: Path) -> None:
         args += ["--spec", str(spec)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    for name in ("lanewatch-rules.yml", "lanewatch-demo-rules.yml"):
+    for name in ("lanewatch-rules.yml", "lanewatch-demo-rules.yml", "lanewatch-demo-vllm-rules.yml"):
         assert (tmp_path / name).read_text() == (build.GENERATED_DIR / name).read_text(), f"{name} {STALE}"
     committed = build.KUBERNETES_DIR / "prometheusrule-lanewatch.yaml"
     assert (tmp_path / "k8s" / "prometheusrule-lanewatch.yaml").read_text() == committed.read_text()

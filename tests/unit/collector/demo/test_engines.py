@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lanewatch.alerts.build import rule_file_name
+from lanewatch.alerts.spec import load_spec
 from lanewatch.collector.config import load_config
 from lanewatch.collector.demo.burst import BurstSpec, burst_body
 from lanewatch.collector.demo.configs import (
@@ -16,7 +18,6 @@ from lanewatch.collector.demo.configs import (
     Layout,
     lanewatch_config,
     prometheus_config,
-    render_rules,
     write_configs,
 )
 from lanewatch.collector.demo.engines import (
@@ -108,12 +109,13 @@ def _rule_names(path: Path) -> set[str]:
     return {r.get("record") or r["alert"] for g in groups for r in g["rules"]}
 
 
-def test_the_real_engine_demo_renders_and_loads_its_own_rules(tmp_path: Path) -> None:
+def test_the_real_engine_demo_loads_the_committed_rules_of_its_own_spec(tmp_path: Path) -> None:
     lay = vllm_layout(tmp_path)
     assert VLLM_SIZING.slo_spec is not None and SIM_SIZING.slo_spec is None
-    rules = render_rules(lay, VLLM_SIZING.slo_spec)
+    rules = VLLM_SIZING.rules
+    assert rules is not None and rules.name == rule_file_name(load_spec(VLLM_SIZING.slo_spec))
     write_configs(lay, classes=VLLM_SIZING.classes, rules=rules, slo_spec=VLLM_SIZING.slo_spec)
-    assert yaml.safe_load(lay.prometheus_yaml.read_text())["rule_files"] == [str(lay.rules_yml)]
+    assert yaml.safe_load(lay.prometheus_yaml.read_text())["rule_files"] == [str(rules)]
     # The collector judges goodput by the same SLOs.
     exported = yaml.safe_load(lay.lanewatch_yaml.read_text())["export"]
     assert exported["slo_spec"] == str(VLLM_SIZING.slo_spec)
