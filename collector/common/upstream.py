@@ -1,10 +1,11 @@
-"""The upstream leg on bare asyncio: keep-alive HTTP/1.1 connections that pass body bytes on at once.
+"""Client HTTP/1.1 on bare asyncio: keep-alive connections that pass body bytes on as they arrive.
 
-Why not aiohttp's client here: its per-chunk path (parser, stream reader, a future and a
-task switch per read, then the server's writer) costs more CPU than the rest of the
-gateway together (measured with bench/tap_overhead.py). Here `data_received` decodes the
-framing and hands the payload to a sink that writes it downstream at once; a coroutine
-waits only for the head, the end, or back-pressure. DNS, TCP and TLS are timed apart.
+The gateway's upstream leg and the prober both run on it. Why not aiohttp's or httpcore's
+client: their per-chunk path (a parser, a stream reader, a future and a task switch per read)
+costs more CPU than the rest of the gateway together (bench/tap_overhead.py), and more than
+blackbox_exporter spends on a whole probe (bench/probe_cost.py). Here `data_received` decodes
+the framing and hands the payload to a sink in the same callback; a coroutine waits only for
+the head, the end, or back-pressure. DNS, TCP and TLS are timed apart.
 """
 
 from __future__ import annotations

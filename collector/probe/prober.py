@@ -194,8 +194,7 @@ class _Reader:
             self.kept += data[: _ERROR_HEAD - len(self.kept)]
         if self.read > _ERROR_BODY_LIMIT and not self.enough:
             self.enough = True
-            self.conn.pause()
-            self.conn.wake()  # the connection is dropped, not drained
+            self.conn.pause()  # which wakes the probe: the connection is dropped, not drained
 
 
 class Prober:
