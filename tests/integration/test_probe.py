@@ -207,6 +207,24 @@ async def test_http_error_statuses(status: int, kind: ErrorKind) -> None:
     assert r.ttft_s is None
 
 
+async def test_an_error_body_is_read_for_its_reason_but_never_whole() -> None:
+    # 1 MiB after the reason: the prober keeps the first bytes, stops reading past 64 KiB and
+    # drops the connection (the next probe opens a new one) rather than draining it.
+    reason = b'{"error": {"message": "model overloaded", "type": "ServiceUnavailable"}}'
+    big = Reply(
+        status=503, headers={"content-type": "application/json"}, parts=[(0.0, reason + b" " * 2**20)]
+    )
+    replies = iter([big, Reply(parts=chat_stream(2))])
+    async with (
+        ScriptedServer(lambda r: next(replies)) as srv,
+        Prober(target(srv.url()), connection="warm", timeouts=FAST) as p,
+    ):
+        failed, after = await p.probe(SHORT), await p.probe(SHORT)
+    assert (failed.error, failed.status) == (ErrorKind.HTTP_5XX, 503)
+    assert failed.error_message == "model overloaded"
+    assert after.ok and srv.connections == 2
+
+
 SCRIPTS: dict[str, tuple[Reply, ErrorKind]] = {
     "clean end without [DONE]": (Reply(parts=chat_stream(3, done=False)), ErrorKind.TRUNCATED),
     "connection closed mid-stream": (Reply(parts=chat_stream(3)[:3], end="close"), ErrorKind.TRUNCATED),
