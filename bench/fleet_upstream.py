@@ -18,7 +18,7 @@ import json
 import socket
 from pathlib import Path
 
-from .sse_light import SseLight
+from .sse_light import SseLight, add_timing_args
 
 __all__ = ["METRICS_PAGE", "MetricsAndSse", "serve_many"]
 
@@ -76,9 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--ports-file", type=Path, required=True)
-    parser.add_argument("--first-ms", type=float, default=50.0)
-    parser.add_argument("--gap-ms", type=float, default=10.0)
-    parser.add_argument("--chunks", type=int, default=41)
+    add_timing_args(parser)
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_main(args))

@@ -25,7 +25,7 @@ import contextlib
 import re
 import time
 
-__all__ = ["SseLight", "serve"]
+__all__ = ["SseLight", "add_timing_args", "serve"]
 
 _HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -133,14 +133,19 @@ async def _main(args: argparse.Namespace) -> None:
         await server.serve_forever()
 
 
+def add_timing_args(parser: argparse.ArgumentParser) -> None:
+    """The answer's timing flags: --first-ms, --gap-ms, --chunks."""
+    parser.add_argument("--first-ms", type=float, default=50.0)
+    parser.add_argument("--gap-ms", type=float, default=10.0)
+    parser.add_argument("--chunks", type=int, default=41)
+
+
 def main() -> None:
     """Serve until interrupted."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--first-ms", type=float, default=50.0)
-    parser.add_argument("--gap-ms", type=float, default=10.0)
-    parser.add_argument("--chunks", type=int, default=41)
+    add_timing_args(parser)
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_main(args))

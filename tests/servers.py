@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from aiohttp import web
 
 from tests.waiting import eventually
 
@@ -250,3 +251,15 @@ def run_service(
     with started(args, log_path, cwd=cwd) as proc:
         wait_http(health_url, proc, lambda: log_path.read_text(errors="replace"))
         yield proc
+
+
+async def serve_app(app: web.Application, **runner_kw: Any) -> tuple[web.AppRunner, str]:
+    """Serve `app` on an ephemeral 127.0.0.1 port: (runner, base URL)."""
+    runner = web.AppRunner(app, access_log=None, **runner_kw)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server = site._server
+    assert server is not None
+    sock: socket.socket = server.sockets[0]  # type: ignore[attr-defined]
+    return runner, f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -21,7 +21,7 @@ from typing import Protocol, cast
 from .http1 import BodyParser, HttpError, ResponseHead, parse_head
 from .leg import LegTimes
 
-__all__ = ["BodySink", "ConnectError", "UpstreamClient", "UpstreamConn", "UpstreamGone"]
+__all__ = ["BodySink", "ConnectError", "IdleConnections", "UpstreamClient", "UpstreamConn", "UpstreamGone"]
 
 IDLE_REUSE_S = 2.0  # reuse an idle connection only this long: servers close idle ones (uvicorn: 5 s)
 DNS_TTL_S = 10.0
@@ -229,26 +229,59 @@ def _expire(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+class IdleConnections:
+    """Kept-alive connections by (host, port, tls): the newest is reused while it is fresh and open."""
+
+    def __init__(self, reuse_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.reuse_s = reuse_s  # servers close idle connections (uvicorn after 5 s)
+        self._clock = clock
+        self._idle: dict[tuple[str, int, bool], list[UpstreamConn]] = {}
+
+    def take(self, key: tuple[str, int, bool]) -> UpstreamConn | None:
+        """A kept connection for `key` the server has not closed, or None; never waits."""
+        idle = self._idle.get(key)
+        now = self._clock()
+        while idle:
+            conn = idle.pop()
+            if not conn.closed and now - conn.idle_since < self.reuse_s:
+                conn.reused = True
+                return conn
+            conn.abort()
+        return None
+
+    def keep(self, conn: UpstreamConn, limit: int | None = None) -> None:
+        """Keep `conn` when it can carry another request (and fewer than `limit` wait), else close it."""
+        idle = self._idle.setdefault(conn.key, [])
+        if not conn.reusable or (limit is not None and len(idle) >= limit):
+            conn.abort()
+            return
+        conn.idle_since = self._clock()
+        conn.sink = None
+        idle.append(conn)
+
+    def close(self) -> None:
+        """Close every kept connection."""
+        for conns in self._idle.values():
+            for conn in conns:
+                conn.abort()
+        self._idle.clear()
+
+
 class UpstreamClient:
     """Keep-alive connection pools per (host, port, tls) and a small DNS cache."""
 
     def __init__(self, connect_timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._connect_timeout = connect_timeout_s
         self._clock = clock
-        self._idle: dict[tuple[str, int, bool], list[UpstreamConn]] = {}
+        self._idle = IdleConnections(IDLE_REUSE_S, clock)
         self._dns: dict[tuple[str, int], tuple[float, list[str]]] = {}
 
     def take_idle(self, host: str, port: int, tls: bool, leg: LegTimes) -> UpstreamConn | None:
         """A kept-alive connection that is still fresh, or None; never waits."""
-        idle = self._idle.get((host, port, tls))
-        now = self._clock()
-        while idle:
-            conn = idle.pop()
-            if not conn.closed and now - conn.idle_since < IDLE_REUSE_S:
-                conn.reused = leg.reused = True
-                return conn
-            conn.abort()
-        return None
+        conn = self._idle.take((host, port, tls))
+        if conn is not None:
+            leg.reused = True
+        return conn
 
     async def connect(self, host: str, port: int, tls: ssl.SSLContext | None, leg: LegTimes) -> UpstreamConn:
         """An idle connection if a fresh one is kept, else a new one (timing DNS, TCP and TLS)."""
@@ -257,19 +290,11 @@ class UpstreamClient:
 
     def release(self, conn: UpstreamConn) -> None:
         """Keep `conn` for reuse when it can carry another request, else close it."""
-        if not conn.reusable:
-            conn.abort()
-            return
-        conn.idle_since = self._clock()
-        conn.sink = None
-        self._idle.setdefault(conn.key, []).append(conn)
+        self._idle.keep(conn)
 
     def close(self) -> None:
         """Close every idle connection."""
-        for conns in self._idle.values():
-            for conn in conns:
-                conn.abort()
-        self._idle.clear()
+        self._idle.close()
 
     async def _new(self, host: str, port: int, tls: ssl.SSLContext | None, leg: LegTimes) -> UpstreamConn:
         loop = asyncio.get_running_loop()

@@ -31,6 +31,7 @@ __all__ = [
     "VllmInstall",
     "default_vllm_root",
     "find_vllm",
+    "vllm_cache",
     "vllm_command",
 ]
 
@@ -136,11 +137,15 @@ class VllmInstall:
         return self.root / "models" / VLLM_MODELS[lane]
 
 
-def default_vllm_root(env: Mapping[str, str] | None = None) -> Path:
-    """Where `make vllm` puts vLLM 0.32.0: $LANEWATCH_CACHE (or ~/.cache/lanewatch)/vllm-0.32.0."""
+def vllm_cache(env: Mapping[str, str] | None = None) -> Path:
+    """Where `make vllm` keeps its venvs and models: $LANEWATCH_CACHE, else ~/.cache/lanewatch."""
     env = os.environ if env is None else env
-    cache = env.get("LANEWATCH_CACHE") or str(Path.home() / ".cache" / "lanewatch")
-    return Path(cache) / f"vllm-{VLLM_VERSION}"
+    return Path(env.get("LANEWATCH_CACHE") or Path.home() / ".cache" / "lanewatch")
+
+
+def default_vllm_root(env: Mapping[str, str] | None = None) -> Path:
+    """Where `make vllm` puts vLLM 0.32.0: <vllm_cache>/vllm-0.32.0."""
+    return vllm_cache(env) / f"vllm-{VLLM_VERSION}"
 
 
 def find_vllm(root: Path, lanes: tuple[str, ...]) -> VllmInstall:

@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from lanewatch.collector.common.eventloop import loop_factory
+from lanewatch.collector.common import eventloop
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 from lanewatch.collector.record.files import RecordsWriter
@@ -61,8 +61,8 @@ class Built:
 def serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
     """Run the gateway until SIGINT or SIGTERM; StartupError when it cannot start."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory()) as runner:
-        runner.run(_run(cfg, export, records))
+    with contextlib.suppress(KeyboardInterrupt):
+        eventloop.run(_run(cfg, export, records))
 
 
 async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:

@@ -22,7 +22,7 @@ from typing import Literal
 
 import httpx
 
-from lanewatch.collector.common.upstream import UpstreamConn
+from lanewatch.collector.common.upstream import IdleConnections, UpstreamConn
 
 __all__ = [
     "ConnectTimes",
@@ -94,23 +94,16 @@ class ProbeConnections:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.host, self.port, self.tls = host, port, tls
+        self._key = (host, port, tls is not None)
         self._keep = connection == "warm"
         self._max_idle = max_idle
         self._resolve = resolve or system_resolve
         self._connect = connect or open_socket
-        self._clock = clock
-        self._idle: list[UpstreamConn] = []
+        self._idle = IdleConnections(KEEP_IDLE_S, clock)
 
     def take_idle(self) -> UpstreamConn | None:
         """A kept-alive connection the server has not closed, or None; never waits."""
-        now = self._clock()
-        while self._idle:
-            conn = self._idle.pop()
-            if not conn.closed and now - conn.idle_since < KEEP_IDLE_S:
-                conn.reused = True
-                return conn
-            conn.abort()
-        return None
+        return self._idle.take(self._key)
 
     async def open(self, times: ConnectTimes) -> UpstreamConn:
         """A new connection: resolve (timed), connect to each address in turn (timed), TLS.
@@ -133,7 +126,7 @@ class ProbeConnections:
         if sock is None:
             raise last or OSError(f"no address for {self.host}")
         loop = asyncio.get_running_loop()
-        conn = UpstreamConn((self.host, self.port, self.tls is not None))
+        conn = UpstreamConn(self._key)
         try:
             transport, _ = await loop.create_connection(lambda: conn, sock=sock)
         except BaseException:
@@ -156,18 +149,14 @@ class ProbeConnections:
 
     def release(self, conn: UpstreamConn) -> None:
         """Keep `conn` for the next probe when warm and it can carry one, else close it."""
-        if not (self._keep and conn.reusable) or len(self._idle) >= self._max_idle:
+        if self._keep:
+            self._idle.keep(conn, self._max_idle)
+        else:
             conn.abort()
-            return
-        conn.idle_since = self._clock()
-        conn.sink = None
-        self._idle.append(conn)
 
     def close(self) -> None:
         """Close every idle connection."""
-        for conn in self._idle:
-            conn.abort()
-        self._idle.clear()
+        self._idle.close()
 
     async def _addresses(self, times: ConnectTimes) -> list[str]:
         try:

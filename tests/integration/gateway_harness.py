@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -13,25 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway import Gateway, GatewayServer
 from lanewatch.collector.record.timing import RequestTiming
-from tests.servers import free_port, lanewatch_command, run_service
+from tests.servers import free_port, lanewatch_command, run_service, serve_app
 from tests.sse_upstream import SseUpstream
-
-
-async def serve_app(app: web.Application, **runner_kw: Any) -> tuple[web.AppRunner, str]:
-    """Serve `app` on an ephemeral 127.0.0.1 port: (runner, base URL)."""
-    runner = web.AppRunner(app, access_log=None, **runner_kw)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server = site._server
-    assert server is not None
-    sock: socket.socket = server.sockets[0]  # type: ignore[attr-defined]
-    return runner, f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 @asynccontextmanager

@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 
 from lanewatch.collector.demo.burst import Burst, BurstSpec
+from tests.servers import serve_app
 
 pytestmark = pytest.mark.integration
 
@@ -56,12 +57,7 @@ async def engine() -> AsyncIterator[Engine]:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    state.url = f"http://127.0.0.1:{port}"
+    runner, state.url = await serve_app(app, handler_cancellation=True)
     try:
         yield state
     finally:

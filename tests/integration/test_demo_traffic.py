@@ -14,6 +14,7 @@ from aiohttp import web
 
 from lanewatch.collector.config import RequestClass
 from lanewatch.collector.demo.traffic import Traffic, TrafficClass
+from tests.servers import serve_app
 from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
@@ -50,12 +51,7 @@ async def upstream() -> AsyncIterator[Upstream]:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    state.url = f"http://127.0.0.1:{port}"
+    runner, state.url = await serve_app(app)
     try:
         yield state
     finally:

@@ -12,17 +12,9 @@ import pytest
 from aiohttp import web
 
 from lanewatch.collector.record.timing import ErrorKind
-from tests.servers import closed_port
+from tests.servers import closed_port, serve_app
 
-from .gateway_harness import (
-    chat_body,
-    eventually,
-    gateway_server,
-    one_lane,
-    read_events,
-    serve_app,
-    upstream_server,
-)
+from .gateway_harness import chat_body, eventually, gateway_server, one_lane, read_events, upstream_server
 
 pytestmark = pytest.mark.integration
 CHAT = "/v1/chat/completions"

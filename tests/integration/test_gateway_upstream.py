@@ -11,8 +11,9 @@ import pytest
 from aiohttp import web
 
 from lanewatch.collector.common.upstream import UpstreamConn
+from tests.servers import serve_app
 
-from .gateway_harness import chat_body, gateway_server, one_lane, serve_app
+from .gateway_harness import chat_body, gateway_server, one_lane
 
 pytestmark = pytest.mark.integration
 CHAT = "/v1/chat/completions"

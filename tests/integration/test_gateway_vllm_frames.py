@@ -11,8 +11,9 @@ import pytest
 from aiohttp import web
 
 from lanewatch.collector.record.timing import ErrorKind
+from tests.servers import serve_app
 
-from .gateway_harness import chat_body, gateway_server, read_events, serve_app
+from .gateway_harness import chat_body, gateway_server, read_events
 
 pytestmark = pytest.mark.integration
 CHAT = "/v1/chat/completions"

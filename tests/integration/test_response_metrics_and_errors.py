@@ -114,6 +114,7 @@ async def test_the_tap_records_response_metrics_and_upstream_messages(metrics_si
         }
         async with s.post(f"{g.url}/v1/chat/completions", json=bad) as r:
             assert r.status == 400
+            await r.read()  # the whole answer: leaving early can close the connection mid-body
     streamed, whole, refused = g.records
     for rec in (streamed, whole):
         assert rec.phases_source == "response" and rec.error is None

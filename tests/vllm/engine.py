@@ -16,20 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from lanewatch.collector.demo.engines import CPU_ENV, VLLM_VERSION, vllm_cache
 from tests.servers import free_port, stop_process, wait_http
 
-DEFAULT_VERSION = "0.32.0"
 MAX_MODEL_LEN = 2048
 START_TIMEOUT_S = 600.0  # 70-120 s on 2 idle cores; much more when the machine is shared
-# What the CPU build needs: a small KV cache, no thread pinning, no hub, no usage report.
-CPU_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "VLLM_TARGET_DEVICE": "cpu",
-}
 # With it, the final usage chunk carries vLLM's own per-request timings (0.32 has it).
 PER_REQUEST_METRICS = "--enable-per-request-metrics"
 # OpenTelemetry's protocol variables; with neither set, vLLM's span exporter speaks OTLP/gRPC.
@@ -53,20 +44,15 @@ class Install:
         return self.root / "models" / name
 
 
-def cache_root() -> Path:
-    """Where `make vllm` keeps venvs and models: $LANEWATCH_CACHE or ~/.cache/lanewatch."""
-    return Path(os.environ.get("LANEWATCH_CACHE") or Path.home() / ".cache" / "lanewatch")
-
-
 def version() -> str:
     """The vLLM version the tests run against ($LANEWATCH_VLLM_VERSION, default 0.32.0)."""
-    return os.environ.get("LANEWATCH_VLLM_VERSION") or DEFAULT_VERSION
+    return os.environ.get("LANEWATCH_VLLM_VERSION") or VLLM_VERSION
 
 
 def find_install(ver: str | None = None) -> tuple[Install | None, str]:
     """The cached install of `ver`, or None and why it is not usable."""
     ver = ver or version()
-    inst = Install(ver, cache_root() / f"vllm-{ver}")
+    inst = Install(ver, vllm_cache() / f"vllm-{ver}")
     if not (inst.root / ".stamp").exists():
         return None, f"no vLLM {ver} in {inst.root} (run `make vllm`)"
     for path in (inst.vllm, inst.model("tiny") / "config.json"):
@@ -117,7 +103,7 @@ def start_vllm(
         "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
         "--max-model-len", str(MAX_MODEL_LEN), *extra,
     ]  # fmt: skip
-    env = {**os.environ, **CPU_ENV}
+    env = {**os.environ, **CPU_ENV}  # the demo's: what the CPU build needs
     for name in DEFAULT_MODE_UNSET:
         env.pop(name, None)  # unset, vLLM exports over gRPC (no TLS): its default, what is under test
     if otlp_url:

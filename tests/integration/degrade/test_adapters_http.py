@@ -20,6 +20,7 @@ from lanewatch.collector.degrade.adapters import (
     WebhookAdapter,
 )
 from lanewatch.collector.degrade.state import LaneSpec
+from tests.servers import serve_app
 
 from .gateway_admin import start_gateway_admin
 from .loopback import free_port
@@ -92,11 +93,8 @@ async def receiver() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
 
     app = web.Application()
     app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}/hook", got
+    runner, url = await serve_app(app)
+    yield f"{url}/hook", got
     await runner.cleanup()
 
 
