@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from lanewatch.collector.common.headers import CLASS_HEADER
-from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName
+from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
 
 # ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
 from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
@@ -59,7 +59,7 @@ class Target(Section):
     lane: LaneName = "default"
     model: str
     api: Literal["chat", "completions"] = "chat"
-    classes: list[str] | None = None  # request classes to probe; None = all
+    classes: list[ClassName] | None = None  # request classes to probe; None = all
     metrics_url: HttpUrl | None = None  # vLLM /metrics; None = url + "/metrics"
     scrape: bool = True
     cacert: Path | None = None
@@ -95,10 +95,7 @@ class ProbeConfig(Section):
 
     @model_validator(mode="after")
     def _unique_classes(self) -> ProbeConfig:
-        names = [c.name for c in self.classes]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate request class names: {', '.join(dupes)}")
+        check_unique([c.name for c in self.classes], "request class names")
         return self
 
 
@@ -198,10 +195,7 @@ class LaneConfig(Section):
     def _model_names(cls, value: list[str]) -> list[str]:
         if any(not name.strip() for name in value):
             raise ValueError("model names must not be empty")
-        dupes = sorted({n for n in value if value.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate model names {dupes}")
-        return value
+        return check_unique(value, "model names")
 
     @model_validator(mode="after")
     def _map_targets_served(self) -> LaneConfig:
@@ -390,10 +384,7 @@ class LanewatchConfig(BaseSettings):
 
     @model_validator(mode="after")
     def _targets_consistent(self) -> LanewatchConfig:
-        names = [t.name for t in self.targets]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate target names: {', '.join(dupes)}")
+        check_unique([t.name for t in self.targets], "target names")
         known = {c.name for c in self.probe.classes}
         for t in self.targets:
             unknown = sorted(set(t.classes or ()) - known)
