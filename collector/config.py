@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from lanewatch.collector.common.headers import CLASS_HEADER
@@ -22,8 +31,13 @@ from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check
 from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
 from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
 from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_issues
+from lanewatch.collector.degrade.adapters.base import AdapterSettings
+from lanewatch.collector.degrade.adapters.registry import REGISTRY
 
 ENV_PREFIX = "LANEWATCH__"
+
+# One `degrade.adapters` entry: the registry picks its settings class by `kind`.
+AdapterEntry = Annotated[SerializeAsAny[AdapterSettings], PlainValidator(lambda v: REGISTRY.parse(v))]
 
 
 class Section(BaseModel):
@@ -348,17 +362,23 @@ class DegradeConfig(Section):
     min_hold_s: float | None = Field(default=None, ge=0)
     recovery_stable_s: float | None = Field(default=None, ge=0)
     escalation_cooldown_s: float | None = Field(default=None, ge=0)
-    # Adapters; empty means `gateway` when gateway_url is set.
-    adapters: list[Literal["gateway", "webhook", "dry-run"]] = Field(default_factory=list)
-    gateway_url: HttpUrl | None = None
-    gateway_token_file: Path | None = None
-    webhook_url: HttpUrl | None = None
-    webhook_secret_file: Path | None = None  # HMAC-SHA256 key for the signature header
-    adapter_timeout_s: float = Field(default=5.0, gt=0)
-    adapter_attempts: int = Field(default=3, ge=1, le=20)  # per apply, with exponential backoff
+    # The routers to drive, each entry discriminated by `kind` (collector/degrade/adapters/);
+    # older configs' flat keys (gateway_url, webhook_url, ...) are folded into entries.
+    adapters: list[AdapterEntry] = Field(default_factory=list)
     reconcile_interval_s: float = Field(default=15.0, gt=0)  # re-apply the intended state this often
     tick_s: float = Field(default=1.0, gt=0)  # how often holds, cooldowns and recoveries are checked
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_adapter_keys(cls, data: Any) -> Any:
+        return REGISTRY.upgrade(data) if isinstance(data, dict) else data
+
+    @field_validator("adapters")
+    @classmethod
+    def _unique_adapters(cls, value: list[AdapterSettings]) -> list[AdapterSettings]:
+        check_unique([a.label for a in value], "adapter names (give each entry a `name`)")
+        return value
 
 
 class LanewatchConfig(BaseSettings):

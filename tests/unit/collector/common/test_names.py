@@ -178,8 +178,10 @@ def test_bad_urls_refused_with_the_reason(url: str, why: str) -> None:
         lambda url: LaneConfig(upstreams=[url]),
         lambda url: GatewayConfig(collector_url=url),
         lambda url: GatewayConfig(otlp_endpoint=url),
-        lambda url: DegradeConfig(gateway_url=url),
-        lambda url: DegradeConfig(webhook_url=url),
+        lambda url: DegradeConfig.model_validate({"gateway_url": url}),  # the flat keys of older configs
+        lambda url: DegradeConfig.model_validate({"adapters": ["webhook"], "webhook_url": url}),
+        lambda url: DegradeConfig(adapters=[{"kind": "gateway", "url": url}]),
+        lambda url: DegradeConfig(adapters=[{"kind": "webhook", "url": url}]),
     ],
 )
 def test_every_url_field_uses_the_one_rule(build: object) -> None:
