@@ -17,9 +17,9 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from lanewatch.collector.common.names import LaneName
+from lanewatch.collector.common.names import LaneName, repeats
 from lanewatch.collector.common.packagedata import data_path
-from lanewatch.collector.common.yamlfile import ConfigIssue, validation_issues, yaml_line_index
+from lanewatch.collector.common.yamlfile import ConfigError, ConfigIssue, validation_issues, yaml_line_index
 from lanewatch.collector.record.timing import ErrorKind
 from lanewatch.exporters import names
 
@@ -39,13 +39,13 @@ DEFAULT_RUNBOOK: Final = "https://github.com/lanewatch/lanewatch/blob/main/docs/
 Lines = dict[tuple[str, ...], int]
 
 
-class SpecError(Exception):
+class SpecError(ConfigError):
     """A spec that cannot be used; `issues` lists every problem with its field and line."""
 
     def __init__(self, source: str, issues: list[ConfigIssue]) -> None:
-        self.source = source
-        self.issues = issues
-        super().__init__("\n".join([f"invalid SLO spec {source}:", *(f"  {i}" for i in issues)]))
+        super().__init__(source, issues)
+        # ConfigError's text, naming the file as what it is
+        self.args = ("\n".join([f"invalid SLO spec {source}:", *(f"  {i}" for i in issues)]),)
 
 
 def _duration(value: str) -> str:
@@ -395,12 +395,9 @@ class SpecBodyModel(_Model):
 
     @model_validator(mode="after")
     def _unique_slos(self) -> SpecBodyModel:
-        seen: set[tuple[str, str]] = set()
-        for slo in self.slos:
-            for lane in slo.lanes:
-                if (slo.name, lane) in seen:
-                    raise ValueError(f"SLO {slo.name!r} is declared twice for lane {lane!r}")
-                seen.add((slo.name, lane))
+        declared = (((slo.name, lane), None) for slo in self.slos for lane in slo.lanes)
+        for (name, lane), _, _ in repeats(declared):
+            raise ValueError(f"SLO {name!r} is declared twice for lane {lane!r}")
         return self
 
 

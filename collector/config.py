@@ -10,20 +10,34 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from lanewatch.collector.common.headers import CLASS_HEADER
-from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName
+from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
 
 # ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
 from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
 from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
 from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_issues
+from lanewatch.collector.degrade.adapters.base import AdapterSettings
+from lanewatch.collector.degrade.adapters.registry import REGISTRY
 
 ENV_PREFIX = "LANEWATCH__"
+
+# One `degrade.adapters` entry: the registry picks its settings class by `kind`.
+AdapterEntry = Annotated[SerializeAsAny[AdapterSettings], PlainValidator(lambda v: REGISTRY.parse(v))]
 
 
 class Section(BaseModel):
@@ -59,7 +73,7 @@ class Target(Section):
     lane: LaneName = "default"
     model: str
     api: Literal["chat", "completions"] = "chat"
-    classes: list[str] | None = None  # request classes to probe; None = all
+    classes: list[ClassName] | None = None  # request classes to probe; None = all
     metrics_url: HttpUrl | None = None  # vLLM /metrics; None = url + "/metrics"
     scrape: bool = True
     cacert: Path | None = None
@@ -95,10 +109,7 @@ class ProbeConfig(Section):
 
     @model_validator(mode="after")
     def _unique_classes(self) -> ProbeConfig:
-        names = [c.name for c in self.classes]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate request class names: {', '.join(dupes)}")
+        check_unique([c.name for c in self.classes], "request class names")
         return self
 
 
@@ -198,10 +209,7 @@ class LaneConfig(Section):
     def _model_names(cls, value: list[str]) -> list[str]:
         if any(not name.strip() for name in value):
             raise ValueError("model names must not be empty")
-        dupes = sorted({n for n in value if value.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate model names {dupes}")
-        return value
+        return check_unique(value, "model names")
 
     @model_validator(mode="after")
     def _map_targets_served(self) -> LaneConfig:
@@ -354,17 +362,23 @@ class DegradeConfig(Section):
     min_hold_s: float | None = Field(default=None, ge=0)
     recovery_stable_s: float | None = Field(default=None, ge=0)
     escalation_cooldown_s: float | None = Field(default=None, ge=0)
-    # Adapters; empty means `gateway` when gateway_url is set.
-    adapters: list[Literal["gateway", "webhook", "dry-run"]] = Field(default_factory=list)
-    gateway_url: HttpUrl | None = None
-    gateway_token_file: Path | None = None
-    webhook_url: HttpUrl | None = None
-    webhook_secret_file: Path | None = None  # HMAC-SHA256 key for the signature header
-    adapter_timeout_s: float = Field(default=5.0, gt=0)
-    adapter_attempts: int = Field(default=3, ge=1, le=20)  # per apply, with exponential backoff
+    # The routers to drive, each entry discriminated by `kind` (collector/degrade/adapters/);
+    # older configs' flat keys (gateway_url, webhook_url, ...) are folded into entries.
+    adapters: list[AdapterEntry] = Field(default_factory=list)
     reconcile_interval_s: float = Field(default=15.0, gt=0)  # re-apply the intended state this often
     tick_s: float = Field(default=1.0, gt=0)  # how often holds, cooldowns and recoveries are checked
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_adapter_keys(cls, data: Any) -> Any:
+        return REGISTRY.upgrade(data) if isinstance(data, dict) else data
+
+    @field_validator("adapters")
+    @classmethod
+    def _unique_adapters(cls, value: list[AdapterSettings]) -> list[AdapterSettings]:
+        check_unique([a.label for a in value], "adapter names (give each entry a `name`)")
+        return value
 
 
 class LanewatchConfig(BaseSettings):
@@ -390,10 +404,7 @@ class LanewatchConfig(BaseSettings):
 
     @model_validator(mode="after")
     def _targets_consistent(self) -> LanewatchConfig:
-        names = [t.name for t in self.targets]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate target names: {', '.join(dupes)}")
+        check_unique([t.name for t in self.targets], "target names")
         known = {c.name for c in self.probe.classes}
         for t in self.targets:
             unknown = sorted(set(t.classes or ()) - known)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from pathlib import Path
 
 import typer
@@ -20,14 +19,6 @@ degrade_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(degrade_app, name="degrade", short_help="The degrade controller behind Alertmanager.")
-
-
-class AdapterKind(enum.StrEnum):
-    """Where the desired degrade state is sent."""
-
-    gateway = "gateway"
-    webhook = "webhook"
-    dry_run = "dry-run"
 
 
 @degrade_app.command("serve")
@@ -62,8 +53,13 @@ def serve(
     insecure_dev: bool = typer.Option(
         False, "--insecure-dev", help="Allow starting without --token-file: accepts UNAUTHENTICATED posts."
     ),
-    adapter: list[AdapterKind] | None = typer.Option(
-        None, "--adapter", help="Adapter to drive (repeatable) (default: gateway when --gateway is given)."
+    adapter: list[str] | None = typer.Option(
+        None,
+        "--adapter",
+        help=(
+            "Adapter kind to drive (repeatable), as configured in degrade.adapters or with its defaults "
+            "(default: gateway when --gateway is given). `lanewatch degrade adapters` lists the kinds."
+        ),
     ),
     webhook_url: str | None = typer.Option(None, "--webhook-url", help="URL the webhook adapter POSTs to."),
     webhook_secret_file: Path | None = typer.Option(
@@ -83,8 +79,10 @@ def serve(
     import asyncio
     import logging
 
+    from lanewatch.collector.common.names import check_http_url
     from lanewatch.collector.common.overrides import Flag, OverrideError, override
     from lanewatch.collector.config import ConfigError, load_config
+    from lanewatch.collector.degrade.adapters import choose
     from lanewatch.collector.degrade.runner import SetupError
     from lanewatch.collector.degrade.runner import serve as run_controller
     from lanewatch.collector.degrade.store import StoreError
@@ -103,18 +101,42 @@ def serve(
         "recovery_stable_s": Flag("--recovery-stable-s", recovery_stable_s),
         "escalation_cooldown_s": Flag("--escalation-cooldown-s", escalation_cooldown_s),
         "insecure_dev": Flag("--insecure-dev", insecure_dev or None),
-        "adapters": Flag("--adapter", [a.value for a in adapter] if adapter else None),
         "webhook_url": Flag("--webhook-url", webhook_url),
         "webhook_secret_file": Flag("--webhook-secret-file", webhook_secret_file),
         "tick_s": Flag("--tick-s", tick_s),
         "reconcile_interval_s": Flag("--reconcile-interval-s", reconcile_interval_s),
     }
+    for name, url in (("--gateway", gateway), ("--webhook-url", webhook_url)):
+        try:
+            check_http_url(url) if url is not None else None
+        except ValueError as exc:
+            fail("degrade serve", f"{name}: {exc}")
     try:
         base = load_config(config).degrade  # the file's degrade section, then LANEWATCH__DEGRADE__*
+        if adapter:  # the file's entries of each kind named, else that kind with its defaults
+            flags["adapters"] = Flag("--adapter", choose(base.adapters, adapter))
         cfg = override(base, {k: f for k, f in flags.items() if f.value is not None}, "degrade.")
         asyncio.run(run_controller(cfg))
     except (ConfigError, OverrideError, SetupError, StoreError) as exc:
         fail("degrade serve", exc)
+
+
+@degrade_app.command("adapters")
+def adapters(
+    markdown: bool = typer.Option(False, "--markdown", help="Print the table docs/degrade.md carries."),
+) -> None:
+    """List the adapter kinds: the actions each router can take, its settings, what it is."""
+    from lanewatch.collector.common.degrade_wire import ACTIONS
+    from lanewatch.collector.degrade.adapters import REGISTRY
+
+    if markdown:
+        typer.echo(REGISTRY.table())
+        return
+    for kind in REGISTRY.kinds():
+        settings = REGISTRY.settings(kind)
+        can = ", ".join(a for a in ACTIONS if a in settings.capabilities) or "nothing"
+        fields = ", ".join(f for f in settings.model_fields if f != "kind")
+        typer.echo(f"{kind}: {REGISTRY.summary(kind)}\n  can: {can}\n  settings: {fields}")
 
 
 @degrade_app.command("status")

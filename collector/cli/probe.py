@@ -144,11 +144,11 @@ def probe_command(
             api_key_file=api_key_file,
         )
         judge = from_spec(load_spec(slo_spec or DEFAULT_SPEC))
+    except SpecError as exc:  # before ConfigError, which it derives from
+        typer.echo(f"--slo-spec: {exc}", err=True)
+        raise typer.Exit(2) from None
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-    except SpecError as exc:
-        typer.echo(f"--slo-spec: {exc}", err=True)
         raise typer.Exit(2) from None
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)

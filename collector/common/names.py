@@ -3,14 +3,16 @@
 A lane name is a Prometheus label value (`lane`), an HTTP header value (`x-lanewatch-lane`)
 and a key in the gateway's admin API, so it keeps to characters that are safe in all three
 without quoting: ASCII letters, digits, `_`, `.` and `-`, 1 to 32 of them. `:` is refused
-because header and log lines use it as a separator. Config targets, gateway lanes and SLO
-specs all validate lane names with `LaneName`.
+because header and log lines use it as a separator. Config targets, gateway lanes, the degrade
+policy and SLO specs all validate lane names with `LaneName`, and request classes with
+`ClassName`; a repeated name anywhere is refused through `check_unique`.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Final
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Annotated, Final, TypeVar
 
 from pydantic import AfterValidator
 
@@ -23,7 +25,14 @@ __all__ = [
     "check_class_name",
     "check_http_url",
     "check_lane_name",
+    "check_unique",
+    "duplicates",
+    "repeats",
 ]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+S = TypeVar("S", bound=Sequence[Hashable])
 
 LANE_NAME_PATTERN: Final = r"^[A-Za-z0-9_.-]{1,32}$"
 CLASS_NAME_PATTERN: Final = r"^[a-z][a-z0-9_-]{0,31}$"
@@ -55,6 +64,31 @@ def check_http_url(value: str) -> str:
     if any(c.isspace() for c in value):
         raise ValueError(f"{value!r} contains whitespace")
     return value.rstrip("/")
+
+
+def repeats(items: Iterable[tuple[K, V]]) -> list[tuple[K, V, V]]:
+    """Each item whose key came before: (key, the first item's value, its own value)."""
+    first: dict[K, V] = {}
+    out: list[tuple[K, V, V]] = []
+    for key, value in items:
+        if key in first:
+            out.append((key, first[key], value))
+        else:
+            first[key] = value
+    return out
+
+
+def duplicates(values: Iterable[K]) -> list[K]:
+    """The values that occur more than once, each listed once, in the order they repeat."""
+    return list(dict.fromkeys(key for key, _, _ in repeats((v, None) for v in values)))
+
+
+def check_unique(values: S, what: str) -> S:
+    """`values` if no value repeats, else ValueError naming the repeated ones (`what`: "lane names")."""
+    dupes = duplicates(values)
+    if dupes:
+        raise ValueError(f"duplicate {what}: {', '.join(str(d) for d in dupes)}")
+    return values
 
 
 LaneName = Annotated[str, AfterValidator(check_lane_name)]

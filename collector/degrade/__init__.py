@@ -1,8 +1,9 @@
 """The degrade controller: Alertmanager notifications in, router degrade actions out.
 
 webhook (Alertmanager's body) → decision (pure, with policy and state) → store (SQLite WAL,
-state + audit log) → adapters (gateway admin API, signed HTTP webhook, dry-run). It reaches
-routers only over HTTP: this package never imports the gateway.
+state + audit log) → adapters (adapters/: one module per router, the gateway admin API, a
+signed HTTP webhook, dry-run). It reaches routers only through an adapter: this package
+never imports the gateway.
 """
 
 from .adapters import Adapter, AdapterError, DryRunAdapter, GatewayAdapter, Retry, WebhookAdapter

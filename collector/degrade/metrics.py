@@ -88,6 +88,12 @@ class DegradeMetrics:
             [names.ADAPTER],
             registry=registry,
         )
+        self.adapter_skipped = Counter(
+            names.DEGRADE_ADAPTER_SKIPPED_TOTAL,
+            "Degrade actions skipped on a lane because the adapter's router cannot take them.",
+            [names.ADAPTER, names.ACTION],
+            registry=registry,
+        )
         self.notifications = Counter(
             names.DEGRADE_NOTIFICATIONS_TOTAL,
             "Webhook posts by outcome (applied, unchanged, unauthorized, too_large, invalid, error).",

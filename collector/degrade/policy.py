@@ -18,6 +18,10 @@ A policy file is YAML; every key is optional and the default needs no file. The 
     alert_retention_s: 86400        # resolved alerts are remembered this long (replay guard)
     firing_stale_after_s: 1800      # a firing alert not re-sent this long counts as gone (null: never)
 
+Lane and class names follow the gateway's rules (collector/common/names.py: a lane is
+letters, digits, `_.-`, 1 to 32; a class a lowercase letter, then `a-z0-9_-`, up to 32), so a
+policy the gateway would refuse fails at load, naming the field and its line.
+
 An alert on lane L that has a faster lane shifts L to it, step by step while it keeps firing.
 An alert on the fastest lane, or a convergence alert (its `lane` is the fast lane of the pair),
 protects that lane: it caps max_tokens and sheds the batch class. A lane recovers in one step,
@@ -32,18 +36,16 @@ longer than a few repeat intervals (deploy/alertmanager: 5m).
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lanewatch.collector.common.names import ClassName, LaneName, check_unique
 from lanewatch.collector.common.yamlfile import load_yaml_model
 
 __all__ = ["DEFAULT_POLICY", "Policy", "PolicySpec", "ProtectStep", "load_policy"]
-
-NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
 
 
 class ProtectStepSpec(BaseModel):
@@ -52,12 +54,12 @@ class ProtectStepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cap_max_tokens: int | None = Field(default=256, ge=1)
-    shed_classes: list[str] = Field(default_factory=lambda: ["batch"])
+    shed_classes: list[ClassName] = Field(default_factory=lambda: ["batch"])
 
     @field_validator("shed_classes")
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
-        return _check_names(value, "request class")
+        return check_unique(value, "request class names")
 
     @model_validator(mode="after")
     def _does_something(self) -> ProtectStepSpec:
@@ -72,7 +74,7 @@ class PolicySpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
-    lane_order: list[str] = Field(default_factory=lambda: ["fast", "slow"], min_length=1)
+    lane_order: list[LaneName] = Field(default_factory=lambda: ["fast", "slow"], min_length=1)
     shift_target: Literal["next", "fastest"] = "next"
     shift_percents: list[int] = Field(default_factory=lambda: [50, 100], min_length=1)
     protect_steps: list[ProtectStepSpec] = Field(default_factory=lambda: [ProtectStepSpec()], min_length=1)
@@ -88,7 +90,7 @@ class PolicySpec(BaseModel):
     @field_validator("lane_order")
     @classmethod
     def _lanes(cls, value: list[str]) -> list[str]:
-        return _check_names(value, "lane")
+        return check_unique(value, "lane names")
 
     @field_validator("shift_percents")
     @classmethod
@@ -98,15 +100,6 @@ class PolicySpec(BaseModel):
         if any(b <= a for a, b in itertools.pairwise(value)):
             raise ValueError("percents must increase step by step")
         return value
-
-
-def _check_names(values: list[str], what: str) -> list[str]:
-    bad = [v for v in values if not re.match(NAME, v)]
-    if bad:
-        raise ValueError(f"invalid {what} names {bad}: letters, digits, _.:- up to 64")
-    if len(set(values)) != len(values):
-        raise ValueError(f"duplicate {what} names")
-    return values
 
 
 @dataclass(frozen=True)

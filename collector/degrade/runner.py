@@ -16,7 +16,7 @@ from lanewatch.collector.common import secrets
 from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
 from lanewatch.collector.config import DegradeConfig
 
-from .adapters import Adapter, AdapterError, DryRunAdapter, GatewayAdapter, Retry, WebhookAdapter
+from .adapters import REGISTRY, Adapter, AdapterError
 from .metrics import DegradeMetrics
 from .policy import Policy, load_policy
 from .server import create_app
@@ -41,42 +41,18 @@ def read_secret(path: Path, what: str) -> str:
 
 
 def build_adapters(cfg: DegradeConfig) -> list[Adapter]:
-    """The adapters the config names (default: the gateway when its URL is set)."""
-    kinds = list(dict.fromkeys(cfg.adapters)) or (["gateway"] if cfg.gateway_url else [])
-    if not kinds:
-        raise SetupError("no adapter: give --gateway URL, or --adapter webhook|dry-run")
-    retry = Retry(attempts=cfg.adapter_attempts)
+    """The adapters of the config's `adapters` entries, their secrets read."""
+    if not cfg.adapters:
+        raise SetupError(
+            f"no adapter: give --gateway URL, --adapter {'|'.join(REGISTRY.kinds())}, "
+            "or degrade.adapters entries"
+        )
     out: list[Adapter] = []
-    for kind in kinds:
-        if kind == "gateway":
-            if not cfg.gateway_url:
-                raise SetupError("--adapter gateway needs --gateway URL")
-            if cfg.gateway_token_file is None:
-                log.warning("no --gateway-token-file: calling the gateway admin API without a token")
-            token = (
-                read_secret(cfg.gateway_token_file, "gateway token file") if cfg.gateway_token_file else None
-            )
-            out.append(GatewayAdapter(cfg.gateway_url, token, timeout_s=cfg.adapter_timeout_s, retry=retry))
-        elif kind == "webhook":
-            if not cfg.webhook_url:
-                raise SetupError("--adapter webhook needs --webhook-url URL")
-            if cfg.webhook_secret_file is None:
-                log.warning("no --webhook-secret-file: webhook posts are not signed")
-            key = (
-                read_secret(cfg.webhook_secret_file, "webhook secret file")
-                if cfg.webhook_secret_file
-                else None
-            )
-            out.append(
-                WebhookAdapter(
-                    cfg.webhook_url,
-                    key.encode() if key else None,
-                    timeout_s=cfg.adapter_timeout_s,
-                    retry=retry,
-                )
-            )
-        else:
-            out.append(DryRunAdapter())
+    for entry in cfg.adapters:
+        try:
+            out.append(entry.build())
+        except AdapterError as exc:
+            raise SetupError(f"adapter {entry.label}: {exc}") from None
     return out
 
 
@@ -108,18 +84,20 @@ class _Server(uvicorn.Server):
 
 
 async def _check_lane_order(adapters: list[Adapter], policy: Policy) -> None:
-    """Warn when the gateway's lane order differs from the policy's (shifts would be refused)."""
+    """Warn when a router's lane order differs from the policy's (its shifts would be refused)."""
     for adapter in adapters:
-        if isinstance(adapter, GatewayAdapter):
-            try:
-                order = (await adapter.fetch()).get("lane_order")
-            except AdapterError as exc:
-                log.warning("could not read the gateway's lane_order: %s", exc)
-                continue
-            if order is not None and tuple(order) != policy.lane_order:
-                log.warning(
-                    "gateway lane_order %s differs from the policy's %s", order, list(policy.lane_order)
-                )
+        try:
+            view = await adapter.read_back()
+        except AdapterError as exc:
+            log.warning("could not read back what %s holds: %s", adapter.name, exc)
+            continue
+        if view is not None and view.lane_order is not None and view.lane_order != policy.lane_order:
+            log.warning(
+                "%s lane_order %s differs from the policy's %s",
+                adapter.name,
+                list(view.lane_order),
+                list(policy.lane_order),
+            )
 
 
 async def serve(cfg: DegradeConfig) -> None:

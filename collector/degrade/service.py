@@ -17,7 +17,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .adapters import Adapter, AdapterError
+from .adapters import Adapter, AdapterError, restrict
 from .decision import FUTURE_TOLERANCE_S, Decision, on_notification, on_tick
 from .metrics import DegradeMetrics
 from .policy import Policy
@@ -60,6 +60,7 @@ class DegradeService:
         self._revision = snapshot.revision
         self._held: dict[str, dict[str, LaneSpec] | None] = {a.name: None for a in self._adapters}
         self._failing: dict[str, bool] = {a.name: False for a in self._adapters}
+        self._skipped: dict[str, frozenset[tuple[str, str]]] = {a.name: frozenset() for a in self._adapters}
         self._lock = asyncio.Lock()
         self._kick = asyncio.Event()
         metrics.watch(policy, self._view)
@@ -75,9 +76,9 @@ class DegradeService:
         return self._revision
 
     def synced(self) -> dict[str, bool]:
-        """Per adapter: did its last apply succeed with the lanes the current state wants."""
+        """Per adapter: did its last apply succeed with the lanes the current state wants of it."""
         want = desired_state(self._state)
-        return {name: held == want for name, held in self._held.items()}
+        return {a.name: self._held[a.name] == restrict(want, a.capabilities)[0] for a in self._adapters}
 
     def _view(self) -> tuple[ControllerState, int, dict[str, bool]]:
         return self._state, self._revision, self.synced()
@@ -147,7 +148,9 @@ class DegradeService:
         results = await asyncio.gather(*(self._apply(a, lanes, revision) for a in self._adapters))
         return all(results)
 
-    async def _apply(self, adapter: Adapter, lanes: dict[str, LaneSpec], revision: int) -> bool:
+    async def _apply(self, adapter: Adapter, desired: dict[str, LaneSpec], revision: int) -> bool:
+        lanes, skipped = restrict(desired, adapter.capabilities)
+        self._note_skipped(adapter, skipped, revision)
         try:
             await adapter.apply(lanes, revision)
         except Exception as exc:  # any failure, expected or not, is retried by the next reconcile
@@ -162,6 +165,16 @@ class DegradeService:
             self._audit("adapter_ok", {"adapter": adapter.name, "revision": revision})
         return True
 
+    def _note_skipped(self, adapter: Adapter, skipped: Sequence[tuple[str, str]], revision: int) -> None:
+        """Audit, count and log each action the adapter cannot take, once while it stays wanted."""
+        now = frozenset(skipped)
+        for lane, action in sorted(now - self._skipped[adapter.name]):
+            self._metrics.adapter_skipped.labels(adapter.name, action).inc()
+            log.warning("adapter %s cannot %s: skipped on lane %s", adapter.name, action, lane)
+            detail = {"adapter": adapter.name, "revision": revision, "reason": "not supported by the router"}
+            self._store_audit(AuditEntry(self._clock(), "adapter_skipped", lane, action, detail))
+        self._skipped[adapter.name] = now
+
     def _failed(self, adapter: Adapter, revision: int, exc: Exception) -> None:
         self._metrics.adapter_failures.labels(adapter.name).inc()
         self._held[adapter.name] = None
@@ -171,10 +184,13 @@ class DegradeService:
             self._audit("adapter_failed", {"adapter": adapter.name, "revision": revision, "error": str(exc)})
 
     def _audit(self, event: str, detail: dict[str, object]) -> None:
+        self._store_audit(AuditEntry(self._clock(), event, None, None, dict(detail)))
+
+    def _store_audit(self, entry: AuditEntry) -> None:
         try:
-            self._store.append([AuditEntry(self._clock(), event, None, None, dict(detail))])
+            self._store.append([entry])
         except Exception:  # an audit note must never stop the loop that keeps routers right
-            log.exception("could not append %s to the audit log", event)
+            log.exception("could not append %s to the audit log", entry.event)
 
     async def run(self, stop: asyncio.Event, tick_s: float, reconcile_s: float) -> None:
         """The periodic driver: tick and reconcile until `stop` is set."""

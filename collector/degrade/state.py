@@ -78,7 +78,8 @@ class AuditEntry:
 
     at: float
     event: (
-        str  # apply | escalate | restore | fired | resolved | expired | adapter_failed | adapter_ok | resumed
+        str  # apply | escalate | restore | fired | resolved | expired | resumed
+        # | adapter_failed | adapter_ok | adapter_skipped (an action the adapter cannot take)
     )
     lane: str | None = None
     action: str | None = None

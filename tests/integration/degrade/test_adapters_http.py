@@ -37,15 +37,14 @@ async def test_gateway_adapter_sets_and_clears_the_state() -> None:
     with start_gateway_admin(TOKEN) as gw:
         a = GatewayAdapter(gw.url, TOKEN, retry=FAST)
         await a.apply({**SHIFT, **PROTECT}, 1)
-        got = await a.fetch()
-        assert got["lane_order"] == ["fast", "slow"] and got["version"] == 1
-        assert got["lanes"]["slow"] == {"shift_to": "fast", "shift_percent": 50, "cap_max_tokens": None,
-                                        "shed_classes": []}  # fmt: skip
-        assert got["lanes"]["fast"]["cap_max_tokens"] == 128
+        got = await a.read_back()  # what the gateway actually holds
+        assert got.lane_order == ("fast", "slow") and got.version == 1
+        assert got.lanes == {**SHIFT, **PROTECT}
         await a.apply({**SHIFT, **PROTECT}, 1)  # idempotent: same state, no new version
         assert gw.snapshot()["version"] == 1
-        await a.apply({}, 2)
+        await a.finalize(2)  # the gateway as it started: no degrade anywhere
         assert gw.snapshot()["lanes"] == {} and gw.snapshot()["version"] == 2
+        assert (await a.read_back()).lanes == {}
         await a.shutdown()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -91,3 +92,26 @@ def test_sigkill_mid_degrade_then_restart_keeps_and_reapplies(tmp_path: Path) ->
     assert events == ["fired", "apply", "resumed", "resolved", "restore"]
     logs = (tmp_path / "first.log").read_text() + (tmp_path / "second.log").read_text()
     assert AM_TOKEN not in logs and GW_TOKEN not in logs
+
+
+@pytest.mark.parametrize(
+    ("policy", "field"),
+    [
+        # names the gateway refuses (an upper-case class, ':' in a lane) are refused at load
+        ("lane_order: [fast, slow]\nprotect_steps:\n  - shed_classes: [Batch]\n", "shed_classes.0 (line 3)"),
+        ("lane_order: [fast, 'a:b']\n", "lane_order.1 (line 1)"),
+    ],
+)
+def test_serve_refuses_a_policy_the_gateway_would_refuse(tmp_path: Path, policy: str, field: str) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy)
+    cmd = lanewatch_cmd(
+        "degrade", "serve", "--insecure-dev", "--adapter", "dry-run", "--port", str(free_port()),
+        "--policy", str(path), "--state-dir", str(tmp_path / "state"),
+    )  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert field in done.stderr and str(path) in done.stderr, done.stderr
+    assert time.monotonic() - started < 30  # refused at load: nothing was started
+    assert not (tmp_path / "state").exists()

@@ -9,6 +9,7 @@ import yaml
 
 from lanewatch.alerts.build import GENERATED_DIR
 from lanewatch.collector.config import load_config
+from lanewatch.collector.degrade.adapters import GatewaySettings
 
 DEPLOY = GENERATED_DIR.parent.parent / "deploy"
 COMPOSE = DEPLOY / "compose"
@@ -88,6 +89,20 @@ def test_the_lanewatch_config_loads() -> None:
     models = {t.name: t.model for t in cfg.targets}
     for name in ("vllm-fast", "vllm-slow"):
         assert f"--model={models[name]}" in compose()["services"][name]["command"]
+
+
+def test_the_controller_drives_the_compose_gateway_with_its_admin_token() -> None:
+    cfg = load_config(COMPOSE / "lanewatch.yaml")
+    (entry,) = cfg.degrade.adapters
+    assert isinstance(entry, GatewaySettings) and entry.url == "http://gateway:8080"
+    degrade = compose()["services"]["degrade"]
+    assert "--config=/etc/lanewatch/lanewatch.yaml" in degrade["command"]
+    mounts = {m.split(":")[1] for m in degrade["volumes"]}
+    assert {
+        "/etc/lanewatch/lanewatch.yaml",
+        str(entry.token_file),
+        str(cfg.gateway.admin_token_file),
+    } <= mounts
 
 
 def test_each_gateway_lane_declares_the_model_its_vllm_serves() -> None:

@@ -12,6 +12,7 @@ import yaml
 
 from lanewatch.alerts.build import KUBERNETES_DIR
 from lanewatch.collector.config import load_config
+from lanewatch.collector.degrade.adapters import GatewaySettings
 from lanewatch.collector.degrade.policy import load_policy
 
 K8S_VERSION = "1.30.0"
@@ -125,6 +126,12 @@ def test_embedded_config_and_policy_load(tmp_path: Path) -> None:
     for target in cfg.targets:  # each lane declares the model its vLLM serves, so a shift can rewrite
         assert cfg.gateway.lanes[target.lane].models == [target.model]
         assert f"--model={target.model}" in vllm_args[target.lane]
+    (entry,) = cfg.degrade.adapters  # the controller drives the gateway's Service with its admin token
+    assert isinstance(entry, GatewaySettings)
+    assert (entry.url, entry.token_file) == (
+        "http://lanewatch-gateway.lanewatch.svc:8080",
+        cfg.gateway.admin_token_file,
+    )
     (policy,) = [d for d in of_kind("ConfigMap") if d["metadata"]["name"] == "lanewatch-degrade-policy"]
     (tmp_path / "policy.yaml").write_text(policy["data"]["policy.yaml"])
     assert load_policy(tmp_path / "policy.yaml").lane_order == ("fast", "slow")

@@ -125,7 +125,7 @@ def test_no_served_model_routing_when_the_default_lane_declares_nothing() -> Non
 @pytest.mark.parametrize(
     ("lane", "message"),
     [
-        ({"models": ["a", "a"]}, "duplicate model names ['a']"),
+        ({"models": ["a", "a"]}, "duplicate model names: a"),
         ({"models": [" "]}, "model names must not be empty"),
         ({"model_map": {"x": "a"}}, "model_map needs models"),
         ({"models": ["a"], "model_map": {"x": "b"}}, "model_map: 'x' -> 'b', not one of models ['a']"),

@@ -1,4 +1,4 @@
-"""One lane-name rule and one URL rule: config targets, gateway lanes and SLO specs agree."""
+"""One lane-name rule, one class-name rule and one URL rule: config, policy, wire and SLO specs agree."""
 
 from __future__ import annotations
 
@@ -6,8 +6,24 @@ import pytest
 from pydantic import ValidationError
 
 from lanewatch.alerts.spec import SpecError, parse_spec
-from lanewatch.collector.common.names import check_class_name, check_http_url, check_lane_name
-from lanewatch.collector.config import DegradeConfig, GatewayConfig, LaneConfig, Target
+from lanewatch.collector.common.degrade_wire import DegradeError, parse_lanes
+from lanewatch.collector.common.names import (
+    check_class_name,
+    check_http_url,
+    check_lane_name,
+    check_unique,
+    duplicates,
+    repeats,
+)
+from lanewatch.collector.config import (
+    ConfigError,
+    DegradeConfig,
+    GatewayConfig,
+    LaneConfig,
+    RequestClass,
+    Target,
+)
+from lanewatch.collector.degrade.policy import PolicySpec, ProtectStepSpec
 
 GOOD_LANES = ["fast", "slow", "a", "Lane_2", "gpu.h200-a", "x" * 32]
 BAD_LANES = ["", "x" * 33, "fast:1", "fast lane", "fäst", "fast\r\nx-evil: 1", "a/b", "a,b"]
@@ -49,6 +65,14 @@ def _spec_ok(lane: str) -> bool:
     return True
 
 
+def _policy_ok(lane: str) -> bool:
+    try:
+        PolicySpec(lane_order=["fast", lane] if lane != "fast" else [lane])
+    except ValidationError:
+        return False
+    return True
+
+
 def _rule_ok(lane: str) -> bool:
     try:
         check_lane_name(lane)
@@ -60,7 +84,8 @@ def _rule_ok(lane: str) -> bool:
 @pytest.mark.parametrize("lane", GOOD_LANES + BAD_LANES)
 def test_every_place_takes_the_same_lane_names(lane: str) -> None:
     want = lane in GOOD_LANES
-    assert (_rule_ok(lane), _target_ok(lane), _gateway_ok(lane), _spec_ok(lane)) == (want,) * 4
+    got = (_rule_ok(lane), _target_ok(lane), _gateway_ok(lane), _spec_ok(lane), _policy_ok(lane))
+    assert got == (want,) * 5
 
 
 def test_the_lane_error_says_the_rule() -> None:
@@ -77,6 +102,45 @@ def test_class_names_accepted(name: str) -> None:
 def test_class_names_refused(name: str) -> None:
     with pytest.raises(ValueError, match="bad class name"):
         check_class_name(name)
+
+
+def _accepted(build: object, name: str) -> bool:
+    assert callable(build)
+    try:
+        build(name)
+    except (ValueError, DegradeError):  # ValidationError is a ValueError
+        return False
+    return True
+
+
+CLASS_PLACES = [
+    check_class_name,
+    lambda n: RequestClass(name=n),
+    lambda n: GatewayConfig(default_class=n),
+    lambda n: ProtectStepSpec(shed_classes=[n]),
+    lambda n: Target(name="t", url="http://h", model="m", classes=[n]),
+    lambda n: parse_lanes({"lanes": {"slow": {"shed_classes": [n]}}}, ["fast", "slow"]),
+]
+
+
+@pytest.mark.parametrize("name", ["batch", "b2-x_y", "", "Batch", "2x", "a" * 33, "a:b"])
+def test_every_place_takes_the_same_class_names(name: str) -> None:
+    want = _accepted(check_class_name, name)
+    assert [_accepted(place, name) for place in CLASS_PLACES] == [want] * len(CLASS_PLACES)
+
+
+def test_one_helper_finds_repeats() -> None:
+    assert repeats([("a", 1), ("b", 2), ("a", 3), ("a", 4)]) == [("a", 1, 3), ("a", 1, 4)]
+    assert duplicates(["x", "y", "x", "z", "y", "x"]) == ["x", "y"]
+    assert check_unique(["x", "y"], "lane names") == ["x", "y"]
+    with pytest.raises(ValueError, match="duplicate lane names: y, x"):
+        check_unique(["x", "y", "y", "x"], "lane names")
+
+
+def test_a_spec_error_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"invalid SLO spec spec\.yaml") as info:
+        parse_spec(SPEC.format(lane='"a:b"'), "spec.yaml")
+    assert isinstance(info.value, SpecError) and info.value.issues[0].path.startswith("spec.slos.0.lanes")
 
 
 @pytest.mark.parametrize(
@@ -114,8 +178,10 @@ def test_bad_urls_refused_with_the_reason(url: str, why: str) -> None:
         lambda url: LaneConfig(upstreams=[url]),
         lambda url: GatewayConfig(collector_url=url),
         lambda url: GatewayConfig(otlp_endpoint=url),
-        lambda url: DegradeConfig(gateway_url=url),
-        lambda url: DegradeConfig(webhook_url=url),
+        lambda url: DegradeConfig.model_validate({"gateway_url": url}),  # the flat keys of older configs
+        lambda url: DegradeConfig.model_validate({"adapters": ["webhook"], "webhook_url": url}),
+        lambda url: DegradeConfig(adapters=[{"kind": "gateway", "url": url}]),
+        lambda url: DegradeConfig(adapters=[{"kind": "webhook", "url": url}]),
     ],
 )
 def test_every_url_field_uses_the_one_rule(build: object) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from lanewatch.collector.degrade.adapters import AdapterError
+from lanewatch.collector.common.degrade_wire import ActionName
+from lanewatch.collector.degrade.adapters import ALL_ACTIONS, AdapterError, RouterView
 from lanewatch.collector.degrade.metrics import DegradeMetrics
 from lanewatch.collector.degrade.policy import DEFAULT_POLICY, Policy
 from lanewatch.collector.degrade.service import DegradeService
@@ -30,9 +31,9 @@ class Clock:
 class RecordingAdapter:
     """Stands in for a router at the Adapter interface: keeps every apply, fails on demand."""
 
-    name = "recording"
-
-    def __init__(self) -> None:
+    def __init__(self, name: str = "recording", capabilities: frozenset[ActionName] = ALL_ACTIONS) -> None:
+        self.name = name
+        self.capabilities = capabilities
         self.applied: list[tuple[int, dict[str, LaneSpec]]] = []
         self.fail = False
 
@@ -41,6 +42,12 @@ class RecordingAdapter:
             raise AdapterError("router unreachable", retryable=True)
         self.applied.append((revision, dict(lanes)))
 
+    async def read_back(self) -> RouterView | None:
+        return RouterView(self.applied[-1][1]) if self.applied else RouterView()
+
+    async def finalize(self, revision: int) -> None:
+        await self.apply({}, revision)
+
     async def shutdown(self) -> None:
         pass
 
@@ -48,9 +55,11 @@ class RecordingAdapter:
 class Controller:
     """A service plus what tests look at: its store, clock, adapter and metrics registry."""
 
-    def __init__(self, state_dir: Path, policy: Policy = POLICY) -> None:
+    def __init__(
+        self, state_dir: Path, policy: Policy = POLICY, adapter: RecordingAdapter | None = None
+    ) -> None:
         self.clock = Clock()
-        self.adapter = RecordingAdapter()
+        self.adapter = adapter or RecordingAdapter()
         self.store = Store(state_dir)
         self.registry = CollectorRegistry()
         self.metrics = DegradeMetrics(self.registry, [self.adapter.name])

@@ -26,8 +26,15 @@ def test_serve_refuses_to_start_without_a_token(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--insecure-dev"], "no adapter"),
-        (["--insecure-dev", "--adapter", "webhook"], "--webhook-url"),
-        (["--insecure-dev", "--gateway", "ftp://x"], "gateway_url"),
+        (
+            ["--insecure-dev", "--adapter", "webhook"],
+            "adapter 'webhook' needs 'url' (or the flat key webhook_url)",
+        ),
+        (["--insecure-dev", "--gateway", "ftp://x"], "--gateway: 'ftp://x' must start with http"),
+        (
+            ["--insecure-dev", "--adapter", "nope"],
+            "--adapter (degrade.adapters.0): unknown adapter kind 'nope'",
+        ),
         (["--insecure-dev", "--gateway", "http://127.0.0.1:9", "--min-hold-s", "-1"], "min_hold_s"),
         (["--token-file", "/nonexistent/token", "--adapter", "dry-run"], "token file /nonexistent/token"),
     ],

@@ -61,7 +61,15 @@ def test_hysteresis_overrides_keep_unset_values() -> None:
         ("shift_percents: [0]\n", "shift_percents", 1),
         ("lane_order: [fast, fast]\n", "lane_order", 1),
         ("lane_order: []\n", "lane_order", 1),
-        ("lane_order: ['a b']\n", "lane_order", 1),
+        ("lane_order: ['a b']\n", "lane_order.0", 1),
+        # the gateway's rules for names (common/names.py): ':' and upper-case classes are refused
+        ("lane_order: [fast, 'a:b']\n", "lane_order.1", 1),
+        (
+            "lane_order: [fast, slow]\nprotect_steps:\n  - shed_classes: [Batch]\n",
+            "protect_steps.0.shed_classes.0",
+            3,
+        ),
+        ("protect_steps:\n  - shed_classes: [batch, batch]\n", "protect_steps.0.shed_classes", 2),
         ("min_hold_s: 1\nprotect_steps:\n  - cap_max_tokens: 0\n", "protect_steps.0.cap_max_tokens", 3),
         ("protect_steps:\n  - {cap_max_tokens: null, shed_classes: []}\n", "protect_steps.0", 2),
         ("shift_target: slowest\n", "shift_target", 1),

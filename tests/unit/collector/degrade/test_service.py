@@ -10,7 +10,7 @@ from lanewatch.collector.degrade.webhook import parse_notification
 from lanewatch.exporters import names
 from tests.alertmanager_bodies import alert, body, encode
 
-from .conftest import T0, Controller
+from .conftest import T0, Controller, RecordingAdapter
 
 SHIFT50 = {"slow": LaneSpec("fast", 50)}
 SHIFT100 = {"slow": LaneSpec("fast", 100)}
@@ -187,3 +187,32 @@ async def test_future_startsat_is_ignored_counted_and_logged(
     assert not handled.changed and handled.decision.outcomes == ("future",)
     assert controller.sample(names.DEGRADE_ALERTS_TOTAL, outcome="future") == 1.0
     assert "ahead of this host's clock" in caplog.text
+
+
+async def test_an_action_the_adapter_cannot_take_is_skipped_audited_and_counted(tmp_path: Path) -> None:
+    """A router that can only shift: protecting the fast lane (cap + shed) reaches it as nothing."""
+    shifter = RecordingAdapter("shifter", capabilities=frozenset({"shift"}))
+    c = Controller(tmp_path / "state", adapter=shifter)
+    svc = c.service
+    await svc.handle(
+        parse_notification(
+            encode(body(alert("firing", lane="fast", fingerprint="fa57fa57fa57fa57", starts=T0)))
+        )
+    )
+    await svc.handle(parse_notification(firing()))  # slow shifts 50% to fast: this router can do that
+    assert await svc.reconcile()
+    assert shifter.applied == [(2, SHIFT50)]  # the fast lane's cap and shed were left out
+    skipped = [
+        (e.lane, e.action, e.detail["adapter"])
+        for _, _, e in c.store.recent(10)
+        if e.event == "adapter_skipped"
+    ]
+    assert sorted(skipped) == [("fast", "cap_max_tokens", "shifter"), ("fast", "shed", "shifter")]
+    tally = names.DEGRADE_ADAPTER_SKIPPED_TOTAL
+    assert c.sample(tally, adapter="shifter", action="cap_max_tokens") == 1.0
+    assert c.sample(tally, adapter="shifter", action="shed") == 1.0
+    assert c.sample(names.DEGRADE_ADAPTER_SYNCED, adapter="shifter") == 1.0  # it holds all it can hold
+    audit = c.store.audit_count()
+    assert await svc.reconcile()  # the same skip again: audited and counted once, not per reconcile
+    assert c.store.audit_count() == audit and c.sample(tally, adapter="shifter", action="shed") == 1.0
+    c.store.close()

@@ -1,0 +1,128 @@
+"""The adapter seam: one protocol every router adapter implements, and its config entry's base.
+
+An adapter makes one router hold the controller's whole desired degrade state (declarative:
+the same state sent twice changes nothing), reads back what the router actually holds, and
+declares the actions it can take. The controller strips the actions an adapter cannot take
+before it applies (`restrict`), and audits and counts each one it skipped; the policy never
+knows which router it drives. Pure, apart from `read_secret`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lanewatch.collector.common import secrets
+from lanewatch.collector.common.degrade_wire import ACTIONS, ActionName, LaneDegrade
+
+__all__ = [
+    "ALL_ACTIONS",
+    "Adapter",
+    "AdapterError",
+    "AdapterSettings",
+    "RouterView",
+    "read_secret",
+    "restrict",
+]
+
+ALL_ACTIONS: frozenset[ActionName] = frozenset(ACTIONS)
+
+
+class AdapterError(Exception):
+    """An apply or read-back that failed; the message is safe to log (no secrets, no bodies we sent)."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class RouterView:
+    """What a router holds, read back from it: its degraded lanes, and its lane order where it has one."""
+
+    lanes: dict[str, LaneDegrade] = field(default_factory=dict)
+    lane_order: tuple[str, ...] | None = None
+    version: int | None = None  # the router's own counter of state changes, where it keeps one
+
+
+class Adapter(Protocol):
+    """Something that makes a router hold the desired degrade state."""
+
+    name: str
+    capabilities: frozenset[ActionName]  # the actions this router can take; the rest are skipped
+
+    async def apply(self, lanes: dict[str, LaneDegrade], revision: int) -> None:
+        """Make the router hold exactly `lanes` (a lane absent has no degrade); AdapterError if not."""
+
+    async def read_back(self) -> RouterView | None:
+        """What the router holds now; None when it cannot be asked. AdapterError if asking failed."""
+
+    async def finalize(self, revision: int) -> None:
+        """Put the router back as it was before the controller: no degrade anywhere."""
+
+    async def shutdown(self) -> None:
+        """Release connections and files; the router keeps what it was last told."""
+
+
+def restrict(
+    lanes: Mapping[str, LaneDegrade], capabilities: frozenset[ActionName]
+) -> tuple[dict[str, LaneDegrade], list[tuple[str, ActionName]]]:
+    """`lanes` without the actions outside `capabilities`, and the (lane, action) pairs dropped."""
+    kept: dict[str, LaneDegrade] = {}
+    dropped: list[tuple[str, ActionName]] = []
+    for lane, spec in sorted(lanes.items()):
+        off = [a for a in spec.active() if a not in capabilities]
+        dropped += [(lane, a) for a in off]
+        spec = replace(
+            spec,
+            shift_to=None if "shift" in off else spec.shift_to,
+            shift_percent=0 if "shift" in off else spec.shift_percent,
+            cap_max_tokens=None if "cap_max_tokens" in off else spec.cap_max_tokens,
+            shed_classes=() if "shed" in off else spec.shed_classes,
+        )
+        if spec.active():
+            kept[lane] = spec
+    return kept, dropped
+
+
+def read_secret(path: Path, what: str) -> str:
+    """A token or key from a file; AdapterError says what is wrong with it (never the secret)."""
+    try:
+        return secrets.read_secret(path, what)
+    except ValueError as exc:
+        raise AdapterError(str(exc), retryable=False) from None
+
+
+class AdapterSettings(BaseModel):
+    """One entry of `degrade.adapters`: which router (`kind`) and how to reach it.
+
+    A subclass per adapter declares `kind` as a one-value Literal, its own URL and secret
+    files, the actions its router can take, and `build`, which reads the secrets and returns
+    the adapter. The registry (registry.py) lists the subclasses.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    # The adapter's name in metrics, logs and the audit log; default: its kind. Two entries of
+    # one kind need names of their own.
+    name: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,31}$")
+
+    capabilities: ClassVar[frozenset[ActionName]] = frozenset()
+    # Flat `degrade.*` keys of older configs (and the flags that set them) -> this entry's field.
+    legacy_keys: ClassVar[Mapping[str, str]] = {}
+    # A flat key that, in a config with no `adapters` list, means "drive this adapter".
+    implied_by: ClassVar[str | None] = None
+
+    @property
+    def label(self) -> str:
+        """The adapter's name: `name`, else `kind`."""
+        return self.name or self.kind
+
+    def build(self) -> Adapter:
+        """The adapter this entry describes (reads its secret files); AdapterError if it cannot."""
+        raise NotImplementedError

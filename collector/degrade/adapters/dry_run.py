@@ -1,0 +1,63 @@
+"""`dry-run`: changes nothing anywhere; logs each new desired state it would apply.
+
+- Shift, cap max_tokens and shed: all accepted and logged as JSON, once per change.
+- Read-back: what it was last told (it holds that state and nothing else).
+- Cannot: affect any traffic. For trying a policy against real alerts first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import ClassVar, Literal
+
+from lanewatch.collector.common.degrade_wire import ActionName, LaneDegrade
+
+from ..state import lanes_to_json
+from .base import ALL_ACTIONS, Adapter, AdapterSettings, RouterView
+
+__all__ = ["DryRunAdapter", "DryRunSettings"]
+
+log = logging.getLogger("lanewatch.degrade.adapters")
+
+
+class DryRunAdapter:
+    """Logs each new desired state; changes nothing anywhere."""
+
+    capabilities: frozenset[ActionName] = ALL_ACTIONS
+
+    def __init__(self, name: str = "dry-run") -> None:
+        self.name = name
+        self._last: str | None = None
+        self._held: dict[str, LaneDegrade] = {}
+
+    async def apply(self, lanes: dict[str, LaneDegrade], revision: int) -> None:
+        """Log the state when it differs from the last one logged."""
+        text = json.dumps(lanes_to_json(lanes), sort_keys=True)
+        if text != self._last:
+            log.info("dry-run: would apply revision %d: %s", revision, text)
+            self._last = text
+        self._held = {lane: spec for lane, spec in lanes.items() if spec.active()}
+
+    async def read_back(self) -> RouterView:
+        """The state last applied."""
+        return RouterView(lanes=dict(self._held))
+
+    async def finalize(self, revision: int) -> None:
+        """Log the empty state."""
+        await self.apply({}, revision)
+
+    async def shutdown(self) -> None:
+        """Nothing to release."""
+
+
+class DryRunSettings(AdapterSettings):
+    """Logs what would be applied; for trying a policy before it acts."""
+
+    kind: Literal["dry-run"] = "dry-run"
+
+    capabilities: ClassVar[frozenset[ActionName]] = DryRunAdapter.capabilities
+
+    def build(self) -> Adapter:
+        """The adapter."""
+        return DryRunAdapter(self.label)
