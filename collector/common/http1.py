@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from .errors import ProtocolViolation
+
 __all__ = [
     "BodyParser",
     "HttpError",
@@ -66,7 +68,7 @@ _CHUNK_LINE = re.compile(
 _TRAILER = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+:[ \t]*+[\t\x20-\x7e\x80-\xff]*")
 
 
-class HttpError(Exception):
+class HttpError(ProtocolViolation):
     """The upstream spoke something that is not HTTP/1.1."""
 
 

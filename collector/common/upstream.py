@@ -18,6 +18,7 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Protocol, cast
 
+from .errors import UpstreamError
 from .http1 import BodyParser, HttpError, ResponseHead, parse_head
 from .leg import LegTimes
 
@@ -27,7 +28,7 @@ IDLE_REUSE_S = 2.0  # reuse an idle connection only this long: servers close idl
 DNS_TTL_S = 10.0
 
 
-class ConnectError(Exception):
+class ConnectError(UpstreamError):
     """No connection could be made; nothing was sent. `stage` is dns | connect | connect_timeout | tls."""
 
     def __init__(self, stage: str, message: str) -> None:
@@ -35,7 +36,7 @@ class ConnectError(Exception):
         self.stage = stage
 
 
-class UpstreamGone(Exception):
+class UpstreamGone(UpstreamError):
     """The connection closed before the response ended. `fresh`: no byte of a response had arrived."""
 
     def __init__(self, message: str, fresh: bool) -> None:

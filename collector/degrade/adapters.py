@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from lanewatch.collector.common.errors import UpstreamError
 from lanewatch.collector.common.headers import AUTHORIZATION, SIGNATURE_HEADER, TIMESTAMP_HEADER
 
 from .state import LaneSpec, lanes_to_json
@@ -45,7 +46,7 @@ log = logging.getLogger("lanewatch.degrade.adapters")
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class AdapterError(Exception):
+class AdapterError(UpstreamError):
     """An apply that failed; the message is safe to log (no secrets, no bodies we sent)."""
 
     def __init__(self, message: str, *, retryable: bool) -> None:
