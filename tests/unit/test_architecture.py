@@ -57,4 +57,3 @@ def test_the_page_names_each_extension_point() -> None:
         assert f"`{path}`" in text and (ROOT / path).is_file(), path
     for heading in ("Router adapters", "Diagnosis checks", "Exporters", "Alerts and dashboards generation"):
         assert f"### {heading}" in text, heading
-
