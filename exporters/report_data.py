@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.record.goodput import Goodput, Tally, tally
 from lanewatch.collector.record.timing import BREAKDOWN_PARTS, SERVER_WAIT, RequestTiming, breakdown
 from lanewatch.collector.record.window import (
@@ -46,7 +47,7 @@ MAX_POINTS = 2500  # per lane and metric in a scatter: more only slows the brows
 TIMELINE_STEPS = 150
 
 
-class SummaryError(ValueError):
+class SummaryError(ConfigError, ValueError):
     """summary.json is not what the report can read; the message names the field."""
 
 

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.record.files import RecordFileError, read_records
 from lanewatch.collector.record.goodput import Goodput
 
@@ -21,7 +22,7 @@ __all__ = ["SUMMARY_NAME", "ReportInputError", "ReportWritten", "write_report"]
 SUMMARY_NAME = "summary.json"
 
 
-class ReportInputError(Exception):
+class ReportInputError(ConfigError):
     """The report's input cannot be used; the message says which file and line or field."""
 
 

@@ -51,8 +51,9 @@ def collect(
     from lanewatch.alerts.spec import SpecError
     from lanewatch.collector.collect.service import load_goodput, run_until_signalled
     from lanewatch.collector.common import eventloop
-    from lanewatch.collector.common.overrides import Flag, OverrideError, override
-    from lanewatch.collector.config import ConfigError, load_config
+    from lanewatch.collector.common.errors import LanewatchError
+    from lanewatch.collector.common.overrides import Flag, override
+    from lanewatch.collector.config import load_config
     from lanewatch.collector.probe.suites import parse_shard
 
     logging.basicConfig(
@@ -60,11 +61,6 @@ def collect(
     )
     for chatty in ("httpx", "httpcore"):  # one line per probe and scrape otherwise
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
-    try:
-        cfg = load_config(config)
-    except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
     flags = {
         "server.host": Flag("--host", host),
         "server.port": Flag("--port", port),
@@ -73,11 +69,12 @@ def collect(
         "otlp.grpc_listen": Flag("--otlp-grpc-listen", otlp_grpc_listen),
     }
     try:
-        cfg = override(cfg, {path: f for path, f in flags.items() if f.value is not None})
-        parse_shard(cfg.probe.shard)
-    except OverrideError as exc:
+        cfg = override(load_config(config), {path: f for path, f in flags.items() if f.value is not None})
+    except LanewatchError as exc:  # a config file or a flag that cannot be used
         fail("collect", exc)
-    except ValueError as exc:
+    try:
+        parse_shard(cfg.probe.shard)
+    except LanewatchError as exc:
         fail("collect", f"--shard: {exc}")
     if otlp_grpc_listen is not None:
         from lanewatch.collector.collect.otlp_http import parse_listen
@@ -95,5 +92,7 @@ def collect(
         eventloop.run(
             run_until_signalled(cfg, lambda line: typer.echo(f"lanewatch collect: {line}", err=True))
         )
-    except (OSError, ValueError) as exc:  # a taken port, an unreadable or empty ingest token file
+    except OSError as exc:  # a taken port
         fail("collect", exc, RUNTIME)
+    except LanewatchError as exc:  # an unreadable or empty ingest token file exits 2
+        fail("collect", exc)

@@ -8,12 +8,13 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from lanewatch.collector.common.overrides import Flag, OverrideError, override
+from lanewatch.collector.common.errors import ConfigError, LanewatchError
+from lanewatch.collector.common.overrides import Flag, override
 from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.config import ConfigError, GatewayConfig, LaneConfig, load_config
+from lanewatch.collector.config import GatewayConfig, LaneConfig, load_config
 
 from .app import app
-from .fail import RUNTIME, USAGE, fail
+from .fail import fail
 
 
 @app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
@@ -92,16 +93,16 @@ def gateway(
         read_secret_or_none(cfg.collector_token_file, "collector_token_file")
     except ValidationError as exc:
         fail("gateway", "\n".join(["invalid settings:", *map(_problem, exc.errors())]))
-    except (ConfigError, OverrideError, ValueError, OSError) as exc:
+    except LanewatchError as exc:  # a config file, a flag or a token file that cannot be used
         fail("gateway", exc)
     content = {"record_content": Flag("--record-content", True)} if record_content else {}
     export = override(full.export, content, "export.")
-    from lanewatch.collector.gateway.serve import StartupError, serve
+    from lanewatch.collector.gateway.serve import serve
 
     try:
         serve(cfg, export, records or full.export.records_path)
-    except StartupError as exc:
-        fail("gateway", exc, USAGE if exc.settings else RUNTIME)
+    except LanewatchError as exc:  # a setting at fault exits 2, a taken port 1
+        fail("gateway", exc)
 
 
 def _problem(error: Any) -> str:
@@ -147,7 +148,7 @@ def _gateway_config(
     data["admin_insecure"] = data["admin_insecure"] or admin_insecure
     cfg = GatewayConfig.model_validate(data)
     if not cfg.lanes:
-        raise ValueError(
+        raise ConfigError(
             "no lanes: give --upstream LANE=URL (repeatable) or a config file with gateway.lanes"
         )
     return cfg
@@ -158,7 +159,7 @@ def _lanes_from_flags(flags: list[str], cacert: Path | None, insecure: bool) -> 
     for flag in flags:
         lane, sep, url = flag.partition("=")
         if not sep or not lane or not url:
-            raise ValueError(f"--upstream {flag!r}: expected LANE=URL, e.g. fast=http://127.0.0.1:8001")
+            raise ConfigError(f"--upstream {flag!r}: expected LANE=URL, e.g. fast=http://127.0.0.1:8001")
         lanes.setdefault(lane.strip(), []).append(url.strip())
     return {
         lane: LaneConfig(upstreams=urls, cacert=cacert, insecure=insecure).model_dump()
@@ -172,8 +173,8 @@ def _models_from_flags(flags: list[str], lanes: set[str]) -> dict[str, list[str]
     for flag in flags:
         lane, sep, name = (part.strip() for part in flag.partition("="))
         if not sep or not lane or not name:
-            raise ValueError(f"--model {flag!r}: expected LANE=NAME, e.g. fast=Qwen/Qwen2.5-0.5B-Instruct")
+            raise ConfigError(f"--model {flag!r}: expected LANE=NAME, e.g. fast=Qwen/Qwen2.5-0.5B-Instruct")
         if lane not in lanes:
-            raise ValueError(f"--model {flag!r}: no lane {lane!r}; lanes: {', '.join(sorted(lanes))}")
+            raise ConfigError(f"--model {flag!r}: no lane {lane!r}; lanes: {', '.join(sorted(lanes))}")
         out.setdefault(lane, []).append(name)
     return out

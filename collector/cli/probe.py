@@ -16,6 +16,7 @@ from lanewatch.collector.common import eventloop
 from lanewatch.collector.record.goodput import Goodput, Tally, outcome
 
 from .app import app
+from .fail import exit_code, fail
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -122,8 +123,12 @@ def probe_command(
 
     Exits 1 if any request failed (each failure is reported with its error kind).
     """
+    from pydantic import ValidationError
+
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
-    from lanewatch.collector.config import ConfigError, Target, Timeouts, load_config
+    from lanewatch.collector.common.errors import LanewatchError
+    from lanewatch.collector.config import Target, Timeouts, load_config
+    from lanewatch.collector.probe.session import ListenError
     from lanewatch.collector.record.goodput import from_spec
 
     if cacert is not None and insecure:
@@ -144,44 +149,36 @@ def probe_command(
             api_key_file=api_key_file,
         )
         judge = from_spec(load_spec(slo_spec or DEFAULT_SPEC))
-    except SpecError as exc:  # before ConfigError, which it derives from
-        typer.echo(f"--slo-spec: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    from lanewatch.collector.probe.session import ListenError
-
+    except ValidationError as exc:  # a flag value the target or its timeouts refuse
+        fail("probe", "\n".join(["invalid settings:", *map(_problem, exc.errors())]))
+    except SpecError as exc:
+        fail("probe", f"--slo-spec: {exc}")
+    except LanewatchError as exc:  # a --config that does not load
+        fail("probe", exc)
     listen = _listen_address(otlp_listen, "--otlp-listen")
     grpc_listen = _listen_address(otlp_grpc_listen, "--otlp-grpc-listen")
+    connection = "cold" if cold else "warm"
+    run = _run(
+        target,
+        rclass,
+        count,
+        connection,
+        timeouts,
+        interval,
+        json_out,
+        otlp_endpoint,
+        record_content,
+        listen=listen,
+        grpc_listen=grpc_listen,
+        join_wait_s=join_wait,
+    )
     try:
-        connection = "cold" if cold else "warm"
-        records = eventloop.run(
-            _run(
-                target,
-                rclass,
-                count,
-                connection,
-                timeouts,
-                interval,
-                json_out,
-                otlp_endpoint,
-                record_content,
-                listen=listen,
-                grpc_listen=grpc_listen,
-                join_wait_s=join_wait,
-            )
-        )
-    except ValueError as exc:  # e.g. an unreadable API key file
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        records = eventloop.run(run)
     except ListenError as exc:
         value = otlp_listen if exc.option == "--otlp-listen" else otlp_grpc_listen
-        typer.echo(f"error: {exc.option} {value}: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail("probe", f"{exc.option} {value}: {exc}", exit_code(exc))
+    except LanewatchError as exc:  # an unreadable API key file
+        fail("probe", exc)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     if not json_out:
@@ -203,6 +200,12 @@ def _request_class(name: str, cfg: Any) -> RequestClass:
     if name not in classes:
         raise typer.BadParameter(f"unknown class {name!r}; known: {', '.join(classes)}", param_hint="--class")
     return classes[name]
+
+
+def _problem(error: Any) -> str:
+    """One validation error as `  <field>: <message>`."""
+    where = ".".join(str(p) for p in error["loc"])
+    return f"  {where}: {str(error['msg']).removeprefix('Value error, ')}"
 
 
 def _listen_address(value: str | None, option: str) -> tuple[str, int] | None:

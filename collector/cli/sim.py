@@ -154,11 +154,11 @@ def _check_tls(tls: bool, cert_out: Path | None, cert: Path | None, key: Path | 
 
 
 def _read_token(path: Path) -> str:
-    from lanewatch.collector.common.secrets import read_secret
+    from lanewatch.collector.common.secrets import SecretError, read_secret
 
     try:
         return read_secret(path, "admin token file")
-    except ValueError as exc:
+    except SecretError as exc:
         raise typer.BadParameter(str(exc), param_hint="--admin-token-file") from None
 
 
@@ -172,5 +172,5 @@ def _faults_json(text: str) -> Any:
             ) from None
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise typer.BadParameter(f"invalid JSON: {exc}", param_hint="--faults") from None

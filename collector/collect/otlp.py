@@ -25,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.record.rules import bad_duration
 
 # vLLM's span (vllm/tracing): one per finished request.
@@ -61,7 +62,7 @@ class ServerSpan:
     completion_tokens: int | None = None
 
 
-class OtlpError(ValueError):
+class OtlpError(ProtocolViolation, ValueError):
     """A request the receiver refuses: `status` is the HTTP status to answer with."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -103,34 +103,42 @@ def lane_order(cfg: LanewatchConfig) -> list[str]:
 
 
 class CollectorService:
-    """Every collector part, wired; `run()` drives the loops, `app()` is the HTTP face."""
+    """Every collector part, wired; `run()` drives the loops, `app()` is the HTTP face.
+
+    Built from loaded inputs: the constructor does no I/O (it reads no file and starts no
+    exporter), so a test hands it what it needs; `from_config` loads them for a command.
+    """
 
     def __init__(
         self,
         cfg: LanewatchConfig,
         *,
-        registry: CollectorRegistry | None = None,
+        goodput: Goodput | None = None,
+        ingest_token: str | None = None,
+        tracer: Tracer | None = None,
+        provider: TracerProvider | None = None,
+        writer: RecordsWriter | None = None,
         source_factory: SourceFactory | None = probe_suite,
         nvml: Any | None = None,
         clock: Callable[[], float] = time.monotonic,
-        tracer: Tracer | None = None,
     ) -> None:
+        """`goodput` judges records (None: no goodput metrics); `ingest_token` guards the receivers;
+        `tracer` takes probe spans; `provider` (the tracer's owner) is flushed and `writer` (the records
+        file) closed at shutdown. Every default is a working part that needs no I/O."""
         self.cfg = cfg
         self.clock = clock
-        self.registry = registry if registry is not None else CollectorRegistry()
         self.window = Window(cfg.export.window_s)
         ex = cfg.export
         self.metrics = RequestMetrics(
-            self.registry,
+            None,
             ex.max_label_values,
-            load_goodput(ex.goodput, ex.slo_spec),
+            goodput,
             max_series=ex.max_series,
             max_series_per_family=ex.max_series_per_family,
         )
-        # /metrics renders three parts (render_metrics): these, which read the loop's live state
-        # and are small; the window's, from a copy; the request metrics' own exposition.
-        self._others = CollectorRegistry()
-        WindowMetrics(self.registry, self.window, clock, lambda: lane_order(cfg))
+        # /metrics renders three parts (render_metrics): the live registry's collectors, which read
+        # the loop's live state and are small; the window's, from a copy; the request metrics' own.
+        self._live = CollectorRegistry()
         self._window_text: bytes | None = None  # the last summary, shared by the scrapes that follow it
         self._window_fresh_until = 0.0  # monotonic time until which _window_text is served as is
         self._window_refresh: asyncio.Task[None] | None = None
@@ -140,29 +148,54 @@ class CollectorService:
         self.scrape_tls = {t.name: (t.cacert, t.insecure) for t in scraped}
         self.server_windows = {t.name: ServerWindow(t.name, t.lane, cfg.scrape.window_s) for t in scraped}
         self._family_notices = FamilyNotices()
-        self._others.register(
-            ServerMetrics(self.registry, lambda: [w.stats(clock()) for w in self.server_windows.values()])
-        )
+        ServerMetrics(self._live, lambda: [w.stats(clock()) for w in self.server_windows.values()])
         self.joiner = Joiner(cfg.otlp.join_wait_s, cfg.otlp.max_pending) if cfg.otlp.enabled else None
         if self.joiner is not None:
-            self._others.register(JoinMetrics(self.registry, self._join_stats))
-        self.schedule_metrics = ProbeScheduleMetrics(self._others)
+            JoinMetrics(self._live, self._join_stats)
+        self.schedule_metrics = ProbeScheduleMetrics(self._live)
         self.gpu_samples: list[GpuSample] = []
-        self._others.register(GpuMetrics(self.registry, lambda: self.gpu_samples))
+        GpuMetrics(self._live, lambda: self.gpu_samples)
         self._nvml = nvml
-        self._writer = RecordsWriter(cfg.export.records_path) if cfg.export.records_path else None
-        self._tracer = tracer
-        self._provider: TracerProvider | None = None
-        if tracer is None and cfg.export.otlp_endpoint:
-            self._provider = otlp_export.tracer_provider(
-                cfg.export.otlp_endpoint, service_name="lanewatch-collector"
-            )
-            self._tracer = self._provider.get_tracer(TRACER_NAME)
+        self._writer = writer
+        self._tracer = tracer if tracer is not None or provider is None else provider.get_tracer(TRACER_NAME)
+        self._provider = provider
         self._source_factory = source_factory
         self._listeners: list[Sink] = []
-        self._ingest_token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
+        self._ingest_token = ingest_token
         self._span_posts = 0
         self.grpc_port: int | None = None  # the OTLP/gRPC receiver's bound port, once serving
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: LanewatchConfig,
+        *,
+        tracer: Tracer | None = None,
+        source_factory: SourceFactory | None = probe_suite,
+        nvml: Any | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> CollectorService:
+        """The service `cfg` describes: its SLO spec loaded, its ingest token read, its span exporter
+        started (unless `tracer` is given), its records file opened. SpecError or SecretError naming the
+        field, or OSError naming the records file, when one cannot be."""
+        ex = cfg.export
+        goodput = load_goodput(ex.goodput, ex.slo_spec)
+        token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
+        writer = RecordsWriter(ex.records_path) if ex.records_path else None
+        provider = None
+        if tracer is None and ex.otlp_endpoint:
+            provider = otlp_export.tracer_provider(ex.otlp_endpoint, service_name="lanewatch-collector")
+        return cls(
+            cfg,
+            goodput=goodput,
+            ingest_token=token,
+            tracer=tracer,
+            provider=provider,
+            writer=writer,
+            source_factory=source_factory,
+            nvml=nvml,
+            clock=clock,
+        )
 
     # ------------------------------------------------------------ the record path
 
@@ -325,11 +358,11 @@ class CollectorService:
     def render_metrics(self) -> bytes:
         """The Prometheus exposition of everything, summarised now on this thread."""
         window = window_exposition(self.window.snapshot(self.clock()), self.clock(), lane_order(self.cfg))
-        return generate_latest(self._others) + window + self.metrics.exposition().encode()
+        return generate_latest(self._live) + window + self.metrics.exposition().encode()
 
     async def render_metrics_async(self) -> bytes:
         """`render_metrics` with the part that grows with the series budget on a worker thread."""
-        head = generate_latest(self._others)
+        head = generate_latest(self._live)
         window = await self.window_text()
         tail = await asyncio.to_thread(self.metrics.exposition)
         return head + window + tail.encode()
@@ -460,14 +493,14 @@ async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | N
 
 async def run_until_signalled(cfg: LanewatchConfig, announce: Callable[[str], None]) -> None:
     """`lanewatch collect`: serve and run the service until SIGINT or SIGTERM; `announce` gets the
-    line saying where it listens. OSError for a taken port, ValueError for an unreadable token file."""
+    line saying where it listens. OSError for a taken port, SecretError for an unreadable token file."""
     import signal
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    service = CollectorService(cfg)
+    service = CollectorService.from_config(cfg)
     paths = ["/metrics", "/healthz"]
     paths += ["/v1/traces"] if cfg.otlp.enabled else []
     paths += ["/v1/records"] if cfg.ingest.enabled else []

@@ -1,1 +1,1 @@
-"""Small shared pieces: SSE parsing, bearer checks, bounded bodies, secret files, YAML loading."""
+"""Small shared pieces: the error tree, SSE parsing, bearer checks, bounded bodies, secrets, YAML."""

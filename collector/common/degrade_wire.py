@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .errors import ProtocolViolation
 from .names import check_class_name
 
 __all__ = [
@@ -33,7 +34,7 @@ LANE_KEYS = frozenset({"shift_to", "shift_percent", "cap_max_tokens", "shed_clas
 READ_ONLY_KEYS = frozenset({"lane_order", "version"})
 
 
-class DegradeError(ValueError):
+class DegradeError(ProtocolViolation, ValueError):
     """A degrade state that is refused; the message names the bad field."""
 
 

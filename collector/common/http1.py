@@ -20,10 +20,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from .errors import ProtocolViolation
+
 __all__ = [
+    "BadRequest",
     "BodyParser",
     "HttpError",
-    "RequestError",
     "RequestHead",
     "ResponseHead",
     "parse_head",
@@ -66,11 +68,11 @@ _CHUNK_LINE = re.compile(
 _TRAILER = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+:[ \t]*+[\t\x20-\x7e\x80-\xff]*")
 
 
-class HttpError(Exception):
+class HttpError(ProtocolViolation):
     """The upstream spoke something that is not HTTP/1.1."""
 
 
-class RequestError(HttpError):
+class BadRequest(HttpError):
     """A client's request the gateway cannot read; `status` is the answer (400, 413, 431, 505)."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -127,22 +129,22 @@ def parse_request(buf: Buffer, max_head: int = MAX_HEAD, seen: int = 0) -> tuple
     end = buf.find(b"\r\n\r\n", max(start, seen - 3))
     if end < 0:
         if len(buf) - start > max_head:
-            raise RequestError(431, f"request head larger than {max_head} bytes")
+            raise BadRequest(431, f"request head larger than {max_head} bytes")
         # A bare LF or CR, or a NUL, can never become a valid head: refuse now, not at the timeout.
         stop = len(buf) - 1 if buf[-1:] == b"\r" else len(buf)
         if _BARE.search(buf, max(start, seen - 1), stop):
-            raise RequestError(400, "bare CR or LF, or NUL, in the request head")
+            raise BadRequest(400, "bare CR or LF, or NUL, in the request head")
         return None, 0
     if end - start > max_head:
-        raise RequestError(431, f"request head larger than {max_head} bytes")
+        raise BadRequest(431, f"request head larger than {max_head} bytes")
     text = buf[start : end + 2].decode("latin-1")
     eol = text.index("\r\n")
     line = _REQUEST_LINE.fullmatch(text, 0, eol)
     if line is None:
-        raise RequestError(400, f"bad request line {text[:eol][:80]!r}")
+        raise BadRequest(400, f"bad request line {text[:eol][:80]!r}")
     method, target, proto = line.group(1, 2, 3)
     if proto not in ("HTTP/1.1", "HTTP/1.0"):
-        raise RequestError(505, f"unsupported protocol {proto!r}")
+        raise BadRequest(505, f"unsupported protocol {proto!r}")
     headers = _fields(text[eol + 2 :])
     version = (1, 1) if proto == "HTTP/1.1" else (1, 0)
     return _request(method, target, version, headers), end + 4
@@ -151,7 +153,7 @@ def parse_request(buf: Buffer, max_head: int = MAX_HEAD, seen: int = 0) -> tuple
 def _fields(block: str) -> tuple[tuple[str, str], ...]:
     """Header fields, each line a token, a colon and a value without controls but tab; OWS trimmed."""
     if not _FIELDS.fullmatch(block):  # one pass in C over every line; then find the bad one to name it
-        raise RequestError(400, next(_bad_field(x) for x in block.split("\r\n") if not _FIELD.fullmatch(x)))
+        raise BadRequest(400, next(_bad_field(x) for x in block.split("\r\n") if not _FIELD.fullmatch(x)))
     out = []
     for line in block.split("\r\n")[:-1]:
         name, _, value = line.partition(":")
@@ -188,24 +190,24 @@ def _request(
         elif key == "expect":
             expect = value.lower() == "100-continue"
     if hosts > 1 or (hosts == 0 and version >= (1, 1)):
-        raise RequestError(400, "more than one Host header" if hosts else "HTTP/1.1 without a Host header")
+        raise BadRequest(400, "more than one Host header" if hosts else "HTTP/1.1 without a Host header")
     conn = conn.lower()
     keep_alive = "close" not in conn if version >= (1, 1) else "keep-alive" in conn
     if te:
         if lengths:
-            raise RequestError(400, "both Content-Length and Transfer-Encoding")
+            raise BadRequest(400, "both Content-Length and Transfer-Encoding")
         if version < (1, 1):
-            raise RequestError(400, "Transfer-Encoding in an HTTP/1.0 request")
+            raise BadRequest(400, "Transfer-Encoding in an HTTP/1.0 request")
         if len(te) > 1 or te[0].lower() != "chunked":
-            raise RequestError(501, f"unsupported Transfer-Encoding {','.join(te)[:40]!r}")
+            raise BadRequest(501, f"unsupported Transfer-Encoding {','.join(te)[:40]!r}")
         return RequestHead(method, target, version, headers, keep_alive, "chunked", 0, expect)
     if len(lengths) > 1:
-        raise RequestError(400, "conflicting Content-Length values")
+        raise BadRequest(400, "conflicting Content-Length values")
     length = 0
     if lengths:
         value = lengths.pop()
         if not _DIGITS.fullmatch(value):
-            raise RequestError(400, f"bad Content-Length {value[:20]!r}: ASCII digits only, at most 18")
+            raise BadRequest(400, f"bad Content-Length {value[:20]!r}: ASCII digits only, at most 18")
         length = int(value)
     framing: Literal["none", "length"] = "length" if length else "none"
     return RequestHead(method, target, version, headers, keep_alive, framing, length, expect)

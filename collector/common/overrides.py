@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings
 
+from .errors import ConfigError
+
 __all__ = ["Flag", "OverrideError", "override"]
 
 M = TypeVar("M", bound=BaseModel)
@@ -27,7 +29,7 @@ class Flag:
     value: object
 
 
-class OverrideError(ValueError):
+class OverrideError(ConfigError, ValueError):
     """Flags that do not validate; one line per problem, each naming its flag and field."""
 
     def __init__(self, problems: list[str]) -> None:

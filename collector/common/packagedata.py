@@ -6,14 +6,16 @@ import functools
 from importlib import resources
 from pathlib import Path
 
+from .errors import ConfigError, StartupError
+
 __all__ = ["NoCheckoutError", "PackageDataError", "checkout_root", "data_path", "source_checkout"]
 
 
-class PackageDataError(RuntimeError):
+class PackageDataError(StartupError, RuntimeError):
     """Package data that is not on the filesystem (a zipped install), or missing."""
 
 
-class NoCheckoutError(RuntimeError):
+class NoCheckoutError(ConfigError, RuntimeError):
     """A default output folder asked for where there is none: lanewatch is installed, not a checkout."""
 
 

@@ -9,20 +9,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["read_secret", "read_secret_or_none"]
+from .errors import ConfigError
+
+__all__ = ["SecretError", "read_secret", "read_secret_or_none"]
+
+
+class SecretError(ConfigError, ValueError):
+    """A secret file that cannot be used; the message names the setting and the path, never the secret."""
 
 
 def read_secret(path: Path, what: str) -> str:
-    """The secret in `path`, surrounding whitespace stripped; ValueError names `what` and the path."""
+    """The secret in `path`, surrounding whitespace stripped; SecretError names `what` and the path."""
     try:
         value = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ValueError(f"{what} {path}: cannot read: {reason}") from None
+        raise SecretError(f"{what} {path}: cannot read: {reason}") from None
     if not value:
-        raise ValueError(f"{what} {path}: the file is empty")
+        raise SecretError(f"{what} {path}: the file is empty")
     if any(c.isspace() for c in value):
-        raise ValueError(f"{what} {path}: whitespace inside the secret")
+        raise SecretError(f"{what} {path}: whitespace inside the secret")
     return value
 
 

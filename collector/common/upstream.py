@@ -18,16 +18,17 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Protocol, cast
 
+from .errors import UpstreamError
 from .http1 import BodyParser, HttpError, ResponseHead, parse_head
 from .leg import LegTimes
 
-__all__ = ["BodySink", "ConnectError", "IdleConnections", "UpstreamClient", "UpstreamConn", "UpstreamGone"]
+__all__ = ["BodySink", "ConnectFailed", "IdleConnections", "UpstreamClient", "UpstreamConn", "UpstreamGone"]
 
 IDLE_REUSE_S = 2.0  # reuse an idle connection only this long: servers close idle ones (uvicorn: 5 s)
 DNS_TTL_S = 10.0
 
 
-class ConnectError(Exception):
+class ConnectFailed(UpstreamError):
     """No connection could be made; nothing was sent. `stage` is dns | connect | connect_timeout | tls."""
 
     def __init__(self, stage: str, message: str) -> None:
@@ -35,7 +36,7 @@ class ConnectError(Exception):
         self.stage = stage
 
 
-class UpstreamGone(Exception):
+class UpstreamGone(UpstreamError):
     """The connection closed before the response ended. `fresh`: no byte of a response had arrived."""
 
     def __init__(self, message: str, fresh: bool) -> None:
@@ -306,12 +307,12 @@ class UpstreamClient:
             async with asyncio.timeout(self._connect_timeout):
                 transport, _ = await loop.create_connection(lambda: conn, addrs[0], port)
         except TimeoutError:
-            raise ConnectError(
+            raise ConnectFailed(
                 "connect_timeout", f"no TCP connection to {host}:{port} within {self._connect_timeout} s"
             ) from None
         except OSError as exc:
             stage = "connect_refused" if isinstance(exc, ConnectionRefusedError) else "connect"
-            raise ConnectError(stage, f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+            raise ConnectFailed(stage, f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         leg.conn_end = perf_counter()
         if conn.transport is None:  # uvloop calls connection_made a loop turn after connecting
             conn.transport = transport
@@ -329,7 +330,7 @@ class UpstreamClient:
                 tls_transport = await loop.start_tls(transport, conn, tls, server_hostname=host)
         except (ssl.SSLError, ssl.CertificateError, OSError, TimeoutError) as exc:
             transport.abort()
-            raise ConnectError("tls", f"TLS with {host} failed: {exc}") from None
+            raise ConnectFailed("tls", f"TLS with {host} failed: {exc}") from None
         assert tls_transport is not None
         conn.transport = tls_transport
 
@@ -341,7 +342,7 @@ class UpstreamClient:
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
-            raise ConnectError("dns", f"cannot resolve {host}: {exc}") from None
+            raise ConnectFailed("dns", f"cannot resolve {host}: {exc}") from None
         addrs = [str(info[4][0]) for info in infos]
         self._dns[(host, port)] = (now, addrs)
         return addrs

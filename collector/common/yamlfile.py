@@ -8,6 +8,17 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from .errors import ConfigError
+
+__all__ = [
+    "ConfigError",
+    "ConfigIssue",
+    "load_yaml_model",
+    "read_yaml_mapping",
+    "validation_issues",
+    "yaml_line_index",
+]
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -21,15 +32,6 @@ class ConfigIssue(BaseModel):
     def __str__(self) -> str:
         where = f"{self.path} (line {self.line})" if self.line else self.path
         return f"{where}: {self.message}"
-
-
-class ConfigError(Exception):
-    """A config that cannot be used; `issues` lists every problem found."""
-
-    def __init__(self, source: str, issues: list[ConfigIssue]) -> None:
-        self.source = source
-        self.issues = issues
-        super().__init__("\n".join([f"invalid config {source}:", *(f"  {i}" for i in issues)]))
 
 
 def load_yaml_model(path: Path, model: type[M]) -> M:

@@ -13,6 +13,7 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from lanewatch.collector.common import secrets
+from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
 from lanewatch.collector.config import DegradeConfig
 
@@ -28,7 +29,7 @@ __all__ = ["SetupError", "build_adapters", "read_secret", "serve"]
 log = logging.getLogger("lanewatch.degrade")
 
 
-class SetupError(Exception):
+class SetupError(ConfigError):
     """The controller cannot start as configured; the message says which setting to fix."""
 
 

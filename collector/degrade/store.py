@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
+from lanewatch.collector.common.errors import StartupError
+
 from .state import (
     AlertRecord,
     AuditEntry,
@@ -60,7 +62,7 @@ _SCHEMA_V1 = (
 _ALERT_TABLE = "CREATE TABLE alert (fingerprint TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID"
 
 
-class StoreError(RuntimeError):
+class StoreError(StartupError, RuntimeError):
     """The state database cannot be opened or is not one this version understands."""
 
 

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from lanewatch.collector.common.errors import ProtocolViolation
+
 __all__ = ["Alert", "Notification", "WebhookError", "parse_notification"]
 
 Labels = dict[str, Annotated[str, Field(max_length=4096)]]
@@ -48,7 +50,7 @@ class Notification(_Strict):
     alerts: list[Alert] = Field(min_length=1, max_length=10_000)
 
 
-class WebhookError(ValueError):
+class WebhookError(ProtocolViolation, ValueError):
     """A body that is not a valid Alertmanager version-4 notification; `reasons` name each field."""
 
     def __init__(self, reasons: list[str]) -> None:

@@ -21,6 +21,7 @@ import yaml
 
 from lanewatch.alerts.build import GENERATED_DIR
 from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC, DEMO_VLLM_SPEC
+from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.packagedata import data_path
 from lanewatch.collector.config import RequestClass
 
@@ -54,7 +55,7 @@ MODEL: Final = MODELS["slow"]  # what the demo's traffic asks for; the gateway p
 DEGRADE_RECEIVER: Final = "lanewatch-degrade"
 
 
-class TemplateError(ValueError):
+class TemplateError(ConfigError, ValueError):
     """A deploy/ template the demo cannot fill in; the message names the file and what is missing."""
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal
 
+from lanewatch.collector.common.errors import StartupError
 from lanewatch.collector.config import RequestClass
 
 from .burst import BurstSpec
@@ -117,7 +118,7 @@ VLLM_SIZING: Final = Sizing(
 )
 
 
-class EngineMissing(RuntimeError):
+class EngineMissing(StartupError, RuntimeError):
     """The vLLM install the demo was pointed at is not usable; the message is one line."""
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from lanewatch.collector.common.errors import StartupError
+
 from .configs import LANES, MODELS, Layout, write_configs, write_secrets
 from .engines import SIM_SIZING, Sizing, VllmInstall, vllm_command
 from .supervisor import ChildExited, Supervisor, lanewatch_command
@@ -31,10 +33,6 @@ READY_TIMEOUT_S = 90.0  # python start-up on a loaded 2-core machine takes secon
 VLLM_READY_TIMEOUT_S = 600.0
 PROMETHEUS_BINARY = "prometheus"
 ALERTMANAGER_BINARY = "prometheus-alertmanager"
-
-
-class StartupError(RuntimeError):
-    """A part of the demo did not come up; the message says which and why."""
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from lanewatch.collector.common.errors import StartupError
+
 __all__ = ["Child", "ChildExited", "Supervisor", "free_ports", "lanewatch_command"]
 
 PR_SET_PDEATHSIG = 1
 LOG_TAIL_BYTES = 2000
 
 
-class ChildExited(RuntimeError):
+class ChildExited(StartupError, RuntimeError):
     """A child process ended while the demo still needed it; the message carries its log's tail."""
 
 

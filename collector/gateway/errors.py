@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from http import HTTPStatus
 
 from lanewatch.collector.common.http1 import HttpError
-from lanewatch.collector.common.upstream import ConnectError, UpstreamGone
+from lanewatch.collector.common.upstream import ConnectFailed, UpstreamGone
 from lanewatch.collector.record.timing import ErrorKind
 
 from .front import Response
@@ -50,7 +50,7 @@ def sse_error_event(status: int, message: str) -> bytes:
 
 def error_kind_of(exc: BaseException) -> ErrorKind:
     """The error kind of a failed upstream request."""
-    if isinstance(exc, ConnectError):
+    if isinstance(exc, ConnectFailed):
         return _STAGES.get(exc.stage, ErrorKind.CONNECT)
     if isinstance(exc, TimeoutError):
         return ErrorKind.TIMEOUT

@@ -21,7 +21,7 @@ from lanewatch.collector.common.error_detail import clean, error_detail
 from lanewatch.collector.common.headers import REQUEST_ID
 from lanewatch.collector.common.http1 import HttpError, ResponseHead
 from lanewatch.collector.common.leg import LegTimes
-from lanewatch.collector.common.upstream import ConnectError, UpstreamConn, UpstreamGone
+from lanewatch.collector.common.upstream import ConnectFailed, UpstreamConn, UpstreamGone
 from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from .content_tap import ContentTap
@@ -113,7 +113,7 @@ async def forward(
     while up is not None:
         try:
             return await _exchange(gw, front, ex, up, raw, strip, sent)
-        except ConnectError as exc:  # nothing was sent: the next upstream may take it
+        except ConnectFailed as exc:  # nothing was sent: the next upstream may take it
             tried.append(up)
             kind = error_kind_of(exc)
             gw.stats.upstream_errors[(up.lane, up.name, kind.value)] += 1

@@ -29,9 +29,9 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from lanewatch.collector.common.http1 import (
     MAX_HEAD,
+    BadRequest,
     BodyParser,
     HttpError,
-    RequestError,
     RequestHead,
     ResponseHead,
     parse_request,
@@ -238,7 +238,7 @@ class FrontConn(asyncio.Protocol):
                     return
                 try:
                     request = self._next_request()
-                except RequestError as exc:
+                except BadRequest as exc:
                     self._refuse(exc.status, str(exc))
                     return
                 except HttpError as exc:  # a broken chunked body
@@ -262,7 +262,7 @@ class FrontConn(asyncio.Protocol):
             del self._buf[:used]
             self._seen, self.head_since = 0, None
             if head.length > self._limits.max_body:
-                raise RequestError(413, f"the request body is larger than {self._limits.max_body} bytes")
+                raise BadRequest(413, f"the request body is larger than {self._limits.max_body} bytes")
             self._head, self._version, self._close_after = head, head.version, not head.keep_alive
             if head.framing == "chunked":
                 self._chunks, self._body = BodyParser(_CHUNKED_HEAD), bytearray()
@@ -288,7 +288,7 @@ class FrontConn(asyncio.Protocol):
         self._body += self._chunks.feed(bytes(self._buf))
         self._buf.clear()
         if len(self._body) > self._limits.max_body:
-            raise RequestError(413, f"the request body is larger than {self._limits.max_body} bytes")
+            raise BadRequest(413, f"the request body is larger than {self._limits.max_body} bytes")
         if not self._chunks.done:
             return None
         self._buf, self._chunks = bytearray(self._chunks.rest), None

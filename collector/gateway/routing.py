@@ -13,12 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.config import GatewayConfig
 
 __all__ = ["RouteError", "RouteInput", "RouteTable", "Routed", "choose_lane", "route_input"]
 
 
-class RouteError(ValueError):
+class RouteError(ProtocolViolation, ValueError):
     """The request names a lane that does not exist (a 400 for the client)."""
 
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from lanewatch.collector.common import eventloop
+from lanewatch.collector.common.errors import ConfigError, StartupError
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 from lanewatch.collector.record.files import RecordsWriter
@@ -33,18 +34,6 @@ ADMIN_INSECURE_WARNING = (
 )
 
 
-class StartupError(Exception):
-    """The gateway could not start; the message says what to fix.
-
-    `settings` is True when a setting is at fault (a secret file, the records path), False when
-    the settings are fine but starting failed (a taken port).
-    """
-
-    def __init__(self, message: str, *, settings: bool) -> None:
-        super().__init__(message)
-        self.settings = settings
-
-
 class Built:
     """A gateway and the records file it appends to (closed after the gateway stops)."""
 
@@ -59,17 +48,18 @@ class Built:
 
 
 def serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
-    """Run the gateway until SIGINT or SIGTERM; StartupError when it cannot start."""
+    """Run the gateway until SIGINT or SIGTERM; ConfigError for a setting at fault, StartupError when the
+    settings are fine but it cannot start (a taken port)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with contextlib.suppress(KeyboardInterrupt):
         eventloop.run(_run(cfg, export, records))
 
 
 async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
-    try:  # unreadable or empty secret files, a records path that cannot be opened
+    try:  # unreadable or empty secret files raise SecretError, a ConfigError, as they are
         built = build_gateway(cfg, export, records)
-    except (ValueError, OSError) as exc:
-        raise StartupError(str(exc), settings=True) from None
+    except OSError as exc:  # a records path that cannot be opened
+        raise ConfigError(str(exc)) from None
     gw = built.gateway
     server = GatewayServer(gw)
     try:
@@ -78,7 +68,7 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
         await server.shutdown()
         built.close_records()
         where = f"{cfg.server.host}:{cfg.server.port}"
-        raise StartupError(f"cannot listen on {where}: {exc.strerror or exc}", settings=False) from None
+        raise StartupError(f"cannot listen on {where}: {exc.strerror or exc}") from None
     if cfg.admin_insecure and gw.admin_token is None:
         log.warning(ADMIN_INSECURE_WARNING)
     admin = "on" if gw.admin_token or cfg.admin_insecure else "off"

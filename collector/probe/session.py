@@ -16,6 +16,7 @@ from opentelemetry.trace import Tracer
 from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_grpc import ThreadedGrpcReceiver, grpc_endpoint_url
 from lanewatch.collector.collect.otlp_http import SpanReceiver, endpoint_url
+from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.config import RequestClass, Target, Timeouts
 from lanewatch.collector.probe.join import LoopJoin, OrderedJoin
 from lanewatch.collector.probe.prober import Prober, spec_for
@@ -26,7 +27,7 @@ __all__ = ["ListenError", "ProbeSession"]
 Receiver = SpanReceiver | ThreadedGrpcReceiver
 
 
-class ListenError(Exception):
+class ListenError(ConfigError):
     """A span receiver's address cannot be bound (taken, or not this machine's); `option` names its flag."""
 
     def __init__(self, option: str, message: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from opentelemetry.trace import Tracer
 
+from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.config import LanewatchConfig, RequestClass, Target
 from lanewatch.collector.probe.prober import Prober, spec_for
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
@@ -46,14 +47,13 @@ class ProbeJob:
 
 
 def parse_shard(value: str | None) -> tuple[int, int] | None:
-    """`"i/N"` → (i, N) with 0 ≤ i < N; None for no sharding."""
+    """`"i/N"` → (i, N) with 0 ≤ i < N; None for no sharding; ConfigError for anything else."""
     if value is None:
         return None
     index, _, count = value.partition("/")
-    i, n = int(index), int(count)
-    if n < 1 or not 0 <= i < n:
-        raise ValueError(f"probe.shard: {value!r} must be i/N with 0 <= i < N")
-    return i, n
+    if not (index.isdigit() and count.isdigit()) or not 0 <= int(index) < int(count):
+        raise ConfigError(f"probe.shard: {value!r} must be i/N with 0 <= i < N")
+    return int(index), int(count)
 
 
 def shard_of(target_name: str, shards: int) -> int:

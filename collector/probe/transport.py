@@ -22,6 +22,7 @@ from typing import Literal
 
 import httpx
 
+from lanewatch.collector.common.errors import UpstreamError
 from lanewatch.collector.common.upstream import IdleConnections, UpstreamConn
 
 __all__ = [
@@ -54,7 +55,7 @@ class ConnectTimes:
     resolving: bool = False  # True while name resolution runs (for failure attribution)
 
 
-class DnsError(OSError):
+class DnsError(UpstreamError, OSError):
     """The host name did not resolve (or resolution ran past the connect timeout)."""
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -36,7 +37,7 @@ __all__ = [
 _RECORD = TypeAdapter(RequestTiming)
 
 
-class BatchError(ValueError):
+class BatchError(ProtocolViolation, ValueError):
     """A body that is not a batch: `field` names the part at fault (None: the body itself)."""
 
     def __init__(self, message: str, field: str | None = None) -> None:

@@ -18,6 +18,7 @@ from typing import IO
 
 from pydantic import TypeAdapter, ValidationError
 
+from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -29,7 +30,7 @@ _FLOAT_FIELDS = tuple(
 )
 
 
-class RecordFileError(ValueError):
+class RecordFileError(ConfigError, ValueError):
     """A line of a records file that is not a record."""
 
     def __init__(self, line_no: int, reason: str) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from lanewatch.collector.common.errors import ProtocolViolation
+
 __all__ = [
     "MAX_ATTRS",
     "MAX_ATTR_CHARS",
@@ -36,7 +38,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _INF = float("inf")
 
 
-class RecordError(ValueError):
+class RecordError(ProtocolViolation, ValueError):
     """A record refused: `field` holds a value no reader could use."""
 
     def __init__(self, field: str, reason: str) -> None:

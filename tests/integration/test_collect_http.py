@@ -15,7 +15,6 @@ from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from prometheus_client import CollectorRegistry
 
 from lanewatch.collector.collect.service import CollectorService, serve
 from lanewatch.collector.config import LanewatchConfig
@@ -27,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 @asynccontextmanager
 async def running(cfg: LanewatchConfig) -> AsyncIterator[tuple[CollectorService, str]]:
-    svc = CollectorService(cfg, registry=CollectorRegistry(), source_factory=None)
+    svc = CollectorService.from_config(cfg, source_factory=None)
     stop = asyncio.Event()
     bound: list[int] = []
     task = asyncio.create_task(serve(svc, "127.0.0.1", 0, stop, bound.append))
@@ -132,6 +131,6 @@ async def test_taken_port_fails_clearly() -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        svc = CollectorService(cfg(), registry=CollectorRegistry(), source_factory=None)
+        svc = CollectorService.from_config(cfg(), source_factory=None)
         with pytest.raises(OSError, match="in use"):
             await serve(svc, "127.0.0.1", port, asyncio.Event(), lambda _: None)

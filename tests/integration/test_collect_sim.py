@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry
 
 from lanewatch.collector.collect.scrape import ServerWindow, bucket_index, scrape_once
 from lanewatch.collector.collect.service import CollectorService, serve
@@ -90,7 +89,7 @@ def probe_config(sim: SimHandle, collector_port: int) -> LanewatchConfig:
 async def test_probe_records_carry_the_servers_phases(tmp_path: Path) -> None:
     port = free_port()
     with start_simulator(tmp_path, otlp_endpoint=f"http://127.0.0.1:{port}/v1/traces") as sim:
-        svc = CollectorService(probe_config(sim, port), registry=CollectorRegistry())
+        svc = CollectorService.from_config(probe_config(sim, port))
         records: list[RequestTiming] = []
         enough = asyncio.Event()
 
@@ -132,7 +131,7 @@ async def test_an_https_target_is_scraped_with_its_own_ca_bundle(tmp_path: Path)
             gpu={"enabled": False},
             server={"port": port},
         )
-        svc = CollectorService(cfg, registry=CollectorRegistry())
+        svc = CollectorService.from_config(cfg)
         stop = asyncio.Event()
         task = asyncio.create_task(serve(svc, "127.0.0.1", port, stop, lambda _: None))
         try:

@@ -18,7 +18,6 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from lanewatch.collector.collect.service import CollectorService, serve
@@ -56,7 +55,7 @@ async def collector(
         server={"port": port},
         export={"records_path": str(tmp_path / "collector-records.jsonl")},
     )
-    svc = CollectorService(cfg, registry=CollectorRegistry(), source_factory=None)
+    svc = CollectorService.from_config(cfg, source_factory=None)
     seen: list[RequestTiming] = []
     svc.add_listener(seen.append)
     stop = asyncio.Event()

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry
 
 from lanewatch.collector.collect.service import CollectorService, serve
 from lanewatch.collector.config import LanewatchConfig
@@ -83,7 +82,7 @@ async def test_tap_records_join_spans_sent_over_grpc_at_the_collector(
         "probe": {"enabled": False},
         "otlp": {"join_wait_s": 20.0, "grpc_listen": grpc_address},
     })  # fmt: skip
-    svc = CollectorService(cfg, registry=CollectorRegistry(), source_factory=None)
+    svc = CollectorService.from_config(cfg, source_factory=None)
     seen: list[RequestTiming] = []
     svc.add_listener(seen.append)
     stop, listening = asyncio.Event(), asyncio.Event()

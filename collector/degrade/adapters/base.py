@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lanewatch.collector.common import secrets
 from lanewatch.collector.common.degrade_wire import ACTIONS, ActionName, LaneDegrade
+from lanewatch.collector.common.errors import UpstreamError
 
 __all__ = [
     "ALL_ACTIONS",
@@ -32,7 +33,7 @@ __all__ = [
 ALL_ACTIONS: frozenset[ActionName] = frozenset(ACTIONS)
 
 
-class AdapterError(Exception):
+class AdapterError(UpstreamError):
     """An apply or read-back that failed; the message is safe to log (no secrets, no bodies we sent)."""
 
     def __init__(self, message: str, *, retryable: bool) -> None:

@@ -78,7 +78,7 @@ def test_collector_metrics_stay_in_budget(tmp_path: Path) -> None:
     cfg = LanewatchConfig.model_validate(
         {"targets": [], "gpu": {"enabled": False}, "otlp": {"enabled": False}, "scrape": {"enabled": False}}
     )
-    svc = CollectorService(cfg, source_factory=None)
+    svc = CollectorService.from_config(cfg, source_factory=None)
     svc.receive_records(combo(i) for i in range(COMBOS))
     svc.render_metrics()
     svc.receive_records(combo(i) for i in range(COMBOS, COMBOS + 1000))

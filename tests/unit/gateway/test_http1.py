@@ -5,9 +5,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lanewatch.collector.common.http1 import (
+    BadRequest,
     BodyParser,
     HttpError,
-    RequestError,
     ResponseHead,
     parse_head,
     parse_request,
@@ -229,7 +229,7 @@ def test_request_heads(
     ],
 )
 def test_bad_requests_carry_the_status_to_answer(raw: bytes, status: int) -> None:
-    with pytest.raises(RequestError) as err:
+    with pytest.raises(BadRequest) as err:
         parse_request(raw)
     assert err.value.status == status
 

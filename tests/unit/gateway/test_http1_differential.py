@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from lanewatch.collector.common.http1 import BodyParser, HttpError, RequestError, ResponseHead, parse_request
+from lanewatch.collector.common.http1 import BadRequest, BodyParser, HttpError, ResponseHead, parse_request
 from lanewatch.collector.gateway.forward import _request_bytes
 from lanewatch.collector.gateway.front import Request
 from lanewatch.collector.gateway.pool import Upstream
@@ -163,7 +163,7 @@ def gateway(raw: bytes) -> Parsed | str:
     """What the gateway's front reads off `raw`: parse_request, then the body as front.py takes it."""
     try:
         head, used = parse_request(raw)
-    except RequestError:
+    except BadRequest:
         return REFUSED
     if head is None:
         return WAITING

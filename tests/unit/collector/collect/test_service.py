@@ -8,12 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from fastapi.testclient import TestClient
 
+from lanewatch.alerts.spec import SpecError
+from lanewatch.collector.collect.gpu import GpuSample
 from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.scrape import ServerSnapshot, snapshot_from_text
 from lanewatch.collector.collect.service import CollectorService, lane_order, shard_targets
+from lanewatch.collector.common.secrets import SecretError
 from lanewatch.collector.config import LanewatchConfig
+from lanewatch.collector.record.files import RecordsWriter
+from lanewatch.collector.record.goodput import Bound, Goodput
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names
 
@@ -51,14 +56,18 @@ def record(trace: str | None = TRACE) -> RequestTiming:
 
 
 def service(cfg: LanewatchConfig, clock: Clock) -> tuple[CollectorService, list[RequestTiming]]:
-    svc = CollectorService(cfg, registry=CollectorRegistry(), source_factory=None, clock=clock)
+    """The service as `lanewatch collect` builds it from `cfg`, without probes; and what it emits."""
+    svc = CollectorService.from_config(cfg, source_factory=None, clock=clock)
     seen: list[RequestTiming] = []
     svc.add_listener(seen.append)
     return svc, seen
 
 
 def text(svc: CollectorService) -> str:
-    return generate_latest(svc.registry).decode()
+    """GET /metrics on the service's own app: the bytes a Prometheus scrape reads."""
+    answer = TestClient(svc.app()).get("/metrics")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    return answer.text
 
 
 def test_record_waits_for_its_span_then_flows_everywhere(tmp_path: Path) -> None:
@@ -191,3 +200,57 @@ def test_scrapes_share_one_window_summary_until_it_is_a_second_old(monkeypatch: 
     assert len(summaries) == 2
     assert len(set(pages[:6])) == 1 and b'request_class="short"' in pages[0]
     assert b'request_class="long"' not in pages[0] and b'request_class="long"' in pages[6]
+
+
+def test_the_constructor_reads_nothing_and_from_config_names_what_it_cannot_load(tmp_path: Path) -> None:
+    missing = tmp_path / "absent"
+    cfg = config(ingest={"token_file": str(missing / "token")}, export={"slo_spec": str(missing / "s.yaml")})
+    svc = CollectorService(cfg, source_factory=None)  # built parts only: no file is opened
+    assert names.GOODPUT_REQUESTS_TOTAL not in text(svc)
+    with pytest.raises(SpecError, match=r"s\.yaml"):
+        CollectorService.from_config(cfg, source_factory=None)
+    spec_ok = config(ingest={"token_file": str(missing / "token")})
+    with pytest.raises(SecretError, match=r"ingest\.token_file"):
+        CollectorService.from_config(spec_ok, source_factory=None)
+
+
+def test_built_parts_given_to_the_constructor_are_the_ones_it_serves_with(tmp_path: Path) -> None:
+    judge = Goodput(bounds={"fast": (Bound("ttft", 1.0),)})
+    writer = RecordsWriter(tmp_path / "mine.jsonl")
+    svc = CollectorService(
+        config(otlp={"enabled": False}),
+        goodput=judge,
+        ingest_token="s3cret",
+        writer=writer,
+        source_factory=None,
+    )
+    svc.submit(record(trace=None))
+    assert f'{names.GOODPUT_REQUESTS_TOTAL}{{lane="fast",model="m",outcome="met"' in text(svc)
+    client = TestClient(svc.app())
+    assert (
+        client.post("/v1/records", content=b"{}", headers={"content-type": "application/json"}).status_code
+        == 401
+    )
+    svc.shutdown()
+    assert len((tmp_path / "mine.jsonl").read_text().splitlines()) == 1
+
+
+def test_every_family_is_served_once_on_the_scraped_page() -> None:
+    clock = Clock()
+    svc, _ = service(config(), clock)
+    svc.submit(record(trace=None))
+    svc.add_snapshot(ServerSnapshot("a", "fast", at=clock.now, duration_s=1.0, error="timeout"))
+    svc.gpu_samples = [GpuSample(0, "GPU-0", "H100", utilization_ratio=0.5)]
+    svc.schedule_metrics.started(0.01)
+    page = text(svc)
+    helps = [line.split()[2] for line in page.splitlines() if line.startswith("# HELP ")]
+    assert len(helps) == len(set(helps)), sorted(h for h in helps if helps.count(h) > 1)
+    for family in (
+        names.REQUESTS_TOTAL,
+        names.WINDOW_QUANTILE_SECONDS,
+        names.SCRAPE_UP,
+        names.OTLP_SPANS_RECEIVED_TOTAL,
+        names.GPU_UTILIZATION_RATIO,
+        names.PROBE_START_DELAY_SECONDS,
+    ):
+        assert family in helps, family

@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
+from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.config import LanewatchConfig, ProbeConfig, RequestClass, Target
 from lanewatch.collector.probe.suites import ProbeJob, Scheduler, parse_shard, plan, shard_of
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
@@ -52,7 +53,7 @@ def test_plan_keeps_only_this_shards_targets() -> None:
 
 @pytest.mark.parametrize("bad", ["2/2", "0/0", "5/3"])
 def test_bad_shard_names_the_field(bad: str) -> None:
-    with pytest.raises(ValueError, match=r"probe\.shard"):
+    with pytest.raises(ConfigError, match=r"probe\.shard"):
         parse_shard(bad)
 
 
