@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import cast
@@ -97,7 +97,7 @@ class FrontConn(asyncio.Protocol):
         self._chunks: BodyParser | None = None
         self._body = bytearray()
         self._busy = False  # a request is being answered
-        self._pumping = False  # _pump is on the stack: _done must not re-enter it
+        self._dispatching = False  # _dispatch_buffered is on the stack: _done must not re-enter it
         self._version = (1, 1)
         self._close_after = False
         self._chunked = False  # the streamed response in progress is chunk-framed
@@ -128,7 +128,7 @@ class FrontConn(asyncio.Protocol):
             if len(self._buf) > self._limits.max_head + self._limits.max_body and self.transport:
                 self.transport.pause_reading()  # a client pipelining without reading answers
             return
-        self._pump()
+        self._dispatch_buffered()
 
     def eof_received(self) -> bool:
         """The client stopped sending: answer what is in flight, then close."""
@@ -158,24 +158,20 @@ class FrontConn(asyncio.Protocol):
         if not self._busy and not self.closed:
             if self.transport is not None:
                 self.transport.resume_reading()
-            self._pump()
+            self._dispatch_buffered()
 
     # ---------------------------------------------------------------- streamed answers
     def start(self, status: int, reason: str, headers: list[tuple[str, str]], length: int | None) -> None:
         """Write the response head: Content-Length when known, else chunked (HTTP/1.1) or close-framed."""
-        lines = [f"HTTP/1.1 {status} {reason or _reason(status)}"]
-        lines += [f"{k}: {v}" for k, v in headers]
         if length is not None:
-            lines.append(f"Content-Length: {length}")
+            framing = f"Content-Length: {length}"
         elif self._version >= (1, 1):
             self._chunked = True
-            lines.append("Transfer-Encoding: chunked")
+            framing = "Transfer-Encoding: chunked"
         else:
-            self._close_after = True
-        if self._close_after:
-            lines.append("Connection: close")
+            self._close_after, framing = True, ""
         self.started = True
-        self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"))
+        self._write(self._head_bytes(status, reason, headers, framing))
 
     def send(self, payload: bytes) -> None:
         """Write body bytes at once (framed as one chunk when chunked)."""
@@ -215,15 +211,15 @@ class FrontConn(asyncio.Protocol):
             self._drain.set_result(None)
         self._drain = None
 
-    def _pump(self) -> None:
+    def _dispatch_buffered(self) -> None:
         """Read and dispatch buffered requests in order until one is in flight (a loop, not recursion).
 
         Stops while the client's write buffer is above its high-water mark: a client that sends
         requests but never reads the answers then holds one answer's worth, not all of them.
         """
-        if self._pumping:
+        if self._dispatching:
             return
-        self._pumping = True
+        self._dispatching = True
         try:
             # A request that asked to close (or a refusal) closes the transport: nothing after it is read.
             while (
@@ -248,7 +244,7 @@ class FrontConn(asyncio.Protocol):
                     return
                 self._dispatch(request)
         finally:
-            self._pumping = False
+            self._dispatching = False
 
     def _next_request(self) -> Request | None:
         """A whole request off the buffer, or None while it is incomplete."""
@@ -301,10 +297,10 @@ class FrontConn(asyncio.Protocol):
             answer = route if isinstance(route, Response) else route(request, self)
         except Exception:
             log.exception("%s %s failed", request.method, request.path)
-            answer = Response(500, self._error_body(500, "internal error in the gateway"))
+            answer = self._internal_error()
         if isinstance(answer, Response):
             self._reply(answer)
-            self._done()  # inside _pump's loop, which goes on to the next request
+            self._done()  # inside _dispatch_buffered's loop, which goes on to the next request
             return
         self._task = asyncio.get_running_loop().create_task(self._run(answer, request))
         self._server.tasks.add(self._task)
@@ -320,21 +316,34 @@ class FrontConn(asyncio.Protocol):
             if self.started:
                 self.abort()
                 return
-            response = Response(500, self._error_body(500, "internal error in the gateway"))
+            response = self._internal_error()
         if response is None and not self.started:
             log.error("%s %s: the handler answered nothing", request.method, request.path)
-            response = Response(500, self._error_body(500, "internal error in the gateway"))
+            response = self._internal_error()
         if response is not None:
             self._reply(response)
         self._done()
 
     def _reply(self, response: Response) -> None:
-        lines = [f"HTTP/1.1 {response.status} {_reason(response.status)}"]
-        lines += [f"{k}: {v}" for k, v in response.headers.items()]
-        lines += [f"Content-Type: {response.content_type}", f"Content-Length: {len(response.body)}"]
+        """Write a whole response."""
+        framing = f"Content-Type: {response.content_type}\r\nContent-Length: {len(response.body)}"
+        self._write(self._head_bytes(response.status, "", response.headers.items(), framing) + response.body)
+
+    def _head_bytes(
+        self, status: int, reason: str, headers: Iterable[tuple[str, str]], framing: str
+    ) -> bytes:
+        """A response head: the status line, `headers`, the `framing` lines, `Connection: close` when
+        this answer is the connection's last, and the blank line."""
+        lines = [f"HTTP/1.1 {status} {reason or _reason(status)}", *(f"{k}: {v}" for k, v in headers)]
+        if framing:
+            lines.append(framing)
         if self._close_after:
             lines.append("Connection: close")
-        self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + response.body)
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+    def _internal_error(self) -> Response:
+        """The answer when a handler failed or answered nothing (the cause is logged, not told)."""
+        return Response(500, self._error_body(500, "internal error in the gateway"))
 
     def head_timed_out(self) -> None:
         """The request head took too long: 408 when some of it came, else just close."""
@@ -345,9 +354,13 @@ class FrontConn(asyncio.Protocol):
 
     def _refuse(self, status: int, message: str) -> None:
         """A request that cannot be read: the error, then close (the stream's framing is lost)."""
-        self._busy = self._close_after = True  # nothing more is read off this connection
         self._server.on_refused(status)
-        self._reply(Response(status, self._error_body(status, message)))
+        self._answer_and_close(Response(status, self._error_body(status, message)))
+
+    def _answer_and_close(self, response: Response) -> None:
+        """The last answer on this connection: nothing more is read off it."""
+        self._busy = self._close_after = True
+        self._reply(response)
         self.close()
 
     def _done(self) -> None:
@@ -359,7 +372,7 @@ class FrontConn(asyncio.Protocol):
         self.idle_since = asyncio.get_running_loop().time()  # also bounds how long a request may take
         if self.transport is not None and not self.paused:
             self.transport.resume_reading()
-        self._pump()
+        self._dispatch_buffered()
 
 
 def _reason(status: int) -> str:
