@@ -30,13 +30,11 @@ from .errors import error_kind_of, error_response, sse_error_event, status_for
 from .exchange import Exchange
 from .front import FrontConn, Response
 from .pool import LanePool, Upstream
+from .response_head import check_head, client_headers
 from .tap import StreamTap
 
 __all__ = ["Flight", "UpstreamRequest", "begin", "forward"]
 
-_HOP_BACK = frozenset(
-    {"connection", "keep-alive", "transfer-encoding", "upgrade", "content-length", "date", "server"}
-)
 _UPSTREAM_FAILURES = (ErrorKind.TIMEOUT, ErrorKind.STALL, ErrorKind.TRUNCATED, ErrorKind.BAD_STREAM)
 
 
@@ -188,6 +186,7 @@ async def _exchange(
         leg = ex.leg
         try:
             head = await conn.head(gw.cfg.read_timeout_s)
+            check_head(head)
         except UpstreamGone as exc:
             if conn.reused and exc.fresh:
                 continue  # a keep-alive connection the server had just closed: try a new one
@@ -218,9 +217,7 @@ async def _respond(
     sse = ctype == "text/event-stream"
     length = head.length if head.framing == "length" and not (sse and strip_usage) else None
     tap = ex.tap = (ContentTap if gw.record_content else StreamTap)(ex.api, sse=sse, strip_usage=strip_usage)
-    headers = [(k, v) for k, v in head.headers if k.lower() not in _HOP_BACK]
-    headers += ex.lane_headers().items()
-    front.start(head.status, head.reason, headers, length)
+    front.start(head.status, head.reason, client_headers(head, ex.lane_headers()), length)
     sink = _Downstream(front, tap, conn)
     try:
         conn.attach(sink)
