@@ -7,7 +7,8 @@ third of the gateway's CPU and most of the TTFT it added. Here a connection pars
 own requests (http1.py, strictly), runs one handler coroutine per request, and a
 streamed answer goes out through `start`/`send`/`finish`: the head, each payload as it
 comes (chunk-framed on HTTP/1.1), and the last payload with the end of the body in one
-write. Keep-alive, pipelined requests (answered in order), `Expect: 100-continue`,
+write. Keep-alive, pipelined requests (answered in order), `Expect: 100-continue` (asked
+only once the head passed the server's `check_head`, such as the admin API's credential),
 body and head limits, a request-head timeout, a cap on open connections, write
 back-pressure (`paused`, `drain`; no further pipelined request is read while the client
 is not reading answers) and a client that hangs up (its handler is cancelled) are
@@ -37,7 +38,7 @@ from lanewatch.collector.common.http1 import (
     parse_request,
 )
 
-__all__ = ["FrontConn", "FrontLimits", "FrontServer", "Handler", "Request", "Response", "Route"]
+__all__ = ["FrontConn", "FrontLimits", "FrontServer", "Handler", "HeadCheck", "Request", "Response", "Route"]
 
 log = logging.getLogger("lanewatch.gateway")
 _CHUNKED_HEAD = ResponseHead(200, "", (), True, "chunked")  # frames a chunked request body
@@ -70,6 +71,10 @@ class Response:
 # gives the Response; the part before its first await runs in the callback that read the request.
 Handler = Callable[[Request, "FrontConn"], Response | Awaitable[Response | None]]
 Route = Callable[[str, str], Handler | Response]  # (method, path) → handler, or the answer (404, 405)
+# (method, path, headers) → the answer from the head alone (a missing credential), or None to read
+# the body. Asked before `100 Continue` goes out, so no client is invited to send a body that would be
+# refused; the handler still checks the whole request (a client need not send `Expect`).
+HeadCheck = Callable[[str, str, CIMultiDictProxy[str]], Response | None]
 ErrorBody = Callable[[int, str], bytes]
 
 
@@ -262,14 +267,24 @@ class FrontConn(asyncio.Protocol):
             self._head, self._version, self._close_after = head, head.version, not head.keep_alive
             if head.framing == "chunked":
                 self._chunks, self._body = BodyParser(_CHUNKED_HEAD), bytearray()
-            if head.expect_continue and head.framing != "none" and self.transport is not None:
-                self.transport.write(_CONTINUE)
+            if head.expect_continue and head.framing != "none" and not self._continue(head):
+                return None
         body = self._take_body(self._head)
         if body is None:
             return None
         head, self._head = self._head, None
         headers = CIMultiDictProxy(CIMultiDict(head.headers))
         return Request(head.method, head.path, head.target, head.version, headers, body)
+
+    def _continue(self, head: RequestHead) -> bool:
+        """Ask for the body (`100 Continue`) unless the head alone is refused; False when it was."""
+        refusal = self._server.check_head(head.method, head.path, CIMultiDictProxy(CIMultiDict(head.headers)))
+        if refusal is not None:  # the client waits to be asked for its body: it never is
+            self._head = None
+            self._answer_and_close(refusal)
+            return False
+        self._write(_CONTINUE)
+        return True
 
     def _take_body(self, head: RequestHead) -> bytes | None:
         if head.framing == "none":
@@ -390,9 +405,11 @@ class FrontServer:
         limits: FrontLimits,
         error_body: ErrorBody,
         on_refused: Callable[[int], None] = lambda status: None,
+        check_head: HeadCheck = lambda method, path, headers: None,
     ) -> None:
         self._route, self._limits, self._error_body = route, limits, error_body
         self.on_refused = on_refused  # told the status of each request refused before routing
+        self.check_head = check_head
         self.conns: set[FrontConn] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.refused_total = 0  # connections answered 503 for being over max_connections
