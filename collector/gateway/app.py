@@ -15,7 +15,8 @@ from lanewatch.collector.common.headers import AUTHORIZATION
 from .admin import denied, get_degrade, put_degrade
 from .core import Gateway
 from .errors import error_body, error_response
-from .front import FrontConn, FrontLimits, FrontServer, Handler, HeadCheck, Request, Response
+from .front import FrontConn, FrontLimits, Handler, HeadCheck, Request, Response
+from .front_server import FrontServer
 from .proxy import handle_completion
 
 __all__ = ["GatewayServer", "default_max_connections", "head_check", "router"]

@@ -9,10 +9,11 @@ streamed answer goes out through `start`/`send`/`finish`: the head, each payload
 comes (chunk-framed on HTTP/1.1), and the last payload with the end of the body in one
 write. Keep-alive, pipelined requests (answered in order), `Expect: 100-continue` (asked
 only once the head passed the server's `check_head`, such as the admin API's credential),
-body and head limits, a request-head timeout, a cap on open connections, write
-back-pressure (`paused`, `drain`; no further pipelined request is read while the client
-is not reading answers) and a client that hangs up (its handler is cancelled) are
-handled here, so handlers see whole requests. Pipelined requests are taken in a loop,
+body and head limits, a request-head timeout and a cap on open connections (timed and
+counted by front_server.py, which accepts them), write back-pressure (`paused`, `drain`;
+no further pipelined request is read while the client is not reading answers) and a
+client that hangs up (its handler is cancelled) are handled here, so handlers see whole
+requests. Pipelined requests are taken in a loop,
 not by recursion, and bodies are buffered in a bytearray, so both cost linear time.
 """
 
@@ -24,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -38,7 +39,10 @@ from lanewatch.collector.common.http1 import (
     parse_request,
 )
 
-__all__ = ["FrontConn", "FrontLimits", "FrontServer", "Handler", "HeadCheck", "Request", "Response", "Route"]
+if TYPE_CHECKING:
+    from .front_server import FrontServer
+
+__all__ = ["ErrorBody", "FrontConn", "FrontLimits", "Handler", "HeadCheck", "Request", "Response", "Route"]
 
 log = logging.getLogger("lanewatch.gateway")
 _CHUNKED_HEAD = ResponseHead(200, "", (), True, "chunked")  # frames a chunked request body
@@ -394,72 +398,3 @@ def _reason(status: int) -> str:
     with contextlib.suppress(ValueError):
         return HTTPStatus(status).phrase
     return "Unknown"
-
-
-class FrontServer:
-    """The listening socket and every open connection and handler."""
-
-    def __init__(
-        self,
-        route: Route,
-        limits: FrontLimits,
-        error_body: ErrorBody,
-        on_refused: Callable[[int], None] = lambda status: None,
-        check_head: HeadCheck = lambda method, path, headers: None,
-    ) -> None:
-        self._route, self._limits, self._error_body = route, limits, error_body
-        self.on_refused = on_refused  # told the status of each request refused before routing
-        self.check_head = check_head
-        self.conns: set[FrontConn] = set()
-        self.tasks: set[asyncio.Task[None]] = set()
-        self.refused_total = 0  # connections answered 503 for being over max_connections
-        self._refused_logged = 0
-        self._server: asyncio.Server | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-
-    async def start(self, host: str, port: int) -> int:
-        """Listen; returns the port (useful with 0)."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: FrontConn(self._route, self._limits, self._error_body, self), host, port, backlog=1024
-        )
-        self._sweeper = loop.create_task(self._sweep())
-        return int(self._server.sockets[0].getsockname()[1])
-
-    def refused(self) -> None:
-        """Count a connection refused for being over the cap; log how many at most every 1,000th."""
-        self.refused_total += 1
-        if self.refused_total - self._refused_logged >= 1000 or self._refused_logged == 0:
-            self._refused_logged = self.refused_total
-            log.warning(
-                "%d connections refused so far: %d open is gateway.max_connections",
-                self.refused_total,
-                self._limits.max_connections,
-            )
-
-    async def _sweep(self) -> None:
-        """Close connections idle past the keep-alive limit or slow to send a head (one timer for all)."""
-        loop, limit, head_limit = (
-            asyncio.get_running_loop(),
-            self._limits.keepalive_s,
-            self._limits.head_timeout_s,
-        )
-        while True:
-            await asyncio.sleep(min(limit / 4, head_limit / 4, 5.0))
-            now = loop.time()
-            for conn in list(self.conns):
-                if conn.head_since is not None and now - conn.head_since > head_limit:
-                    conn.head_timed_out()
-                elif conn.idle_since is not None and now - conn.idle_since > limit:
-                    conn.close()
-
-    async def shutdown(self) -> None:
-        """Stop listening, drop every connection and wait for the handlers to finish."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-        if self._server is not None:
-            self._server.close()
-        for conn in list(self.conns):
-            conn.abort()
-        if self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)
