@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.headers import AUTHORIZATION
@@ -18,20 +19,24 @@ from .degrade_state import DegradeError, parse_degrade
 from .errors import error_response
 from .front import FrontConn, Request, Response
 
-__all__ = ["get_degrade", "put_degrade"]
+__all__ = ["denied", "get_degrade", "put_degrade"]
 
 log = logging.getLogger("lanewatch.gateway.admin")
 MAX_ADMIN_BODY = 64 * 1024
 
 
 def _denied(gw: Gateway, request: Request) -> Response | None:
-    """None when the request may use the admin API, else the response that refuses it."""
+    return denied(gw, request.headers)
+
+
+def denied(gw: Gateway, headers: Mapping[str, str]) -> Response | None:
+    """None when a request with these headers may use the admin API, else the response that refuses it."""
     token = gw.admin_token
     if token is None:
         if gw.cfg.admin_insecure:
             return None
         return error_response(403, "the admin API is off: start the gateway with --admin-token-file")
-    if not bearer_ok(request.headers.get(AUTHORIZATION), token):
+    if not bearer_ok(headers.get(AUTHORIZATION), token):
         return error_response(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
     return None
 

@@ -5,21 +5,23 @@ from __future__ import annotations
 import asyncio
 import json
 import resource
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
 
 from lanewatch.collector.common.headers import AUTHORIZATION
 
-from .admin import get_degrade, put_degrade
+from .admin import denied, get_degrade, put_degrade
 from .core import Gateway
 from .errors import error_body, error_response
-from .front import FrontConn, FrontLimits, FrontServer, Handler, Request, Response
+from .front import FrontConn, FrontLimits, Handler, HeadCheck, Request, Response
+from .front_server import FrontServer
 from .proxy import handle_completion
 
-__all__ = ["GatewayServer", "default_max_connections", "router"]
+__all__ = ["GatewayServer", "default_max_connections", "head_check", "router"]
 
+ADMIN_PATH = "/admin/degrade"
 GatewayHandler = Callable[[Gateway, Request, FrontConn], Awaitable[Response | None]]
 
 
@@ -44,7 +46,7 @@ def router(gw: Gateway) -> Callable[[str, str], Handler | Response]:
         "/v1/models": {"GET": bind(models)},
         "/healthz": {"GET": bind(healthz)},
         "/metrics": {"GET": bind(metrics)},
-        "/admin/degrade": {"GET": bind(get_degrade), "PUT": bind(put_degrade)},
+        ADMIN_PATH: {"GET": bind(get_degrade), "PUT": bind(put_degrade)},
     }
 
     def resolve(method: str, path: str) -> Handler | Response:
@@ -60,6 +62,15 @@ def router(gw: Gateway) -> Callable[[str, str], Handler | Response]:
     return resolve
 
 
+def head_check(gw: Gateway) -> HeadCheck:
+    """The admin API's credential check, made on the head before a body is asked for."""
+
+    def check(_method: str, path: str, headers: Mapping[str, str]) -> Response | None:
+        return denied(gw, headers) if path == ADMIN_PATH else None
+
+    return check
+
+
 class GatewayServer:
     """A gateway serving on a port: health checks and sessions started, connections accepted."""
 
@@ -73,7 +84,11 @@ class GatewayServer:
             max_connections=cfg.max_connections or default_max_connections(),
         )
         self._front = FrontServer(
-            router(gw), limits, lambda status, message: error_body(status, message), gw.stats.count_refused
+            router(gw),
+            limits,
+            lambda status, message: error_body(status, message),
+            gw.stats.count_refused,
+            head_check(gw),
         )
         self.port = 0
 

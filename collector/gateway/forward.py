@@ -28,15 +28,13 @@ from .content_tap import ContentTap
 from .core import Gateway
 from .errors import error_kind_of, error_response, sse_error_event, status_for
 from .exchange import Exchange
-from .front import FrontConn, Request, Response
+from .front import FrontConn, Response
 from .pool import LanePool, Upstream
+from .response_head import check_head, client_headers
 from .tap import StreamTap
 
-__all__ = ["Flight", "begin", "forward"]
+__all__ = ["Flight", "UpstreamRequest", "begin", "forward"]
 
-_HOP_BACK = frozenset(
-    {"connection", "keep-alive", "transfer-encoding", "upgrade", "content-length", "date", "server"}
-)
 _UPSTREAM_FAILURES = (ErrorKind.TIMEOUT, ErrorKind.STALL, ErrorKind.TRUNCATED, ErrorKind.BAD_STREAM)
 
 
@@ -70,16 +68,40 @@ class _Downstream:
             self.conn.pause()
 
 
+@dataclass(frozen=True, slots=True)
+class UpstreamRequest:
+    """What goes upstream for one admitted request, whichever upstream of the lane takes it."""
+
+    method: str
+    target: str  # path and query, as the client sent them; the upstream's prefix goes before
+    headers: Mapping[str, str]
+    body: bytes
+    strip_usage: bool  # the gateway asked for the usage chunk itself: the client does not get it
+
+    def encode(self, up: Upstream) -> bytes:
+        """The request's bytes for `up`: its line, Host, the headers, Content-Length and the body."""
+        lines = [f"{self.method} {up.prefix}{self.target} HTTP/1.1", f"Host: {up.host_header}"]
+        lines += [f"{k}: {v}" for k, v in self.headers.items()]
+        lines.append(f"Content-Length: {len(self.body)}")
+        text = "\r\n".join(lines) + "\r\n\r\n"
+        try:
+            return text.encode("latin-1") + self.body  # the client's bytes exactly: heads are read as latin-1
+        except UnicodeEncodeError:  # only a value of the gateway's own (an API key) can be past latin-1
+            return b"\r\n".join(_wire(line) for line in lines) + b"\r\n\r\n" + self.body
+
+
 @dataclass(slots=True)
 class Flight:
-    """The upstream a request goes to, its bytes, and the connection it already left on (if any)."""
+    """One request on its way: what it sends, the upstream it goes to, its bytes for that upstream,
+    and the connection it already left on (if any)."""
 
+    request: UpstreamRequest
     up: Upstream | None
     raw: bytes = b""
     sent: UpstreamConn | None = None
 
 
-def begin(gw: Gateway, request: Request, ex: Exchange, body: bytes, headers: Mapping[str, str]) -> Flight:
+def begin(gw: Gateway, ex: Exchange, request: UpstreamRequest) -> Flight:
     """Pick the served lane's least-loaded upstream; on a kept-alive connection, send at once.
 
     Runs in the callback that read the client's request, so the request leaves without
@@ -87,8 +109,8 @@ def begin(gw: Gateway, request: Request, ex: Exchange, body: bytes, headers: Map
     """
     up = _pick(gw.pools[ex.decision.served_lane], ex, ())
     if up is None:
-        return Flight(None)
-    flight = Flight(up, _request_bytes(up, request, headers, body))
+        return Flight(request, None)
+    flight = Flight(request, up, request.encode(up))
     ex.leg = leg = LegTimes(start=perf_counter())
     flight.sent = gw.upstream.take_idle(up.host, up.port, up.tls, leg)
     if flight.sent is not None:
@@ -96,23 +118,13 @@ def begin(gw: Gateway, request: Request, ex: Exchange, body: bytes, headers: Map
     return flight
 
 
-async def forward(
-    gw: Gateway,
-    request: Request,
-    front: FrontConn,
-    ex: Exchange,
-    flight: Flight,
-    body: bytes,
-    headers: Mapping[str, str],
-    strip: bool,
-) -> Response | None:
+async def forward(gw: Gateway, front: FrontConn, ex: Exchange, flight: Flight) -> Response | None:
     """Finish what `begin` started: the answer streamed back; another upstream when one cannot connect."""
     pool = gw.pools[ex.decision.served_lane]
     tried: list[Upstream] = []
-    up, raw, sent = flight.up, flight.raw, flight.sent
-    while up is not None:
+    while (up := flight.up) is not None:
         try:
-            return await _exchange(gw, front, ex, up, raw, strip, sent)
+            return await _exchange(gw, front, ex, flight, up)
         except ConnectFailed as exc:  # nothing was sent: the next upstream may take it
             tried.append(up)
             kind = error_kind_of(exc)
@@ -122,9 +134,9 @@ async def forward(
         finally:
             up.outstanding -= 1
             _judge(pool, up, ex)
-        up, sent = _pick(pool, ex, tried), None
-        if up is not None:
-            raw = _request_bytes(up, request, headers, body)
+        flight.up, flight.sent = _pick(pool, ex, tried), None
+        if flight.up is not None:
+            flight.raw = flight.request.encode(flight.up)
     return _fail(ex, ErrorKind.CONNECT, f"lane {pool.lane!r} has no upstream to try")
 
 
@@ -152,17 +164,6 @@ def _judge(pool: LanePool, up: Upstream, ex: Exchange) -> None:
         pool.succeeded(up)
 
 
-def _request_bytes(up: Upstream, request: Request, headers: Mapping[str, str], body: bytes) -> bytes:
-    lines = [f"{request.method} {up.prefix}{request.target} HTTP/1.1", f"Host: {up.host_header}"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
-    lines.append(f"Content-Length: {len(body)}")
-    text = "\r\n".join(lines) + "\r\n\r\n"
-    try:
-        return text.encode("latin-1") + body  # the client's bytes exactly: heads are read as latin-1
-    except UnicodeEncodeError:  # only a value of the gateway's own (an API key) can be past latin-1
-        return b"\r\n".join(_wire(line) for line in lines) + b"\r\n\r\n" + body
-
-
 def _wire(line: str) -> bytes:
     """One head line: latin-1 (bytes as they came) when it can be, else UTF-8 (configured text)."""
     try:
@@ -172,24 +173,20 @@ def _wire(line: str) -> bytes:
 
 
 async def _exchange(
-    gw: Gateway,
-    front: FrontConn,
-    ex: Exchange,
-    up: Upstream,
-    raw: bytes,
-    strip: bool,
-    sent: UpstreamConn | None,
+    gw: Gateway, front: FrontConn, ex: Exchange, flight: Flight, up: Upstream
 ) -> Response | None:
+    """The request to `up` (on the connection it left on, else a new one) and the answer's head."""
     tls = gw.ssl[up.lane] if up.tls else None
     for _attempt in range(3):
-        conn, sent = sent, None
+        conn, flight.sent = flight.sent, None
         if conn is None:
             ex.leg = leg = LegTimes(start=perf_counter())
             conn = await gw.upstream.connect(up.host, up.port, tls, leg)
-            _send(conn, raw, leg)
+            _send(conn, flight.raw, leg)
         leg = ex.leg
         try:
             head = await conn.head(gw.cfg.read_timeout_s)
+            check_head(head)
         except UpstreamGone as exc:
             if conn.reused and exc.fresh:
                 continue  # a keep-alive connection the server had just closed: try a new one
@@ -201,41 +198,37 @@ async def _exchange(
                 ex, ErrorKind.TIMEOUT, f"upstream {up.name}: no answer within {gw.cfg.read_timeout_s} s", conn
             )
         except asyncio.CancelledError:
-            conn.abort()
-            ex.error = ErrorKind.CLIENT_DISCONNECT
+            _client_gone(ex, conn)
             raise
         leg.headers = perf_counter()
-        return await _respond(gw, front, ex, conn, head, strip)
+        return await _respond(gw, front, ex, conn, head, flight.request.strip_usage)
     return _fail(ex, ErrorKind.TRUNCATED, f"upstream {up.name} kept closing its connections")
 
 
 async def _respond(
-    gw: Gateway, front: FrontConn, ex: Exchange, conn: UpstreamConn, head: ResponseHead, strip: bool
+    gw: Gateway, front: FrontConn, ex: Exchange, conn: UpstreamConn, head: ResponseHead, strip_usage: bool
 ) -> Response | None:
+    """The answer streamed to the client through the tap; an error frame if it breaks on the way."""
     ex.status, ex.error = head.status, error_kind_for_status(head.status)
     ex.request_id = head.get(REQUEST_ID)
     ctype = (head.get("content-type") or "").split(";", 1)[0].strip().lower()
     if head.status >= 400 and ctype != "application/json":
         return await _wrap_error(gw, ex, conn, head)
     sse = ctype == "text/event-stream"
-    headers = [(k, v) for k, v in head.headers if k.lower() not in _HOP_BACK]
-    headers += ex.lane_headers().items()
-    length = head.length if head.framing == "length" and not (sse and strip) else None
-    tap = ex.tap = (ContentTap if gw.record_content else StreamTap)(ex.api, sse=sse, strip_usage=strip)
-    front.start(head.status, head.reason, headers, length)
+    length = head.length if head.framing == "length" and not (sse and strip_usage) else None
+    tap = ex.tap = (ContentTap if gw.record_content else StreamTap)(ex.api, sse=sse, strip_usage=strip_usage)
+    front.start(head.status, head.reason, client_headers(head, ex.lane_headers()), length)
     sink = _Downstream(front, tap, conn)
     try:
         conn.attach(sink)
-        await _pump(gw, conn, sink, front)
+        await _await_body_end(gw, conn, sink, front)
         front.finish(tap.flush())
         gw.upstream.release(conn)
     except asyncio.CancelledError:  # the client went away (its connection cancelled the handler)
-        conn.abort()
-        ex.error = ErrorKind.CLIENT_DISCONNECT
+        _client_gone(ex, conn)
         raise
     except ConnectionResetError:  # the client went away while we wrote
-        conn.abort()
-        ex.error = ErrorKind.CLIENT_DISCONNECT
+        _client_gone(ex, conn)
     except (UpstreamGone, HttpError, TimeoutError) as exc:
         conn.abort()
         ex.error = _timeout_kind(tap) if isinstance(exc, TimeoutError) else error_kind_of(exc)
@@ -248,8 +241,15 @@ async def _respond(
     return None
 
 
-async def _pump(gw: Gateway, conn: UpstreamConn, sink: _Downstream, front: FrontConn) -> None:
-    """Wait while the body flows through `sink`: for its end, a drain, or a stall."""
+def _client_gone(ex: Exchange, conn: UpstreamConn) -> None:
+    """The client went away: drop the upstream connection (no one reads the rest); the record says so."""
+    conn.abort()
+    ex.error = ErrorKind.CLIENT_DISCONNECT
+
+
+async def _await_body_end(gw: Gateway, conn: UpstreamConn, sink: _Downstream, front: FrontConn) -> None:
+    """Wait while the body flows through `sink` (in upstream's read callbacks): for its end, a drain,
+    or a stall. ConnectionResetError when the client went away."""
     timeout = gw.cfg.read_timeout_s
     while not conn.done:
         reads = conn.reads

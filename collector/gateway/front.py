@@ -7,11 +7,13 @@ third of the gateway's CPU and most of the TTFT it added. Here a connection pars
 own requests (http1.py, strictly), runs one handler coroutine per request, and a
 streamed answer goes out through `start`/`send`/`finish`: the head, each payload as it
 comes (chunk-framed on HTTP/1.1), and the last payload with the end of the body in one
-write. Keep-alive, pipelined requests (answered in order), `Expect: 100-continue`,
-body and head limits, a request-head timeout, a cap on open connections, write
-back-pressure (`paused`, `drain`; no further pipelined request is read while the client
-is not reading answers) and a client that hangs up (its handler is cancelled) are
-handled here, so handlers see whole requests. Pipelined requests are taken in a loop,
+write. Keep-alive, pipelined requests (answered in order), `Expect: 100-continue` (asked
+only once the head passed the server's `check_head`, such as the admin API's credential),
+body and head limits, a request-head timeout and a cap on open connections (timed and
+counted by front_server.py, which accepts them), write back-pressure (`paused`, `drain`;
+no further pipelined request is read while the client is not reading answers) and a
+client that hangs up (its handler is cancelled) are handled here, so handlers see whole
+requests. Pipelined requests are taken in a loop,
 not by recursion, and bodies are buffered in a bytearray, so both cost linear time.
 """
 
@@ -20,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -37,7 +39,10 @@ from lanewatch.collector.common.http1 import (
     parse_request,
 )
 
-__all__ = ["FrontConn", "FrontLimits", "FrontServer", "Handler", "Request", "Response", "Route"]
+if TYPE_CHECKING:
+    from .front_server import FrontServer
+
+__all__ = ["ErrorBody", "FrontConn", "FrontLimits", "Handler", "HeadCheck", "Request", "Response", "Route"]
 
 log = logging.getLogger("lanewatch.gateway")
 _CHUNKED_HEAD = ResponseHead(200, "", (), True, "chunked")  # frames a chunked request body
@@ -70,6 +75,10 @@ class Response:
 # gives the Response; the part before its first await runs in the callback that read the request.
 Handler = Callable[[Request, "FrontConn"], Response | Awaitable[Response | None]]
 Route = Callable[[str, str], Handler | Response]  # (method, path) → handler, or the answer (404, 405)
+# (method, path, headers) → the answer from the head alone (a missing credential), or None to read
+# the body. Asked before `100 Continue` goes out, so no client is invited to send a body that would be
+# refused; the handler still checks the whole request (a client need not send `Expect`).
+HeadCheck = Callable[[str, str, CIMultiDictProxy[str]], Response | None]
 ErrorBody = Callable[[int, str], bytes]
 
 
@@ -97,7 +106,7 @@ class FrontConn(asyncio.Protocol):
         self._chunks: BodyParser | None = None
         self._body = bytearray()
         self._busy = False  # a request is being answered
-        self._pumping = False  # _pump is on the stack: _done must not re-enter it
+        self._dispatching = False  # _dispatch_buffered is on the stack: _done must not re-enter it
         self._version = (1, 1)
         self._close_after = False
         self._chunked = False  # the streamed response in progress is chunk-framed
@@ -128,7 +137,7 @@ class FrontConn(asyncio.Protocol):
             if len(self._buf) > self._limits.max_head + self._limits.max_body and self.transport:
                 self.transport.pause_reading()  # a client pipelining without reading answers
             return
-        self._pump()
+        self._dispatch_buffered()
 
     def eof_received(self) -> bool:
         """The client stopped sending: answer what is in flight, then close."""
@@ -158,24 +167,20 @@ class FrontConn(asyncio.Protocol):
         if not self._busy and not self.closed:
             if self.transport is not None:
                 self.transport.resume_reading()
-            self._pump()
+            self._dispatch_buffered()
 
     # ---------------------------------------------------------------- streamed answers
     def start(self, status: int, reason: str, headers: list[tuple[str, str]], length: int | None) -> None:
         """Write the response head: Content-Length when known, else chunked (HTTP/1.1) or close-framed."""
-        lines = [f"HTTP/1.1 {status} {reason or _reason(status)}"]
-        lines += [f"{k}: {v}" for k, v in headers]
         if length is not None:
-            lines.append(f"Content-Length: {length}")
+            framing = f"Content-Length: {length}"
         elif self._version >= (1, 1):
             self._chunked = True
-            lines.append("Transfer-Encoding: chunked")
+            framing = "Transfer-Encoding: chunked"
         else:
-            self._close_after = True
-        if self._close_after:
-            lines.append("Connection: close")
+            self._close_after, framing = True, ""
         self.started = True
-        self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"))
+        self._write(self._head_bytes(status, reason, headers, framing))
 
     def send(self, payload: bytes) -> None:
         """Write body bytes at once (framed as one chunk when chunked)."""
@@ -215,15 +220,15 @@ class FrontConn(asyncio.Protocol):
             self._drain.set_result(None)
         self._drain = None
 
-    def _pump(self) -> None:
+    def _dispatch_buffered(self) -> None:
         """Read and dispatch buffered requests in order until one is in flight (a loop, not recursion).
 
         Stops while the client's write buffer is above its high-water mark: a client that sends
         requests but never reads the answers then holds one answer's worth, not all of them.
         """
-        if self._pumping:
+        if self._dispatching:
             return
-        self._pumping = True
+        self._dispatching = True
         try:
             # A request that asked to close (or a refusal) closes the transport: nothing after it is read.
             while (
@@ -248,7 +253,7 @@ class FrontConn(asyncio.Protocol):
                     return
                 self._dispatch(request)
         finally:
-            self._pumping = False
+            self._dispatching = False
 
     def _next_request(self) -> Request | None:
         """A whole request off the buffer, or None while it is incomplete."""
@@ -266,14 +271,24 @@ class FrontConn(asyncio.Protocol):
             self._head, self._version, self._close_after = head, head.version, not head.keep_alive
             if head.framing == "chunked":
                 self._chunks, self._body = BodyParser(_CHUNKED_HEAD), bytearray()
-            if head.expect_continue and head.framing != "none" and self.transport is not None:
-                self.transport.write(_CONTINUE)
+            if head.expect_continue and head.framing != "none" and not self._continue(head):
+                return None
         body = self._take_body(self._head)
         if body is None:
             return None
         head, self._head = self._head, None
         headers = CIMultiDictProxy(CIMultiDict(head.headers))
         return Request(head.method, head.path, head.target, head.version, headers, body)
+
+    def _continue(self, head: RequestHead) -> bool:
+        """Ask for the body (`100 Continue`) unless the head alone is refused; False when it was."""
+        refusal = self._server.check_head(head.method, head.path, CIMultiDictProxy(CIMultiDict(head.headers)))
+        if refusal is not None:  # the client waits to be asked for its body: it never is
+            self._head = None
+            self._answer_and_close(refusal)
+            return False
+        self._write(_CONTINUE)
+        return True
 
     def _take_body(self, head: RequestHead) -> bytes | None:
         if head.framing == "none":
@@ -301,10 +316,10 @@ class FrontConn(asyncio.Protocol):
             answer = route if isinstance(route, Response) else route(request, self)
         except Exception:
             log.exception("%s %s failed", request.method, request.path)
-            answer = Response(500, self._error_body(500, "internal error in the gateway"))
+            answer = self._internal_error()
         if isinstance(answer, Response):
             self._reply(answer)
-            self._done()  # inside _pump's loop, which goes on to the next request
+            self._done()  # inside _dispatch_buffered's loop, which goes on to the next request
             return
         self._task = asyncio.get_running_loop().create_task(self._run(answer, request))
         self._server.tasks.add(self._task)
@@ -320,21 +335,34 @@ class FrontConn(asyncio.Protocol):
             if self.started:
                 self.abort()
                 return
-            response = Response(500, self._error_body(500, "internal error in the gateway"))
+            response = self._internal_error()
         if response is None and not self.started:
             log.error("%s %s: the handler answered nothing", request.method, request.path)
-            response = Response(500, self._error_body(500, "internal error in the gateway"))
+            response = self._internal_error()
         if response is not None:
             self._reply(response)
         self._done()
 
     def _reply(self, response: Response) -> None:
-        lines = [f"HTTP/1.1 {response.status} {_reason(response.status)}"]
-        lines += [f"{k}: {v}" for k, v in response.headers.items()]
-        lines += [f"Content-Type: {response.content_type}", f"Content-Length: {len(response.body)}"]
+        """Write a whole response."""
+        framing = f"Content-Type: {response.content_type}\r\nContent-Length: {len(response.body)}"
+        self._write(self._head_bytes(response.status, "", response.headers.items(), framing) + response.body)
+
+    def _head_bytes(
+        self, status: int, reason: str, headers: Iterable[tuple[str, str]], framing: str
+    ) -> bytes:
+        """A response head: the status line, `headers`, the `framing` lines, `Connection: close` when
+        this answer is the connection's last, and the blank line."""
+        lines = [f"HTTP/1.1 {status} {reason or _reason(status)}", *(f"{k}: {v}" for k, v in headers)]
+        if framing:
+            lines.append(framing)
         if self._close_after:
             lines.append("Connection: close")
-        self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + response.body)
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+    def _internal_error(self) -> Response:
+        """The answer when a handler failed or answered nothing (the cause is logged, not told)."""
+        return Response(500, self._error_body(500, "internal error in the gateway"))
 
     def head_timed_out(self) -> None:
         """The request head took too long: 408 when some of it came, else just close."""
@@ -345,9 +373,13 @@ class FrontConn(asyncio.Protocol):
 
     def _refuse(self, status: int, message: str) -> None:
         """A request that cannot be read: the error, then close (the stream's framing is lost)."""
-        self._busy = self._close_after = True  # nothing more is read off this connection
         self._server.on_refused(status)
-        self._reply(Response(status, self._error_body(status, message)))
+        self._answer_and_close(Response(status, self._error_body(status, message)))
+
+    def _answer_and_close(self, response: Response) -> None:
+        """The last answer on this connection: nothing more is read off it."""
+        self._busy = self._close_after = True
+        self._reply(response)
         self.close()
 
     def _done(self) -> None:
@@ -359,77 +391,10 @@ class FrontConn(asyncio.Protocol):
         self.idle_since = asyncio.get_running_loop().time()  # also bounds how long a request may take
         if self.transport is not None and not self.paused:
             self.transport.resume_reading()
-        self._pump()
+        self._dispatch_buffered()
 
 
 def _reason(status: int) -> str:
     with contextlib.suppress(ValueError):
         return HTTPStatus(status).phrase
     return "Unknown"
-
-
-class FrontServer:
-    """The listening socket and every open connection and handler."""
-
-    def __init__(
-        self,
-        route: Route,
-        limits: FrontLimits,
-        error_body: ErrorBody,
-        on_refused: Callable[[int], None] = lambda status: None,
-    ) -> None:
-        self._route, self._limits, self._error_body = route, limits, error_body
-        self.on_refused = on_refused  # told the status of each request refused before routing
-        self.conns: set[FrontConn] = set()
-        self.tasks: set[asyncio.Task[None]] = set()
-        self.refused_total = 0  # connections answered 503 for being over max_connections
-        self._refused_logged = 0
-        self._server: asyncio.Server | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-
-    async def start(self, host: str, port: int) -> int:
-        """Listen; returns the port (useful with 0)."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: FrontConn(self._route, self._limits, self._error_body, self), host, port, backlog=1024
-        )
-        self._sweeper = loop.create_task(self._sweep())
-        return int(self._server.sockets[0].getsockname()[1])
-
-    def refused(self) -> None:
-        """Count a connection refused for being over the cap; log how many at most every 1,000th."""
-        self.refused_total += 1
-        if self.refused_total - self._refused_logged >= 1000 or self._refused_logged == 0:
-            self._refused_logged = self.refused_total
-            log.warning(
-                "%d connections refused so far: %d open is gateway.max_connections",
-                self.refused_total,
-                self._limits.max_connections,
-            )
-
-    async def _sweep(self) -> None:
-        """Close connections idle past the keep-alive limit or slow to send a head (one timer for all)."""
-        loop, limit, head_limit = (
-            asyncio.get_running_loop(),
-            self._limits.keepalive_s,
-            self._limits.head_timeout_s,
-        )
-        while True:
-            await asyncio.sleep(min(limit / 4, head_limit / 4, 5.0))
-            now = loop.time()
-            for conn in list(self.conns):
-                if conn.head_since is not None and now - conn.head_since > head_limit:
-                    conn.head_timed_out()
-                elif conn.idle_since is not None and now - conn.idle_since > limit:
-                    conn.close()
-
-    async def shutdown(self) -> None:
-        """Stop listening, drop every connection and wait for the handlers to finish."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-        if self._server is not None:
-            self._server.close()
-        for conn in list(self.conns):
-            conn.abort()
-        if self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)

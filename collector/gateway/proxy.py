@@ -40,7 +40,7 @@ from .core import Gateway
 from .degrade_state import Decision, cap_max_tokens, decide
 from .errors import error_response
 from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
-from .forward import Flight, begin, forward
+from .forward import Flight, UpstreamRequest, begin, forward
 from .front import FrontConn, Request, Response
 from .lane_models import header_value, serve_as
 from .routing import RouteError, choose_lane, route_input
@@ -80,29 +80,22 @@ def handle_completion(
     """
     t0, started_at = perf_counter(), time.time()
     try:
-        body, ex, strip = _admit(gw, request, api, t0, started_at)
+        body, ex, strip_usage = _admit(gw, request, api, t0, started_at)
     except _Reject as rej:
         return rej.response
     ids = gw.tracing.ids_for(request.headers)
     ex.trace_id = ids.trace_id_hex
     headers = _upstream_headers(request.headers, gw.api_keys.get(ex.decision.served_lane))
     gw.tracing.inject(ids, headers)
-    flight = begin(gw, request, ex, body, headers)
-    return _proxy(gw, request, conn, ex, flight, ids, (body, headers, strip))
+    flight = begin(gw, ex, UpstreamRequest(request.method, request.target, headers, body, strip_usage))
+    return _proxy(gw, request, conn, ex, flight, ids)
 
 
 async def _proxy(
-    gw: Gateway,
-    request: Request,
-    conn: FrontConn,
-    ex: Exchange,
-    flight: Flight,
-    ids: TraceIds,
-    upstream_request: tuple[bytes, CIMultiDict[str], bool],
+    gw: Gateway, request: Request, conn: FrontConn, ex: Exchange, flight: Flight, ids: TraceIds
 ) -> Response | None:
-    body, headers, strip = upstream_request
     try:
-        return await forward(gw, request, conn, ex, flight, body, headers, strip)
+        return await forward(gw, conn, ex, flight)
     finally:
         ex.end = perf_counter()
         _finish(gw, request, ex, ids)

@@ -12,7 +12,8 @@ from contextlib import asynccontextmanager
 import pytest
 
 from lanewatch.collector.gateway.errors import error_body
-from lanewatch.collector.gateway.front import FrontConn, FrontLimits, FrontServer, Handler, Request, Response
+from lanewatch.collector.gateway.front import FrontConn, FrontLimits, Handler, Request, Response
+from lanewatch.collector.gateway.front_server import FrontServer
 from lanewatch.collector.record.timing import ErrorKind
 
 from .gateway_harness import chat_body, eventually, one_lane

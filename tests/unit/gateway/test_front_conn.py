@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 from lanewatch.collector.gateway.errors import error_body
-from lanewatch.collector.gateway.front import FrontConn, FrontLimits, FrontServer, Handler, Request, Response
+from lanewatch.collector.gateway.front import FrontConn, FrontLimits, Handler, Request, Response
+from lanewatch.collector.gateway.front_server import FrontServer
 
 MB = 1024 * 1024
 

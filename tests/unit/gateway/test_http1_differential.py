@@ -29,8 +29,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from lanewatch.collector.common.http1 import BadRequest, BodyParser, HttpError, ResponseHead, parse_request
-from lanewatch.collector.gateway.forward import _request_bytes
-from lanewatch.collector.gateway.front import Request
+from lanewatch.collector.gateway.forward import UpstreamRequest
 from lanewatch.collector.gateway.pool import Upstream
 from lanewatch.collector.gateway.proxy import _upstream_headers
 
@@ -218,8 +217,8 @@ def _forwarded(parsed: Parsed) -> bytes:
     text = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in parsed.headers]
     incoming = CIMultiDictProxy(CIMultiDict(text))
     target = parsed.target.decode("latin-1")
-    request = Request(parsed.method.decode(), target.partition("?")[0], target, (1, 1), incoming, parsed.body)
-    return _request_bytes(UPSTREAM, request, _upstream_headers(incoming, "lane-key"), parsed.body)
+    headers = _upstream_headers(incoming, "lane-key")
+    return UpstreamRequest(parsed.method.decode(), target, headers, parsed.body, False).encode(UPSTREAM)
 
 
 @settings(max_examples=2000, deadline=None)
