@@ -30,7 +30,7 @@ from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk, Usage
 from lanewatch.collector.common.upstream import UpstreamConn, UpstreamGone
 from lanewatch.collector.config import RequestClass, Target, Timeouts
-from lanewatch.collector.probe.errors import failure_kind
+from lanewatch.collector.probe.errors import failure_kind, failure_message
 from lanewatch.collector.probe.prompts import prompt_text
 from lanewatch.collector.probe.spans import finish_probe_span, start_probe_span, trace_headers
 from lanewatch.collector.probe.transport import ConnectTimes, ProbeConnections, ssl_context
@@ -273,6 +273,7 @@ class Prober:
             await self._exchange(spec, run, headers, timeouts or self.timeouts)
         except Exception as exc:  # every failure becomes an error kind, never a crash
             run.error = failure_kind(exc, run.phase, run.conn.resolving)
+            run.error_message = run.error_message or failure_message(exc)
             log.debug("probe of %s failed in phase %s: %s", self.target.name, run.phase, run.error)
         except BaseException:  # cancelled: no record, but no span left open either
             if span is not None:

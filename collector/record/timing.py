@@ -74,7 +74,7 @@ class ErrorKind(enum.StrEnum):
     STALL = "stall"  # a gap between chunks longer than the stall timeout
     TIMEOUT = "timeout"  # the whole request ran past its total timeout
     TRUNCATED = "truncated"  # the stream ended without `data: [DONE]`
-    BAD_STREAM = "bad_stream"  # undecodable SSE data (counted by the parser)
+    BAD_STREAM = "bad_stream"  # a malformed response: undecodable SSE data, a bad HTTP/1.1 head or framing
     STREAM_ERROR = "stream_error"  # the server sent an error object mid-stream
     CLIENT_DISCONNECT = "client_disconnect"  # the downstream client went away (tap only)
     OTHER = "other"  # anything else; should stay at zero
