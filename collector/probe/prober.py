@@ -141,7 +141,7 @@ class _Reader:
         self.stream_error = False
         self.kept = b""  # the first bytes of a body that is not the stream (an error's reason)
         self.read = 0
-        self.enough = False  # an unwanted body ran past _ERROR_BODY_LIMIT: stop reading it
+        self.enough = False  # stop reading: an unwanted body ran past _ERROR_BODY_LIMIT, or the stream broke
 
     def payload(self, data: bytes) -> None:
         """Take one read's payload: content chunks are stamped before any parsing."""
@@ -152,8 +152,12 @@ class _Reader:
         if not self.streaming:
             self._keep(data)
             return
-        run, text = self.run, self.run.text
-        for chunk in self.parser.feed(data):
+        run, text, parser = self.run, self.run.text, self.parser
+        chunks = parser.feed(data)
+        if parser.failure is not None and not self.enough:
+            self.enough = True  # the stream is broken past repair: stop reading it
+            self.conn.pause()
+        for chunk in chunks:
             if run.done_at is not None:
                 continue
             kind = chunk.kind
@@ -181,7 +185,9 @@ class _Reader:
         run.bad_events = parser.bad_events
         if parser.bad_events:  # for lanewatch_sse_bad_data_total
             run.attrs[SSE_BAD_EVENTS_ATTR] = str(parser.bad_events)
-        if self.stream_error:
+        if parser.failure is not None:
+            run.error, run.error_message = ErrorKind.BAD_STREAM, parser.failure
+        elif self.stream_error:
             run.error = ErrorKind.STREAM_ERROR
         elif parser.bad_events:
             run.error = ErrorKind.BAD_STREAM

@@ -91,3 +91,12 @@ async def test_a_malformed_response_is_bad_stream_with_its_reason_in_the_prober_
     for record in (probed, tapped):
         assert record.error is ErrorKind.BAD_STREAM, (record.source, record.error)
         assert record.error_message is not None and reason in record.error_message, record.error_message
+
+
+async def test_an_endless_event_ends_the_probe_as_bad_stream_after_a_bounded_read() -> None:
+    line = b"data: " + b"x" * (1024 * 1024) + b"\n"
+    up = Hostile(CHUNKED, repeat=b"%x\r\n%b\r\n" % (len(line), line))  # 1 MiB lines, no blank one
+    async with hostile(up) as url:
+        record = await probe(url)
+    assert record.error is ErrorKind.BAD_STREAM and record.status == 200
+    assert record.error_message == "an SSE event longer than 4 MiB"
