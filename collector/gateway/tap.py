@@ -30,6 +30,7 @@ import re
 from typing import Literal
 
 from lanewatch.collector.common.response_metrics import METRICS_KEY, ResponseMetrics, metrics_in
+from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, Gaps, GapSampler
 
 __all__ = ["StreamTap"]
 
@@ -55,6 +56,7 @@ class StreamTap:
 
     __slots__ = (
         "_empty",
+        "_folded",
         "_marker",
         "_spaced",
         "_spaced_empty",
@@ -83,7 +85,8 @@ class StreamTap:
         self._tail = b""
         self.first_content_at: float | None = None
         self.last_content_at: float | None = None
-        self.gaps: list[float] = []
+        self.gaps: list[float] = []  # the gaps since the last fold into `_folded`
+        self._folded: GapSampler | None = None  # a long stream's earlier gaps, sampled (itl.py)
         self.content_events = 0
         self.done = False
         self.stream_error = False
@@ -134,6 +137,16 @@ class StreamTap:
         if n > 0:
             self.gaps.extend([0.0] * n)
         self.last_content_at = now
+        if len(self.gaps) >= MAX_ITL_SAMPLES:  # a long stream: its gaps are kept bounded
+            if self._folded is None:
+                self._folded = GapSampler()
+            self._folded.take(self.gaps)
+
+    def itl(self) -> Gaps:
+        """The record's itl_s and itl_stats: every gap, or an even sample and exact totals (itl.py)."""
+        if self._folded is None:
+            return tuple(self.gaps), None
+        return self._folded.result(list(self.gaps))
 
     @property
     def has_usage(self) -> bool:
