@@ -83,7 +83,7 @@ class SseParser:
 
     def __init__(self, keep_text: bool = False) -> None:
         self._keep_text = keep_text  # put the generated text on each chunk (record_content)
-        self._buf = b""
+        self._buf: bytes | bytearray = b""  # an incomplete line
         self._pending_cr = False  # last byte seen was CR: a following LF belongs to it
         self._discard = False  # inside an oversized line: drop bytes up to its end
         self._data: list[str] = []
@@ -105,6 +105,9 @@ class SseParser:
                 data = data[1:]
         if self._discard:
             data = self._skip_line(data)
+        if self._buf and b"\n" not in data and b"\r" not in data:
+            self._grow(data)  # a long line arriving in pieces: appended, not copied and split again
+            return []
         buf = self._buf + data if self._buf else data
         lines = buf.splitlines(keepends=True)
         self._buf = b""
@@ -132,6 +135,14 @@ class SseParser:
         """True when a partial event is buffered (the stream stopped mid-event)."""
         return bool(self._buf or self._data or self._discard)
 
+    def _grow(self, data: bytes) -> None:
+        """Add `data` to the incomplete line held; past MAX_LINE_BYTES the line is dropped."""
+        if not isinstance(self._buf, bytearray):
+            self._buf = bytearray(self._buf)
+        self._buf += data
+        if len(self._buf) > MAX_LINE_BYTES:
+            self._buf, self._discard, self._line_bad = b"", True, True
+
     def _skip_line(self, data: bytes) -> bytes:
         """Drop the rest of an oversized line; keep what follows its end."""
         ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
@@ -145,7 +156,7 @@ class SseParser:
             self._pending_cr = True
         return data[end + 1 :]
 
-    def _line(self, line: bytes, out: list[StreamChunk]) -> None:
+    def _line(self, line: bytes | bytearray, out: list[StreamChunk]) -> None:
         if not line:
             self._dispatch(out)
             return
