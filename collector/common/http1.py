@@ -230,7 +230,7 @@ class HeadReader:
     __slots__ = ("_buf", "_interim", "_seen", "_taken")
 
     def __init__(self) -> None:
-        self._buf = bytearray()  # bytes of a head not yet complete
+        self._buf: bytearray | None = None  # bytes of a head not yet complete
         self._seen = 0  # how much of `_buf` was searched for the blank line already
         self._taken = 0  # bytes of interim heads before `_buf`
         self._interim = 0
@@ -238,12 +238,12 @@ class HeadReader:
     @property
     def started(self) -> bool:
         """Some bytes of a head arrived (an end of the connection now cuts a head short)."""
-        return bool(self._buf) or self._taken > 0
+        return self._buf is not None or self._taken > 0
 
     def feed(self, data: bytes) -> tuple[ResponseHead, bytes] | None:
         """The final head and the bytes after it, once `data` completes it; None while incomplete."""
         buf: Buffer = data
-        if self._buf:
+        if self._buf is not None:
             self._buf += data
             buf = self._buf
         while True:
@@ -254,9 +254,9 @@ class HeadReader:
                 self._buf = buf if isinstance(buf, bytearray) else bytearray(buf)
                 self._seen = len(buf)
                 return None
-            head = _head(bytes(buf[:end]))
+            head = _head(bytes(buf[:end]))  # bytes() of bytes is the same object: no copy
             rest = bytes(buf[end + 4 :])
-            self._buf, self._seen = bytearray(), 0
+            self._buf, self._seen = None, 0
             if head is not None:
                 return head, rest
             self._interim += 1
