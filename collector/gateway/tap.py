@@ -101,11 +101,12 @@ class StreamTap:
         if not self._sse:
             self._scan_json(data)
             return data, 0
-        buf = self._tail + data if self._tail else data
+        held = len(self._tail)
+        buf = self._tail + data if held else data
         if buf.endswith(b"\n\n"):
             complete, self._tail = buf, b""
         else:
-            end = _boundary(buf)
+            end = _boundary(buf, held)
             if end == 0 and len(buf) > _MAX_EVENT:
                 self.bad_stream = True
                 end = len(buf)
@@ -247,9 +248,14 @@ def _event_at(events: bytes, pos: int) -> bytes:
     return events[start : stop if stop >= 0 else len(events)][:_ERROR_BYTES]
 
 
-def _boundary(buf: bytes) -> int:
-    """Index just past the last blank line ending an event; 0 when there is none."""
-    lf, crlf = buf.rfind(b"\n\n"), buf.rfind(b"\n\r\n")
+def _boundary(buf: bytes, held: int = 0) -> int:
+    """Index just past the last blank line ending an event; 0 when there is none.
+
+    The first `held` bytes are a tail already searched (it holds no blank line): only the bytes
+    after it, and the two before them that a blank line could straddle, are searched again.
+    """
+    start = max(held - 2, 0)
+    lf, crlf = buf.rfind(b"\n\n", start), buf.rfind(b"\n\r\n", start)
     return max(lf + 2 if lf >= 0 else 0, crlf + 3 if crlf >= 0 else 0)
 
 
