@@ -342,7 +342,7 @@ def rolling_p99_ttft(
     """P99 TTFT per lane over the last window_s seconds of request starts, at evenly spaced times."""
     timed = sorted((r for r in records if r.started_at > 0), key=lambda r: r.started_at)
     lanes = sorted({r.lane for r in timed})
-    window = Window(window_s=window_s, max_records=len(timed) + 1)
+    window = Window(window_s=window_s, max_records=len(timed) + 1, max_bytes=None)  # the whole file
     step = max((t1 - t0) / TIMELINE_STEPS, 1e-3)
     series: dict[str, list[tuple[float, float | None]]] = {lane: [] for lane in lanes}
     i = 0

@@ -77,6 +77,19 @@ class _Histogram:
         self.total += total
         self.version += 1
 
+    def observe_sample(
+        self, bounds: Sequence[float], values: Sequence[float], count: int, total: float
+    ) -> None:
+        """A sample of `count` values summing to `total`: count and sum exact, buckets scaled from it."""
+        counts, find = self.counts, bisect.bisect_left
+        share, extra = divmod(
+            count, len(values)
+        )  # each value stands for `share` (the first `extra`, one more)
+        for i, value in enumerate(values):
+            counts[find(bounds, value)] += share + (i < extra)
+        self.total += total
+        self.version += 1
+
     def family_buckets(self, bounds: Sequence[float]) -> list[tuple[str, float]]:
         out, running = [], 0
         for bound, count in zip((*bounds, float("inf")), self.counts, strict=True):
@@ -190,7 +203,11 @@ class RequestMetrics(Collector):
         for name, value in single.items():
             if value is not None:
                 self._hist(name, labels).observe(HISTOGRAMS[name][1], float(value))
-        if r.itl_s:
+        if r.itl_stats is not None:  # itl_s is a sample of a long stream's gaps (collector/record/itl.py)
+            stats = r.itl_stats
+            hist = self._hist(names.ITL_SECONDS, labels)
+            hist.observe_sample(names.LATENCY_BUCKETS, r.itl_s, stats.count, stats.sum_s)
+        elif r.itl_s:
             self._hist(names.ITL_SECONDS, labels).observe_many(names.LATENCY_BUCKETS, r.itl_s)
         for part, value in breakdown(r).items():
             self._hist(names.PHASE_SECONDS, (*labels, part)).observe(names.LATENCY_BUCKETS, value)

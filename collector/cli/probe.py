@@ -283,7 +283,7 @@ def summary_table(
     with a judge, goodput (requests that met every latency SLO of the lane and did not fail)."""
     from rich.table import Table
 
-    from lanewatch.collector.record.window import record_value, summarize
+    from lanewatch.collector.record.window import itl_summary, record_value, summarize
 
     ok = [r for r in records if r.ok]
     title = f"{target.url} · {target.model} · {class_name} · {connection}"
@@ -295,10 +295,9 @@ def summary_table(
     )
     for name in rows:
         if name == "itl":
-            values = [g for r in ok for g in r.itl_s]
+            s = itl_summary(ok)
         else:
-            values = [v for r in ok if (v := record_value(r, name)) is not None]
-        s = summarize(values)
+            s = summarize(v for r in ok if (v := record_value(r, name)) is not None)
         if s is None:
             table.add_row(name, "-", "-", "-", "0")
         else:

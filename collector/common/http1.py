@@ -25,6 +25,7 @@ from .errors import ProtocolViolation
 __all__ = [
     "BadRequest",
     "BodyParser",
+    "HeadReader",
     "HttpError",
     "RequestHead",
     "ResponseHead",
@@ -32,7 +33,8 @@ __all__ = [
     "parse_request",
 ]
 
-MAX_HEAD = 64 * 1024
+MAX_HEAD = 64 * 1024  # a request head; a response's heads in all, interim ones included
+MAX_INTERIM = 8  # interim (1xx) responses before a final one (100 Continue, 103 Early Hints)
 MAX_CHUNK_LINE = 1024  # a chunk-size line with its extensions
 MAX_CHUNK_EXT_TOTAL = 16 * 1024  # chunk extensions over a whole body
 MAX_TRAILERS = 32  # trailer fields after the last chunk (read and dropped)
@@ -213,19 +215,59 @@ def _request(
     return RequestHead(method, target, version, headers, keep_alive, framing, length, expect)
 
 
-def parse_head(buf: bytes) -> tuple[ResponseHead | None, int]:
+def parse_head(buf: Buffer) -> tuple[ResponseHead | None, int]:
     """The first final response head in `buf` and the bytes it took; (None, 0) while incomplete."""
-    start = 0
-    while True:
-        end = buf.find(b"\r\n\r\n", start)
-        if end < 0:
-            if len(buf) - start > MAX_HEAD:
-                raise HttpError("response head larger than 64 KiB")
-            return None, 0
-        head = _head(buf[start:end])
-        start = end + 4
-        if head is not None:
-            return head, start
+    found = HeadReader().feed(bytes(buf))
+    return (None, 0) if found is None else (found[0], len(buf) - len(found[1]))
+
+
+class HeadReader:
+    """Finds the final response head in bytes fed as they arrive; each byte is scanned once.
+
+    Interim (1xx) heads are skipped, at most MAX_INTERIM of them, and all the heads of one
+    response together are held to MAX_HEAD bytes: an upstream that never finishes its head,
+    or sends 1xx heads forever, is an error after a bounded read, not a growing buffer.
+    """
+
+    __slots__ = ("_buf", "_interim", "_seen", "_taken")
+
+    def __init__(self) -> None:
+        self._buf: bytearray | None = None  # bytes of a head not yet complete
+        self._seen = 0  # how much of `_buf` was searched for the blank line already
+        self._taken = 0  # bytes of interim heads before `_buf`
+        self._interim = 0
+
+    @property
+    def started(self) -> bool:
+        """Some bytes of a head arrived (an end of the connection now cuts a head short)."""
+        return self._buf is not None or self._taken > 0
+
+    def feed(self, data: bytes) -> tuple[ResponseHead, bytes] | None:
+        """The final head and the bytes after it, once `data` completes it; None while incomplete."""
+        buf: Buffer = data
+        if self._buf is not None:
+            self._buf += data
+            buf = self._buf
+        while True:
+            end = buf.find(b"\r\n\r\n", max(self._seen - 3, 0))
+            if self._taken + (len(buf) if end < 0 else end + 4) > MAX_HEAD:
+                raise HttpError(f"response head larger than {MAX_HEAD // 1024} KiB, interim heads included")
+            if end < 0:
+                self._buf = buf if isinstance(buf, bytearray) else bytearray(buf)
+                self._seen = len(buf)
+                return None
+            head = _head(bytes(buf[:end]))  # bytes() of bytes is the same object: no copy
+            rest = bytes(buf[end + 4 :])
+            self._buf, self._seen = None, 0
+            if head is not None:
+                return head, rest
+            self._interim += 1
+            if self._interim > MAX_INTERIM:
+                raise HttpError(f"more than {MAX_INTERIM} interim (1xx) responses before the final one")
+            self._taken += end + 4
+            if not rest:
+                return None
+            buf = rest
 
 
 def _head(raw: bytes) -> ResponseHead | None:

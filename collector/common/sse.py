@@ -24,6 +24,9 @@ from lanewatch.collector.common.response_metrics import ResponseMetrics, parse_m
 # A line longer than this is dropped and counted as bad data, so a stream without
 # newlines cannot grow the buffer without bound.
 MAX_LINE_BYTES = 4 * 1024 * 1024
+# An event's data lines together: past this the stream is broken (`failure` says why) and the
+# parser reads no more of it, so an endless event costs a bounded buffer, not the process.
+MAX_EVENT_BYTES = 4 * 1024 * 1024
 # Delta keys whose non-empty string value means the chunk carries generated tokens.
 # Reasoning models stream their thinking under these before `content`; they are tokens.
 _DELTA_TEXT_KEYS = ("content", "reasoning_content", "reasoning")
@@ -68,34 +71,43 @@ class SseParser:
         "_data",
         "_discard",
         "_event",
+        "_event_bytes",
         "_keep_text",
         "_line_bad",
         "_pending_cr",
         "bad_events",
         "comments",
         "events",
+        "failure",
     )
 
     def __init__(self, keep_text: bool = False) -> None:
         self._keep_text = keep_text  # put the generated text on each chunk (record_content)
-        self._buf = b""
+        self._buf: bytes | bytearray = b""  # an incomplete line
         self._pending_cr = False  # last byte seen was CR: a following LF belongs to it
         self._discard = False  # inside an oversized line: drop bytes up to its end
         self._data: list[str] = []
         self._event = ""
+        self._event_bytes = 0  # bytes of the current event's data lines
         self._line_bad = False  # current event saw an undecodable or oversized line
+        self.failure: str | None = None  # why the stream is broken past repair; then nothing is parsed
         self.events = 0  # events dispatched
         self.bad_events = 0  # events whose data could not be understood
         self.comments = 0  # `:` lines (keep-alives)
 
     def feed(self, data: bytes) -> list[StreamChunk]:
         """Parse the next bytes of the stream; return the events they completed."""
+        if self.failure is not None:
+            return []
         if self._pending_cr:
             self._pending_cr = False
             if data.startswith(b"\n"):
                 data = data[1:]
         if self._discard:
             data = self._skip_line(data)
+        if self._buf and b"\n" not in data and b"\r" not in data:
+            self._grow(data)  # a long line arriving in pieces: appended, not copied and split again
+            return []
         buf = self._buf + data if self._buf else data
         lines = buf.splitlines(keepends=True)
         self._buf = b""
@@ -106,6 +118,8 @@ class SseParser:
         out: list[StreamChunk] = []
         for raw in lines:
             self._line(raw.rstrip(b"\r\n"), out)
+            if self.failure is not None:
+                return out
         if lines and not self._buf and buf.endswith(b"\r"):
             self._pending_cr = True
         return out
@@ -113,12 +127,21 @@ class SseParser:
     def close(self) -> list[StreamChunk]:
         """End of stream: per the SSE spec an event without its blank line is dropped."""
         self._buf, self._data, self._event, self._line_bad, self._discard = b"", [], "", False, False
+        self._event_bytes = 0
         return []
 
     @property
     def pending(self) -> bool:
         """True when a partial event is buffered (the stream stopped mid-event)."""
         return bool(self._buf or self._data or self._discard)
+
+    def _grow(self, data: bytes) -> None:
+        """Add `data` to the incomplete line held; past MAX_LINE_BYTES the line is dropped."""
+        if not isinstance(self._buf, bytearray):
+            self._buf = bytearray(self._buf)
+        self._buf += data
+        if len(self._buf) > MAX_LINE_BYTES:
+            self._buf, self._discard, self._line_bad = b"", True, True
 
     def _skip_line(self, data: bytes) -> bytes:
         """Drop the rest of an oversized line; keep what follows its end."""
@@ -133,7 +156,7 @@ class SseParser:
             self._pending_cr = True
         return data[end + 1 :]
 
-    def _line(self, line: bytes, out: list[StreamChunk]) -> None:
+    def _line(self, line: bytes | bytearray, out: list[StreamChunk]) -> None:
         if not line:
             self._dispatch(out)
             return
@@ -149,14 +172,27 @@ class SseParser:
         if sep and value.startswith(" "):
             value = value[1:]
         if name == "data":
+            self._event_bytes += len(line)
+            if self._event_bytes > MAX_EVENT_BYTES:
+                self._overflow(out)
+                return
             self._data.append(value)
         elif name == "event":
             self._event = value
         # `id`, `retry` and unknown fields carry nothing we need; the spec ignores them.
 
+    def _overflow(self, out: list[StreamChunk]) -> None:
+        """An event past MAX_EVENT_BYTES: drop it, count it bad, and stop reading the stream."""
+        self.failure = f"an SSE event longer than {MAX_EVENT_BYTES // (1024 * 1024)} MiB"
+        self._buf, self._data, self._event, self._discard = b"", [], "", False
+        self._event_bytes, self._line_bad = 0, False
+        self.events += 1
+        self.bad_events += 1
+        out.append(StreamChunk(ChunkKind.BAD, message=self.failure))
+
     def _dispatch(self, out: list[StreamChunk]) -> None:
         data, event, bad = self._data, self._event, self._line_bad
-        self._data, self._event, self._line_bad = [], "", False
+        self._data, self._event, self._line_bad, self._event_bytes = [], "", False, 0
         if not data:
             if bad:
                 self.events += 1

@@ -19,7 +19,7 @@ from time import perf_counter
 from typing import Protocol, cast
 
 from .errors import UpstreamError
-from .http1 import BodyParser, HttpError, ResponseHead, parse_head
+from .http1 import BodyParser, HeadReader, HttpError, ResponseHead
 from .leg import LegTimes
 
 __all__ = ["BodySink", "ConnectFailed", "IdleConnections", "UpstreamClient", "UpstreamConn", "UpstreamGone"]
@@ -61,7 +61,7 @@ class UpstreamConn(asyncio.Protocol):
         self.idle_since = 0.0
         self.reused = False
         self.reads = 0  # body reads so far: the stall check compares it over time
-        self._buf = b""
+        self._reader = HeadReader()
         self._head: ResponseHead | None = None
         self._body: BodyParser | None = None
         self._early: list[bytes] = []  # payload that came before a sink was attached
@@ -96,22 +96,20 @@ class UpstreamConn(asyncio.Protocol):
         if self._body is not None and self._body.eof():
             self._wake()
         else:
-            self._fail(UpstreamGone("upstream closed the connection mid-response", fresh=not self._got_bytes))
+            self._fail(self._gone("upstream closed the connection mid-response"))
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The connection is gone; wake whoever waits."""
         self.closed = True
         if self._body is None or not self._body.done:
-            self._fail(
-                UpstreamGone(f"upstream connection lost: {exc or 'closed'}", fresh=not self._got_bytes)
-            )
+            self._fail(self._gone(f"upstream connection lost: {exc or 'closed'}"))
 
     # ---------------------------------------------------------------- used by the proxy
     def send(self, data: bytes) -> None:
         """Write a whole request."""
         assert self.transport is not None
-        self._buf, self._head, self._body, self._early = b"", None, None, []
+        self._reader, self._head, self._body, self._early = HeadReader(), None, None, []
         self._error, self._got_bytes, self.sink, self.reads = None, False, None, 0
         self.head_at = None
         self.transport.write(data)
@@ -177,15 +175,20 @@ class UpstreamConn(asyncio.Protocol):
 
     # ---------------------------------------------------------------- internals
     def _take_head(self, data: bytes) -> None:
-        self._buf += data
-        head, used = parse_head(self._buf)
-        if head is None:
+        found = self._reader.feed(data)
+        if found is None:
             return
-        rest, self._buf = self._buf[used:], b""
+        head, rest = found
         self._head, self._body, self.head_at = head, BodyParser(head), perf_counter()
         if rest:
             self._deliver(self._body.feed(rest))
         self._wake()
+
+    def _gone(self, message: str) -> Exception:
+        """The error of a connection that ended early: a head cut short is malformed, not a drop."""
+        if self._body is None and self._reader.started:
+            return HttpError("upstream closed the connection inside the response head")
+        return UpstreamGone(message, fresh=not self._got_bytes)
 
     def _deliver(self, payload: bytes) -> None:
         if payload:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lanewatch.collector.record.files import RecordFileError, RecordsWriter, parse_record_line
 from lanewatch.collector.record.timing import RequestTiming
-from lanewatch.collector.record.window import Summary, Window, record_value, summarize
+from lanewatch.collector.record.window import Summary, Window, itl_summary, record_value, summarize
 
 __all__ = ["PHASES", "RecordTail", "Recorder", "lane_stats"]
 
@@ -108,10 +108,10 @@ class Recorder:
             self._writer.close()
 
 
-def _values(records: Sequence[RequestTiming], phase: str) -> list[float]:
+def _summary(records: Sequence[RequestTiming], phase: str) -> Summary | None:
     if phase == "itl":
-        return [g for r in records for g in r.itl_s]
-    return [v for r in records if (v := record_value(r, phase)) is not None]
+        return itl_summary(records)
+    return summarize(v for r in records if (v := record_value(r, phase)) is not None)
 
 
 def lane_stats(records: Iterable[RequestTiming]) -> dict[str, dict[str, Summary]]:
@@ -122,6 +122,6 @@ def lane_stats(records: Iterable[RequestTiming]) -> dict[str, dict[str, Summary]
             by_lane.setdefault(r.lane, []).append(r)
     out: dict[str, dict[str, Summary]] = {}
     for lane, rs in sorted(by_lane.items()):
-        phases = {p: s for p in PHASES if (s := summarize(_values(rs, p))) is not None}
+        phases = {p: s for p in PHASES if (s := _summary(rs, p)) is not None}
         out[lane] = phases
     return out

@@ -276,6 +276,7 @@ def _record(ex: Exchange) -> RequestTiming:
         attrs["requested_model"] = ex.requested_model[:200]
     if up is not None:
         attrs["upstream"] = up.name
+    itl = tap.itl() if tap is not None else ((), None)
     record = RequestTiming(
         source="tap",
         target=up.name if up is not None else ex.decision.served_lane,
@@ -296,7 +297,8 @@ def _record(ex: Exchange) -> RequestTiming:
         ttfb_s=None if leg.headers is None else leg.headers - t0,
         ttft_s=None if tap is None or tap.first_content_at is None else tap.first_content_at - t0,
         e2e_s=None if ex.end is None else ex.end - t0,
-        itl_s=tuple(tap.gaps) if tap is not None else (),
+        itl_s=itl[0],
+        itl_stats=itl[1],
         prompt_tokens=tap.prompt_tokens if tap is not None else None,
         output_tokens=output,
         tokens_from_usage=tokens_from_usage,

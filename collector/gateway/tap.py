@@ -30,6 +30,7 @@ import re
 from typing import Literal
 
 from lanewatch.collector.common.response_metrics import METRICS_KEY, ResponseMetrics, metrics_in
+from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, Gaps, GapSampler
 
 __all__ = ["StreamTap"]
 
@@ -55,6 +56,7 @@ class StreamTap:
 
     __slots__ = (
         "_empty",
+        "_folded",
         "_marker",
         "_spaced",
         "_spaced_empty",
@@ -83,7 +85,8 @@ class StreamTap:
         self._tail = b""
         self.first_content_at: float | None = None
         self.last_content_at: float | None = None
-        self.gaps: list[float] = []
+        self.gaps: list[float] = []  # the gaps since the last fold into `_folded`
+        self._folded: GapSampler | None = None  # a long stream's earlier gaps, sampled (itl.py)
         self.content_events = 0
         self.done = False
         self.stream_error = False
@@ -98,11 +101,12 @@ class StreamTap:
         if not self._sse:
             self._scan_json(data)
             return data, 0
-        buf = self._tail + data if self._tail else data
+        held = len(self._tail)
+        buf = self._tail + data if held else data
         if buf.endswith(b"\n\n"):
             complete, self._tail = buf, b""
         else:
-            end = _boundary(buf)
+            end = _boundary(buf, held)
             if end == 0 and len(buf) > _MAX_EVENT:
                 self.bad_stream = True
                 end = len(buf)
@@ -134,6 +138,16 @@ class StreamTap:
         if n > 0:
             self.gaps.extend([0.0] * n)
         self.last_content_at = now
+        if len(self.gaps) >= MAX_ITL_SAMPLES:  # a long stream: its gaps are kept bounded
+            if self._folded is None:
+                self._folded = GapSampler()
+            self._folded.take(self.gaps)
+
+    def itl(self) -> Gaps:
+        """The record's itl_s and itl_stats: every gap, or an even sample and exact totals (itl.py)."""
+        if self._folded is None:
+            return tuple(self.gaps), None
+        return self._folded.result(list(self.gaps))
 
     @property
     def has_usage(self) -> bool:
@@ -234,9 +248,14 @@ def _event_at(events: bytes, pos: int) -> bytes:
     return events[start : stop if stop >= 0 else len(events)][:_ERROR_BYTES]
 
 
-def _boundary(buf: bytes) -> int:
-    """Index just past the last blank line ending an event; 0 when there is none."""
-    lf, crlf = buf.rfind(b"\n\n"), buf.rfind(b"\n\r\n")
+def _boundary(buf: bytes, held: int = 0) -> int:
+    """Index just past the last blank line ending an event; 0 when there is none.
+
+    The first `held` bytes are a tail already searched (it holds no blank line): only the bytes
+    after it, and the two before them that a blank line could straddle, are searched again.
+    """
+    start = max(held - 2, 0)
+    lf, crlf = buf.rfind(b"\n\n", start), buf.rfind(b"\n\r\n", start)
     return max(lf + 2 if lf >= 0 else 0, crlf + 3 if crlf >= 0 else 0)
 
 

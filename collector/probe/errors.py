@@ -9,6 +9,8 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterator
 
+from lanewatch.collector.common.error_detail import clean
+from lanewatch.collector.common.http1 import HttpError
 from lanewatch.collector.probe.transport import DnsError
 from lanewatch.collector.record.timing import ErrorKind
 
@@ -32,11 +34,15 @@ def failure_kind(exc: BaseException, phase: str, resolving: bool = False) -> Err
     """The error kind of a probe that raised `exc` while in `phase`.
 
     Phases: pool (before a connection), connect (DNS + TCP), tls, send (writing the
-    request), wait (request sent, no response headers yet), body (streaming).
+    request), wait (request sent, no response headers yet), body (streaming). A response
+    that breaks HTTP/1.1 (`HttpError`) is `bad_stream` in any phase.
     """
     chain = list(causes(exc))
     if resolving or any(isinstance(e, DnsError) for e in chain):
         return ErrorKind.DNS
+    if any(isinstance(e, HttpError) for e in chain):
+        # A malformed response (a bad head, a bad chunk): the gateway names it the same way.
+        return ErrorKind.BAD_STREAM
     if phase in ("pool", "connect"):
         return _connect_kind(chain)
     if phase == "tls" or any(isinstance(e, ssl.SSLError) for e in chain):
@@ -52,6 +58,12 @@ def failure_kind(exc: BaseException, phase: str, resolving: bool = False) -> Err
             return ErrorKind.STALL
         return ErrorKind.TRUNCATED  # the stream broke before `data: [DONE]`
     return ErrorKind.OTHER
+
+
+def failure_message(exc: BaseException) -> str | None:
+    """The reason to put on the record: what was malformed about a response, else None."""
+    found = next((e for e in causes(exc) if isinstance(e, HttpError)), None)
+    return clean(f"malformed response: {found}") if found is not None else None
 
 
 def _connect_kind(chain: list[BaseException]) -> ErrorKind:

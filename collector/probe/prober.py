@@ -30,11 +30,12 @@ from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk, Usage
 from lanewatch.collector.common.upstream import UpstreamConn, UpstreamGone
 from lanewatch.collector.config import RequestClass, Target, Timeouts
-from lanewatch.collector.probe.errors import failure_kind
+from lanewatch.collector.probe.errors import failure_kind, failure_message
 from lanewatch.collector.probe.prompts import prompt_text
 from lanewatch.collector.probe.spans import finish_probe_span, start_probe_span, trace_headers
 from lanewatch.collector.probe.transport import ConnectTimes, ProbeConnections, ssl_context
 from lanewatch.collector.record.content import StreamedText, truncate
+from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, Gaps, GapSampler
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,10 @@ class _Run:
         self.send_at: float | None = None
         self.send_end: float | None = None
         self.headers_at: float | None = None
-        self.content: list[float] = []  # read time of each content chunk
+        self.content: list[float] = []  # read time of each content chunk since the last fold
+        self.first_content: float | None = None  # read time of the first content chunk
+        self.folded = 0  # content chunks folded into `itl` (a long stream's, kept bounded)
+        self.itl = GapSampler()
         self.done_at: float | None = None
         self.end: float | None = None
         self.status: int | None = None
@@ -111,6 +115,17 @@ class _Run:
     def offset(self, t: float | None) -> float | None:
         return None if t is None else t - self.t0
 
+    def fold(self) -> None:
+        """Fold the read times so far into sampled gaps (itl.py), keeping the last one to go on from."""
+        content = self.content
+        self.itl.take([b - a for a, b in pairwise(content)])
+        self.folded += len(content) - 1
+        del content[:-1]
+
+    def gaps(self) -> Gaps:
+        """The record's itl_s and itl_stats: every gap, or an even sample and exact totals."""
+        return self.itl.result([b - a for a, b in pairwise(self.content)])
+
     def intervals(self) -> dict[str, tuple[float, float]]:
         """Phase spans as (start, end) offsets, for the trace."""
         out: dict[str, tuple[float, float]] = {}
@@ -123,10 +138,10 @@ class _Run:
             out["tls"] = (tls_at - self.t0, tls_end - self.t0)
         if self.send_at is not None and self.send_end is not None:
             out["send"] = (self.send_at - self.t0, self.send_end - self.t0)
-            if self.content:
-                out["server_wait"] = (self.send_end - self.t0, self.content[0] - self.t0)
-        if self.content and self.end is not None:
-            out["decode"] = (self.content[0] - self.t0, self.end - self.t0)
+            if self.first_content is not None:
+                out["server_wait"] = (self.send_end - self.t0, self.first_content - self.t0)
+        if self.first_content is not None and self.end is not None:
+            out["decode"] = (self.first_content - self.t0, self.end - self.t0)
         return out
 
 
@@ -141,7 +156,7 @@ class _Reader:
         self.stream_error = False
         self.kept = b""  # the first bytes of a body that is not the stream (an error's reason)
         self.read = 0
-        self.enough = False  # an unwanted body ran past _ERROR_BODY_LIMIT: stop reading it
+        self.enough = False  # stop reading: an unwanted body ran past _ERROR_BODY_LIMIT, or the stream broke
 
     def payload(self, data: bytes) -> None:
         """Take one read's payload: content chunks are stamped before any parsing."""
@@ -152,15 +167,23 @@ class _Reader:
         if not self.streaming:
             self._keep(data)
             return
-        run, text = self.run, self.run.text
-        for chunk in self.parser.feed(data):
+        run, text, parser = self.run, self.run.text, self.parser
+        chunks = parser.feed(data)
+        if parser.failure is not None and not self.enough:
+            self.enough = True  # the stream is broken past repair: stop reading it
+            self.conn.pause()
+        for chunk in chunks:
             if run.done_at is not None:
                 continue
             kind = chunk.kind
             if kind is ChunkKind.CONTENT:
-                run.content.append(now)
-                if len(run.content) == 1:
+                content = run.content
+                content.append(now)
+                if len(content) == 1 and run.first_content is None:
+                    run.first_content = now
                     self.conn.wake()  # from now on the probe waits under the stall limit
+                elif len(content) > MAX_ITL_SAMPLES:
+                    run.fold()
             elif kind is ChunkKind.DONE:
                 run.done_at = now  # read on only to reuse the connection, and not for long
                 self.conn.wake()
@@ -181,7 +204,9 @@ class _Reader:
         run.bad_events = parser.bad_events
         if parser.bad_events:  # for lanewatch_sse_bad_data_total
             run.attrs[SSE_BAD_EVENTS_ATTR] = str(parser.bad_events)
-        if self.stream_error:
+        if parser.failure is not None:
+            run.error, run.error_message = ErrorKind.BAD_STREAM, parser.failure
+        elif self.stream_error:
             run.error = ErrorKind.STREAM_ERROR
         elif parser.bad_events:
             run.error = ErrorKind.BAD_STREAM
@@ -273,6 +298,7 @@ class Prober:
             await self._exchange(spec, run, headers, timeouts or self.timeouts)
         except Exception as exc:  # every failure becomes an error kind, never a crash
             run.error = failure_kind(exc, run.phase, run.conn.resolving)
+            run.error_message = run.error_message or failure_message(exc)
             log.debug("probe of %s failed in phase %s: %s", self.target.name, run.phase, run.error)
         except BaseException:  # cancelled: no record, but no span left open either
             if span is not None:
@@ -389,9 +415,10 @@ class Prober:
     def _record(
         self, spec: ProbeSpec, run: _Run, started_at: float, trace_id: str | None, sent_id: str
     ) -> RequestTiming:
-        usage = run.usage
+        usage, (itl_s, itl_stats) = run.usage, run.gaps()
         from_usage = usage is not None and usage.completion_tokens is not None
-        tokens = usage.completion_tokens if usage is not None and from_usage else len(run.content)
+        chunks = run.folded + len(run.content)  # content chunks seen
+        tokens = usage.completion_tokens if usage is not None and from_usage else chunks
         connected = run.connect_at is not None
         reused = not connected and run.send_at is not None  # no connection.* events: pooled
         tls_at, tls_end = run.conn.tls_started, run.conn.tls_ended
@@ -417,9 +444,10 @@ class Prober:
             tls_s=tls_s,
             send_s=(run.send_end - run.send_at) if run.send_at and run.send_end else None,
             ttfb_s=run.offset(run.headers_at),
-            ttft_s=run.offset(run.content[0]) if run.content else None,
+            ttft_s=run.offset(run.first_content),
             e2e_s=run.offset(run.end),
-            itl_s=tuple(b - a for a, b in pairwise(run.content)),
+            itl_s=itl_s,
+            itl_stats=itl_stats,
             prompt_tokens=usage.prompt_tokens if usage is not None else None,
             output_tokens=tokens,
             tokens_from_usage=from_usage,

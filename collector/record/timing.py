@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, ItlStats, bounded_gaps
 from lanewatch.collector.record.rules import (
     MAX_CONTENT_CHARS,
     MAX_ID_CHARS,
@@ -74,7 +76,7 @@ class ErrorKind(enum.StrEnum):
     STALL = "stall"  # a gap between chunks longer than the stall timeout
     TIMEOUT = "timeout"  # the whole request ran past its total timeout
     TRUNCATED = "truncated"  # the stream ended without `data: [DONE]`
-    BAD_STREAM = "bad_stream"  # undecodable SSE data (counted by the parser)
+    BAD_STREAM = "bad_stream"  # a malformed response: undecodable SSE data, a bad HTTP/1.1 head or framing
     STREAM_ERROR = "stream_error"  # the server sent an error object mid-stream
     CLIENT_DISCONNECT = "client_disconnect"  # the downstream client went away (tap only)
     OTHER = "other"  # anything else; should stay at zero
@@ -117,7 +119,8 @@ class RequestTiming:
     ttfb_s: float | None = None
     ttft_s: float | None = None
     e2e_s: float | None = None
-    itl_s: tuple[float, ...] = ()  # gaps between content chunks
+    itl_s: tuple[float, ...] = ()  # gaps between content chunks: all of them, or an even sample (itl.py)
+    itl_stats: ItlStats | None = None  # exact totals of every gap; set only when itl_s is a sample
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     tokens_from_usage: bool = False  # False: output_tokens counted from content chunks
@@ -148,6 +151,8 @@ class RequestTiming:
                 raise RecordError(_bad_field(self), "not a finite, non-negative number of seconds")
         if self.itl_s and (i := bad_durations(self.itl_s)) is not None:
             raise RecordError(f"itl_s.{i}", "not a finite, non-negative number of seconds")
+        if len(self.itl_s) > MAX_ITL_SAMPLES or self.itl_stats is not None:
+            _bound_itl(self)
         if bad_duration(self.started_at):
             raise RecordError("started_at", "not a finite, non-negative Unix time")
         if (self.prompt_tokens or 0) < 0 or (self.output_tokens or 0) < 0:
@@ -175,6 +180,14 @@ class RequestTiming:
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 
     @property
+    def itl_totals(self) -> ItlStats | None:
+        """Count, sum, min and max of every gap (exact even when itl_s is a sample); None without gaps."""
+        if self.itl_stats is not None:
+            return self.itl_stats
+        gaps = self.itl_s
+        return ItlStats(len(gaps), math.fsum(gaps), min(gaps), max(gaps)) if gaps else None
+
+    @property
     def has_server_phases(self) -> bool:
         """True when queue, prefill and decode all joined from a server span."""
         return None not in (self.queue_s, self.prefill_s, self.decode_s)
@@ -198,6 +211,10 @@ class RequestTiming:
         # The field names once, not dataclasses.fields() per call: the gateway encodes every record.
         out: dict[str, Any] = {name: getattr(self, name) for name in _FIELD_NAMES}
         out["itl_s"] = list(self.itl_s)
+        if self.itl_stats is None:
+            del out["itl_stats"]  # every gap is in itl_s: the line reads as it always did
+        else:
+            out["itl_stats"] = self.itl_stats.to_json()
         out["attrs"] = dict(self.attrs)
         if self.error is not None:
             out["error"] = self.error.value
@@ -215,6 +232,8 @@ class RequestTiming:
         if kwargs.get("error") is not None:
             kwargs["error"] = ErrorKind(kwargs["error"])
         kwargs["itl_s"] = tuple(kwargs.get("itl_s") or ())
+        if isinstance(stats := kwargs.get("itl_stats"), Mapping):
+            kwargs["itl_stats"] = ItlStats.from_json(stats)
         kwargs["attrs"] = dict(kwargs.get("attrs") or {})
         return cls(**kwargs)
 
@@ -233,6 +252,18 @@ _TEXT_FIELDS: tuple[tuple[str, int], ...] = (
 _DURATIONS = operator.attrgetter(*_DURATION_FIELDS)
 _TEXTS = operator.attrgetter(*(name for name, _ in _TEXT_FIELDS))
 _INF = float("inf")
+
+
+def _bound_itl(record: RequestTiming) -> None:
+    """Keep at most MAX_ITL_SAMPLES gaps (totals kept exact), and check given totals against the gaps."""
+    stats = record.itl_stats
+    if stats is not None and stats.count < len(record.itl_s):
+        raise RecordError("itl_stats.count", "fewer than the gaps in itl_s")
+    if len(record.itl_s) > MAX_ITL_SAMPLES:
+        gaps, totals = bounded_gaps(record.itl_s)
+        object.__setattr__(record, "itl_s", gaps)
+        if stats is None:
+            object.__setattr__(record, "itl_stats", totals)
 
 
 def _bad_field(record: RequestTiming) -> str:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from lanewatch.collector.record.timing import RequestTiming, breakdown
 
 QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99)
-# Per-record values summarised by the window, by name (`itl` pools every gap).
+MAX_WINDOW_BYTES = 32 * 1024 * 1024  # what a window's records may hold, by record_bytes()
+# Per-record values summarised by the window, by name (`itl` pools every gap: itl_summary).
 METRICS: tuple[str, ...] = (
     "dns",
     "connect",
@@ -79,6 +80,39 @@ def summarize(values: Iterable[float]) -> Summary | None:
     return Summary(len(xs), math.fsum(xs) / len(xs), p50, p90, p95, p99, xs[0], xs[-1])
 
 
+def itl_summary(records: Iterable[RequestTiming]) -> Summary | None:
+    """Every gap of the records pooled; exact, except quantiles where a record kept only a sample.
+
+    A sampled record's gaps each stand for `count / len(itl_s)` gaps in the quantiles; count,
+    mean, min and max come from its exact totals.
+    """
+    rs = [r for r in records if r.itl_s]
+    if all(r.itl_stats is None for r in rs):
+        return summarize(g for r in rs for g in r.itl_s)
+    weighted = sorted((g, _weight(r)) for r in rs for g in r.itl_s)
+    totals = [t for r in rs if (t := r.itl_totals) is not None]
+    count = sum(t.count for t in totals)
+    p50, p90, p95, p99 = (_weighted_quantile(weighted, q) for q in QUANTILES)
+    mean = math.fsum(t.sum_s for t in totals) / count
+    return Summary(
+        count, mean, p50, p90, p95, p99, min(t.min_s for t in totals), max(t.max_s for t in totals)
+    )
+
+
+def _weight(r: RequestTiming) -> float:
+    return r.itl_stats.count / len(r.itl_s) if r.itl_stats is not None else 1.0
+
+
+def _weighted_quantile(pairs: Sequence[tuple[float, float]], q: float) -> float:
+    """The smallest value whose cumulative weight reaches q of the total (pairs sorted by value)."""
+    goal, running = q * math.fsum(w for _, w in pairs), 0.0
+    for value, weight in pairs:
+        running += weight
+        if running >= goal:
+            return value
+    return pairs[-1][0]
+
+
 def coefficient_of_variation(values: Sequence[float]) -> float | None:
     """Population standard deviation over mean; None for fewer than two values or mean 0."""
     if len(values) < 2:
@@ -127,6 +161,12 @@ def record_value(r: RequestTiming, metric: str) -> float | None:
     return None if value is None else float(value)
 
 
+def record_bytes(r: RequestTiming) -> int:
+    """About how much memory a record holds: a fixed part, its ITL gaps, its text and attrs."""
+    text = len(r.prompt_text or "") + len(r.response_text or "")
+    return 1024 + 32 * len(r.itl_s) + text + sum(len(k) + len(v) + 120 for k, v in r.attrs.items())
+
+
 Key = tuple[str, str, str]  # (target, lane, request_class)
 
 
@@ -142,21 +182,37 @@ class GroupStats:
 
 
 class Window:
-    """Records of the last `window_s` seconds, at most `max_records`; time is passed in."""
+    """Records of the last `window_s` seconds, at most `max_records` and about `max_bytes`; time is passed in.
 
-    def __init__(self, window_s: float = 300.0, max_records: int = 100_000) -> None:
+    The byte bound is an estimate of what the records hold (record_bytes), so a burst of big
+    records (long ITL samples, kept content) drops the oldest ones early rather than grow the process.
+    """
+
+    def __init__(
+        self, window_s: float = 300.0, max_records: int = 100_000, max_bytes: int | None = MAX_WINDOW_BYTES
+    ) -> None:
         self.window_s = window_s
-        self._records: deque[tuple[float, RequestTiming]] = deque(maxlen=max_records)
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.bytes = 0  # record_bytes() of the records held
+        self._records: deque[tuple[float, RequestTiming, int]] = deque()
 
     def add(self, record: RequestTiming, now: float) -> None:
         """Add a record seen at `now` (any monotonic seconds, the same clock as `now` later)."""
         self._trim(now)  # also here: unscraped, the window would otherwise fill to max_records
-        self._records.append((now, record))
+        size = record_bytes(record)
+        self._records.append((now, record, size))
+        self.bytes += size
+        limit = self.max_bytes
+        while len(self._records) > self.max_records or (
+            limit is not None and self.bytes > limit and len(self._records) > 1
+        ):
+            self.bytes -= self._records.popleft()[2]
 
     def records(self, now: float) -> list[RequestTiming]:
         """The records still inside the window at `now`."""
         self._trim(now)
-        return [r for _, r in self._records]
+        return [r for _, r, _ in self._records]
 
     def __len__(self) -> int:
         return len(self._records)
@@ -164,8 +220,9 @@ class Window:
     def snapshot(self, now: float) -> Window:
         """A copy of the records inside the window at `now`, to summarise away from this one's owner."""
         self._trim(now)
-        copy = Window(self.window_s, self._records.maxlen or len(self._records) + 1)
+        copy = Window(self.window_s, self.max_records, self.max_bytes)
         copy._records.extend(self._records)
+        copy.bytes = self.bytes
         return copy
 
     @property
@@ -176,7 +233,7 @@ class Window:
     def _trim(self, now: float) -> None:
         horizon = now - self.window_s
         while self._records and self._records[0][0] < horizon:
-            self._records.popleft()
+            self.bytes -= self._records.popleft()[2]
 
     def groups(self, now: float) -> list[GroupStats]:
         """Per (target, lane, request class) statistics."""
@@ -226,7 +283,7 @@ def group_stats(key: Key, records: Sequence[RequestTiming]) -> GroupStats:
         s = summarize(v for r in ok if (v := record_value(r, name)) is not None)
         if s is not None:
             metrics[name] = s
-    itl = summarize(g for r in ok for g in r.itl_s)
+    itl = itl_summary(ok)
     if itl is not None:
         metrics["itl"] = itl
     parts: dict[str, list[float]] = {}

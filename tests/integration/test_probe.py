@@ -141,6 +141,18 @@ async def test_keepalive_comments_do_not_count_as_tokens() -> None:
     assert r.ok and r.output_tokens == 1 and r.itl_s == ()
 
 
+async def test_a_long_stream_keeps_a_bounded_sample_of_its_gaps_with_exact_totals() -> None:
+    events = 2500  # tiny content events, each its own chunk: one gap each, read one by one or many at once
+    parts = [chat_chunk("", role="assistant"), *(chat_chunk("a") for _ in range(events))]
+    async with ScriptedServer(lambda r: stream(*parts, b"data: [DONE]\n\n")) as srv:
+        r = await probe_once(srv.url())
+    assert r.ok and r.output_tokens == events and not r.tokens_from_usage
+    assert 0 < len(r.itl_s) <= 1024 and r.itl_stats is not None and r.itl_stats.count == events - 1
+    assert r.ttft_s is not None and r.e2e_s is not None
+    assert r.itl_stats.sum_s <= r.e2e_s - r.ttft_s and max(r.itl_s) <= r.itl_stats.max_s
+    assert len(json.dumps(r.to_json())) < 64 * 1024
+
+
 # ---------------------------------------------------------------- connections
 
 

@@ -120,3 +120,17 @@ def test_an_error_object_without_an_error_key_is_an_error_frame() -> None:
         _feed(tap, spaced + b"data: [DONE]\n\n", [4])
         assert tap.stream_error and tap.error_bytes is not None
         assert error_detail(tap.error_bytes) == "out of memory"
+
+
+def test_a_blank_line_split_across_reads_after_a_long_held_tail_still_ends_its_event() -> None:
+    event = b'data: {"choices":[{"delta":{"content":"' + b"x" * 200_000 + b'"}}]}'
+    for ending in (b"\n\n", b"\n\r\n", b"\r\n\r\n"):
+        for cut in range(1, len(ending)):
+            tap = StreamTap("chat", sse=True, strip_usage=True)  # strip: the tap holds what is incomplete
+            out = b""
+            for i in range(0, len(event), 65536):  # a long event: its start held as the tail
+                out += tap.feed(event[i : i + 65536])[0]
+            sent, n = tap.feed(ending[:cut])
+            more, m = tap.feed(ending[cut:] + b"data: [DONE]\n\n")
+            assert n + m == 1 and tap.done and not tap.bad_stream, (ending, cut)
+            assert out + sent + more == event + ending + b"data: [DONE]\n\n"

@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lanewatch.collector.common.error_detail import error_detail
-from lanewatch.collector.common.sse import MAX_LINE_BYTES, ChunkKind, SseParser, StreamChunk, Usage, classify
+from lanewatch.collector.common.sse import (
+    MAX_EVENT_BYTES,
+    MAX_LINE_BYTES,
+    ChunkKind,
+    SseParser,
+    StreamChunk,
+    Usage,
+    classify,
+)
 
 
 def parse(*parts: bytes) -> tuple[list[StreamChunk], SseParser]:
@@ -182,6 +190,29 @@ def test_oversized_line_is_dropped_counted_and_the_stream_recovers() -> None:
     out, p = parse(*parts, b"yyy\n\n", frame(chat("after")), b"data: [DONE]\n\n")
     assert [c.kind for c in out] == [ChunkKind.BAD, ChunkKind.CONTENT, ChunkKind.DONE]
     assert p.bad_events == 1
+
+
+def test_an_event_past_its_byte_cap_breaks_the_stream_and_nothing_more_is_kept() -> None:
+    line = b"data: " + b"x" * (1024 * 1024) + b"\n"
+    parser = SseParser()
+    out: list[StreamChunk] = []
+    fed = 0
+    for _ in range(300):  # 300 lines of 1 MiB in one event
+        out += parser.feed(line)
+        fed += 1
+        if parser.failure is not None:
+            break
+    assert fed == MAX_EVENT_BYTES // len(line) + 1
+    assert [c.kind for c in out] == [ChunkKind.BAD] and out[0].message == parser.failure
+    assert parser.failure is not None and "longer than 4 MiB" in parser.failure and parser.bad_events == 1
+    assert parser.feed(b"\n" + frame(chat("after")) + b"data: [DONE]\n\n") == []  # broken for good
+    assert not parser.pending
+
+
+def test_events_under_the_byte_cap_are_whole_however_many_lines_they_have() -> None:
+    event = b"".join(b"data: %d\n" % i for i in range(10_000)) + b"\n"
+    out, p = parse(event, frame(chat("ok")))
+    assert [c.kind for c in out] == [ChunkKind.BAD, ChunkKind.CONTENT] and p.failure is None
 
 
 # ---------------------------------------------------------------- any chunking, same events
