@@ -132,7 +132,7 @@ class GatewayAdapter:
 
     async def apply(self, lanes: dict[str, LaneSpec], revision: int) -> None:
         """PUT the state and check the gateway answers with the same lanes."""
-        body = lanes_to_json(lanes)
+        body = lanes_to_json(lanes, revision)
         response = await _send(
             self._client,
             lambda: self._client.build_request("PUT", "/admin/degrade", json=body, headers=self._headers),
