@@ -124,16 +124,16 @@ class Gateway:
             log.exception("record sink failed")
 
     async def start(self) -> None:
-        """Start health checks; upstream connections open on demand."""
+        """Learn the lanes' models once, then start health checks; upstream connections open on demand."""
         check = min(self.cfg.health_interval_s, self.cfg.connect_timeout_s, 5.0)
         self.control = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=check))
-        self._health_task = asyncio.create_task(self._health_loop())
         if self.learner is not None:  # the first round before the front listens: shifts find the models
             if await self.learner.refresh():
                 self._models_changed()
             interval = self.cfg.model_discovery.interval_s
             learning = run_discovery(self.learner, interval, self._models_changed)
             self._learn_task = asyncio.create_task(learning)
+        self._health_task = asyncio.create_task(self._health_loop())
         if self.shipper is not None:
             self.shipper.start()
 

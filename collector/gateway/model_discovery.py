@@ -125,7 +125,8 @@ async def fetch_models(
     """`GET <url>/v1/models`, its body read up to `max_bytes` within `timeout_s`; else DiscoveryError."""
     try:
         async with asyncio.timeout(timeout_s):
-            async with session.get(url + "/v1/models", headers=dict(headers), ssl=tls) as resp:
+            limit = aiohttp.ClientTimeout(total=timeout_s)  # not the session's, kept for health checks
+            async with session.get(url + "/v1/models", headers=dict(headers), ssl=tls, timeout=limit) as resp:
                 if resp.status != 200:
                     raise DiscoveryError(f"GET /v1/models answered {resp.status}")
                 return await _read_capped(resp, max_bytes)
