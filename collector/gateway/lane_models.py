@@ -97,7 +97,11 @@ class LaneModels:
 def serve_as(models: LaneModels, lane: str, requested: str) -> str:
     """The model `lane` is asked for when a request for `requested` is served there."""
     own: Sequence[str] | None = models.served.get(lane)
-    if own is None or requested in own:  # a lane that declared nothing is asked as the client asked
+    if own is None or requested in own:  # a lane of unknown models is asked as the client asked
+        return requested
+    if lane in models.learned and requested not in models.names:
+        # No lane lists the name (a typo, or a model loaded since the last refresh): asked as
+        # named, so the engine answers for it as it would without the gateway.
         return requested
     mapped = models.maps.get(lane, {}).get(requested)
     return mapped if mapped is not None else own[0]

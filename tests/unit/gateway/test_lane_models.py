@@ -147,6 +147,7 @@ def test_learned_models_fill_in_a_lane_that_declared_none() -> None:
     assert serve_as(models, "slow", "big") == "big"
     assert (models.source("fast"), models.knows("fast")) == ("learned", True)
     assert not models.complete  # a learned list never makes the unknown-model 404: it may be stale
+    assert serve_as(models, "fast", "typo") == "typo"  # no lane lists it: passed on as named
 
 
 def test_a_declaration_wins_over_what_the_upstreams_list() -> None:
