@@ -12,6 +12,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from lanewatch.collector.config import GatewayConfig
+from lanewatch.collector.gateway import Gateway
 from lanewatch.collector.gateway.model_discovery import (
     DiscoveryError,
     ModelLearner,
@@ -194,3 +196,16 @@ async def test_fetch_gives_up_after_its_timeout_and_names_no_url() -> None:
     with pytest.raises(DiscoveryError) as info:
         await _fetch("http://user:secret@127.0.0.1:9")
     assert "ClientConnectorError" in str(info.value) and "secret" not in str(info.value)
+
+
+def test_only_lanes_without_declared_models_learn_unless_turned_off() -> None:
+    lanes = {
+        "fast": {"upstreams": ["http://f:1"], "models": ["small"]},
+        "slow": {"upstreams": ["http://s:1"]},
+    }
+    gw = Gateway(GatewayConfig.model_validate({"lanes": lanes}))
+    assert gw.learner is not None and gw.learner.lanes == ("slow",)
+    assert (gw.models.source("fast"), gw.models.source("slow")) == ("declared", "unknown")
+    assert gw.stats.lane_models == (("fast", "small", "declared"),)
+    off = GatewayConfig.model_validate({"lanes": lanes, "model_discovery": {"enabled": False}})
+    assert Gateway(off).learner is None
