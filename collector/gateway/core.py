@@ -20,7 +20,7 @@ from lanewatch.collector.record.timing import RequestTiming
 
 from .degrade_state import DegradeState, LaneDegrade, Shifter
 from .lane_models import LaneModels
-from .model_discovery import ModelLearner, fetch_models, run_discovery
+from .model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
 from .pool import LanePool, Upstream
 from .routing import RouteTable
 from .shipper import RecordShipper
@@ -128,7 +128,7 @@ class Gateway:
         check = min(self.cfg.health_interval_s, self.cfg.connect_timeout_s, 5.0)
         self.control = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=check))
         if self.learner is not None:  # the first round before the front listens: shifts find the models
-            if await self.learner.refresh():
+            if await refresh_safely(self.learner):
                 self._models_changed()
             interval = self.cfg.model_discovery.interval_s
             learning = run_discovery(self.learner, interval, self._models_changed)

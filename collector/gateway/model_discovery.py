@@ -21,7 +21,15 @@ from typing import Any
 
 import aiohttp
 
-__all__ = ["DiscoveryError", "Fetch", "ModelLearner", "fetch_models", "parse_models", "run_discovery"]
+__all__ = [
+    "DiscoveryError",
+    "Fetch",
+    "ModelLearner",
+    "fetch_models",
+    "parse_models",
+    "refresh_safely",
+    "run_discovery",
+]
 
 log = logging.getLogger("lanewatch.gateway.models")
 MAX_NAME_CHARS = 256  # longer ids are skipped: each name is a metric label value and a header part
@@ -156,8 +164,14 @@ async def run_discovery(
     """Refresh every `interval_s` (the first round is the caller's) and call `on_change` after a change."""
     while True:
         await sleep(interval_s)
-        try:
-            if await learner.refresh():
-                on_change()
-        except Exception:  # a bug here must not stop learning for good
-            log.exception("model discovery round failed")
+        if await refresh_safely(learner):
+            on_change()
+
+
+async def refresh_safely(learner: ModelLearner) -> bool:
+    """`learner.refresh()`, a bug in it logged rather than raised: it must not stop the gateway."""
+    try:
+        return await learner.refresh()
+    except Exception:
+        log.exception("model discovery round failed")
+        return False

@@ -19,6 +19,7 @@ from lanewatch.collector.gateway.model_discovery import (
     ModelLearner,
     fetch_models,
     parse_models,
+    refresh_safely,
     run_discovery,
 )
 from tests.servers import serve_app
@@ -209,3 +210,12 @@ def test_only_lanes_without_declared_models_learn_unless_turned_off() -> None:
     assert gw.stats.lane_models == (("fast", "small", "declared"),)
     off = GatewayConfig.model_validate({"lanes": lanes, "model_discovery": {"enabled": False}})
     assert Gateway(off).learner is None
+
+
+async def test_a_bug_in_a_round_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(_lane: str, _url: str) -> bytes:
+        raise RuntimeError("bug")
+
+    learner = ModelLearner({"fast": ["http://a"]}, broken, max_models=32)
+    assert await refresh_safely(learner) is False
+    assert "model discovery round failed" in caplog.text and learner.models() == {}
