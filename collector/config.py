@@ -284,6 +284,16 @@ class ShippingConfig(Section):
     shutdown_s: float = Field(default=5.0, ge=0)  # at exit, how long to try to send what is queued
 
 
+class ModelDiscoveryConfig(Section):
+    """How a lane that declares no models learns them from its upstreams' `GET /v1/models`."""
+
+    enabled: bool = True
+    interval_s: float = Field(default=60.0, gt=0)  # asked at start, then this often
+    timeout_s: float = Field(default=5.0, gt=0)  # one upstream's whole answer
+    max_bytes: int = Field(default=256 * 1024, ge=1024)  # a longer answer is refused
+    max_models: int = Field(default=32, ge=1, le=1000)  # kept per lane (each is a metric series)
+
+
 class GatewayConfig(Section):
     """The lane router and passive tap (collector/gateway/)."""
 
@@ -318,6 +328,7 @@ class GatewayConfig(Section):
     collector_url: HttpUrl | None = None
     collector_token_file: Path | None = None  # bearer token for the collector's ingest.token_file
     shipping: ShippingConfig = ShippingConfig()
+    model_discovery: ModelDiscoveryConfig = ModelDiscoveryConfig()
 
     @field_validator("collector_url")
     @classmethod

@@ -46,7 +46,17 @@ class GatewayView(Protocol):
     @property
     def degrade_version(self) -> int: ...
     @property
+    def degrade_refused(self) -> Mapping[str, int]: ...
+    @property
+    def lane_models(self) -> Sequence[tuple[str, str, str]]: ...
+    @property
+    def model_discovery_failures(self) -> Mapping[str, int]: ...
+    @property
     def upstreams(self) -> Sequence[UpstreamState]: ...
+
+
+# Every reason an admin PUT is refused for, exported from the start so a rate() sees the first one.
+DEGRADE_REFUSED_REASONS = ("invalid", "stale_revision", "models_unknown")
 
 
 class GatewayCollector(Collector):
@@ -110,6 +120,37 @@ class GatewayCollector(Collector):
             "Version of the degrade state set through /admin/degrade (0 = never set).",
             value=v.degrade_version,
         )
+        yield from _model_families(v)
+
+
+def _model_families(v: GatewayView) -> Iterator[Metric]:
+    refused = CounterMetricFamily(
+        names.GATEWAY_DEGRADE_REFUSED_TOTAL,
+        "PUT /admin/degrade answers that changed nothing: invalid (400), stale_revision (409, older than "
+        "the state held), models_unknown (409, a shift to a lane whose models are not known).",
+        labels=(names.REASON,),
+    )
+    counts = dict(v.degrade_refused)
+    for reason in sorted({*DEGRADE_REFUSED_REASONS, *counts}):
+        refused.add_metric((reason,), counts.get(reason, 0))
+    yield refused
+    info = GaugeMetricFamily(
+        names.GATEWAY_LANE_MODEL_INFO,
+        "1 for each model a lane serves: declared in its config, or learned from its upstreams' /v1/models.",
+        labels=(names.LANE, names.MODEL, names.SOURCE),
+    )
+    for lane, model, source in tuple(v.lane_models):
+        info.add_metric((lane, model, source), 1.0)
+    yield info
+    failures = CounterMetricFamily(
+        names.GATEWAY_MODEL_DISCOVERY_FAILURES_TOTAL,
+        "Upstream /v1/models answers a lane without declared models could not use "
+        "(the lane keeps the models it had).",
+        labels=(names.LANE,),
+    )
+    for lane, count in sorted(dict(v.model_discovery_failures).items()):
+        failures.add_metric((lane,), count)
+    yield failures
 
 
 class ShippingView(Protocol):

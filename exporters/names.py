@@ -101,13 +101,18 @@ GATEWAY_DEGRADE_APPLIED_TOTAL: Final = f"{PREFIX}_gateway_degrade_applied_total"
 GATEWAY_UPSTREAM_ERRORS_TOTAL: Final = f"{PREFIX}_gateway_upstream_errors_total"  # lane, upstream, error_kind
 GATEWAY_REFUSED_REQUESTS_TOTAL: Final = f"{PREFIX}_gateway_refused_requests_total"  # code
 GATEWAY_DEGRADE_STATE_VERSION: Final = f"{PREFIX}_gateway_degrade_state_version"  # gauge, bumps per change
+GATEWAY_DEGRADE_REFUSED_TOTAL: Final = f"{PREFIX}_gateway_degrade_refused_total"  # reason
+# Info-style gauge (always 1): each lane's models, declared or learned from its upstreams' /v1/models;
+# at most model_discovery.max_models a lane, so the series are bounded.
+GATEWAY_LANE_MODEL_INFO: Final = f"{PREFIX}_gateway_lane_model_info"  # lane, model, source
+GATEWAY_MODEL_DISCOVERY_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_model_discovery_failures_total"  # lane
 # Shipping tap records to the collector (gateway.collector_url).
 GATEWAY_SHIPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_shipped_records_total"  # the collector took them
 GATEWAY_SHIP_SEND_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_ship_send_failures_total"  # retried later
 GATEWAY_SHIP_DROPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_ship_dropped_records_total"  # reason
 GATEWAY_SHIP_QUEUED_RECORDS: Final = f"{PREFIX}_gateway_ship_queued_records"  # gauge
 CODE: Final = "code"  # the HTTP status answered
-REASON: Final = "reason"  # queue_full | rejected | refused | unencodable | shutdown
+REASON: Final = "reason"  # queue_full | rejected | refused | unencodable | shutdown; stale_revision | ...
 SERVED_LANE: Final = "served_lane"
 UPSTREAM: Final = "upstream"
 DEGRADED: Final = "degraded"  # comma list of degrade actions applied, or "none"

@@ -2,9 +2,11 @@
 
 The gateway's admin API (`GET`/`PUT /admin/degrade`) and the degrade controller both speak
 this model: `{"lanes": {lane: {"shift_to", "shift_percent", "cap_max_tokens",
-"shed_classes"}}}`. A lane absent from `lanes` has no degrade. `lane_order` and `version`
-appear in a GET body and are accepted (ignored) in a PUT, so a GET body may be PUT back.
-Pure; no I/O.
+"shed_classes"}}, "revision": n}`. A lane absent from `lanes` has no degrade. `revision` is
+the sender's revision of the state (the controller's stored revision; optional): the gateway
+refuses one older than the last it took, so a delayed or replayed PUT cannot revert a newer
+state. `lane_order`, `version` and `models` appear in a GET body and are accepted (ignored)
+in a PUT, so a GET body may be PUT back. Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -20,18 +22,23 @@ from .names import check_class_name
 __all__ = [
     "ACTIONS",
     "LANE_KEYS",
+    "PUT_KEYS",
     "READ_ONLY_KEYS",
     "ActionName",
     "DegradeError",
+    "DegradePut",
     "LaneDegrade",
     "parse_lanes",
+    "parse_put",
+    "wire_body",
 ]
 
 ActionName = Literal["shift", "cap_max_tokens", "shed"]
 # The router actions, named as the gateway's `x-lanewatch-degraded` header names them.
 ACTIONS: tuple[ActionName, ...] = ("shift", "cap_max_tokens", "shed")
 LANE_KEYS = frozenset({"shift_to", "shift_percent", "cap_max_tokens", "shed_classes"})
-READ_ONLY_KEYS = frozenset({"lane_order", "version"})
+READ_ONLY_KEYS = frozenset({"lane_order", "version", "models"})
+PUT_KEYS = frozenset({"lanes", "revision"})
 
 
 class DegradeError(ProtocolViolation, ValueError):
@@ -92,18 +99,48 @@ class LaneDegrade:
         )
 
 
-def parse_lanes(body: Any, lane_order: Sequence[str]) -> dict[str, LaneDegrade]:
-    """Validate a PUT body into per-lane degrades; raise DegradeError naming the bad field."""
+@dataclass(frozen=True, slots=True)
+class DegradePut:
+    """A validated PUT body: the lanes' degrades and the sender's revision (None: not given)."""
+
+    lanes: dict[str, LaneDegrade]
+    revision: int | None = None
+
+
+def wire_body(lanes: Mapping[str, LaneDegrade], revision: int | None = None) -> dict[str, Any]:
+    """The PUT body for these lanes (sorted by name) and, when given, the sender's revision."""
+    body: dict[str, Any] = {"lanes": {lane: spec.to_json() for lane, spec in sorted(lanes.items())}}
+    if revision is not None:
+        body["revision"] = revision
+    return body
+
+
+def parse_put(body: Any, lane_order: Sequence[str]) -> DegradePut:
+    """Validate a PUT body into per-lane degrades and a revision; raise DegradeError naming the bad field."""
     if not isinstance(body, dict):
         raise DegradeError("body must be a JSON object with a 'lanes' object")
-    unknown = sorted(set(body) - {"lanes"} - READ_ONLY_KEYS)
+    unknown = sorted(set(body) - PUT_KEYS - READ_ONLY_KEYS)
     if unknown:
-        raise DegradeError(f"unknown keys {unknown}; expected 'lanes'")
+        raise DegradeError(f"unknown keys {unknown}; expected 'lanes' and 'revision'")
     lanes = body.get("lanes")
     if not isinstance(lanes, dict):
         raise DegradeError("'lanes' must be an object of lane name to degrade")
     rank = {lane: i for i, lane in enumerate(lane_order)}
-    return {lane: _parse_lane(lane, spec, rank) for lane, spec in lanes.items()}
+    parsed = {lane: _parse_lane(lane, spec, rank) for lane, spec in lanes.items()}
+    return DegradePut(parsed, _parse_revision(body.get("revision")))
+
+
+def parse_lanes(body: Any, lane_order: Sequence[str]) -> dict[str, LaneDegrade]:
+    """Validate a PUT body into per-lane degrades (its revision checked, not returned)."""
+    return parse_put(body, lane_order).lanes
+
+
+def _parse_revision(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DegradeError(f"revision: must be an integer >= 0 or null, not {str(value)[:40]!r}")
+    return value
 
 
 def _parse_lane(lane: str, spec: Any, rank: Mapping[str, int]) -> LaneDegrade:

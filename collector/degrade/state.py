@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lanewatch.collector.common.degrade_wire import ACTIONS, ActionName, LaneDegrade
+from lanewatch.collector.common.degrade_wire import ACTIONS, ActionName, LaneDegrade, wire_body
 
 __all__ = [
     "ACTIONS",
@@ -94,9 +94,9 @@ def desired_state(state: ControllerState) -> dict[str, LaneSpec]:
     return {lane: spec for lane, spec in out.items() if spec.active()}
 
 
-def lanes_to_json(lanes: dict[str, LaneSpec]) -> dict[str, Any]:
-    """The body of `PUT /admin/degrade` for these lanes."""
-    return {"lanes": {lane: spec.to_json() for lane, spec in sorted(lanes.items())}}
+def lanes_to_json(lanes: dict[str, LaneSpec], revision: int | None = None) -> dict[str, Any]:
+    """The body of `PUT /admin/degrade` for these lanes, with the state's revision when given."""
+    return wire_body(lanes, revision)
 
 
 def _alert_dict(a: AlertRecord) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Bearer token compared in constant time. Without a token file the API answers 403
 unless `admin_insecure` is set. A PUT replaces the whole state or, on any problem,
-answers 400 with the reason and changes nothing.
+answers 400 with the reason and changes nothing; 409 (also changing nothing) for a revision
+older than the state's, or a shift to a lane whose models the gateway does not know (a
+request shifted there would be asked for a model its engine may not serve: a 404).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.headers import AUTHORIZATION
 
 from .core import Gateway
-from .degrade_state import DegradeError, parse_degrade
-from .errors import error_response
+from .degrade_state import DegradeError, DegradePut, is_stale, parse_put, shifts_to_unknown_models
+from .errors import error_body, error_response
 from .front import FrontConn, Request, Response
 
 __all__ = ["denied", "get_degrade", "put_degrade"]
@@ -42,7 +44,46 @@ def denied(gw: Gateway, headers: Mapping[str, str]) -> Response | None:
 
 
 def _state(gw: Gateway) -> Response:
-    return Response(200, json.dumps(gw.degrade.to_json(gw.lane_order)).encode())
+    body = {**gw.degrade.to_json(gw.lane_order), "models": _models(gw)}
+    return Response(200, json.dumps(body).encode())
+
+
+def _models(gw: Gateway) -> dict[str, dict[str, object]]:
+    """Each lane's models and where they come from; for learning lanes, when and how they were last asked."""
+    out: dict[str, dict[str, object]] = {}
+    learner = gw.learner
+    for lane in gw.lane_order:
+        models = list(gw.models.served.get(lane, ()))
+        entry: dict[str, object] = {"source": gw.models.source(lane), "models": models}
+        if learner is not None and lane in learner.lanes:
+            entry["checked_at"] = learner.checked_at.get(lane)
+            entry["error"] = learner.errors.get(lane)
+        out[lane] = entry
+    return out
+
+
+def _conflict(gw: Gateway, reason: str, message: str, param: str) -> Response:
+    """409 with the state's revision beside the OpenAI error, so a sender sees what it lost to."""
+    gw.stats.degrade_refused[reason] += 1
+    body = {**json.loads(error_body(409, message, param)), "revision": gw.degrade.revision}
+    return Response(409, json.dumps(body).encode())
+
+
+def _refusal(gw: Gateway, put: DegradePut) -> Response | None:
+    """The 409 for a stale revision or a shift to a lane of unknown models; None when the PUT may apply."""
+    if is_stale(gw.degrade, put.revision):
+        message = f"revision {put.revision} is older than the degrade state's revision {gw.degrade.revision}"
+        return _conflict(gw, "stale_revision", message, "revision")
+    unknown = shifts_to_unknown_models(put.lanes, gw.models.served)
+    if unknown:
+        lane, target = unknown[0]
+        message = (
+            f"lanes.{lane}.shift_to: the models of lane {target!r} are not known, so a shifted request "
+            f"could not be asked for one it serves; declare them (gateway.lanes.{target}.models or "
+            f"--model {target}=NAME) or wait until its upstreams answer GET /v1/models"
+        )
+        return _conflict(gw, "models_unknown", message, f"lanes.{lane}.shift_to")
+    return None
 
 
 async def get_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Response:
@@ -59,12 +100,16 @@ async def put_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Respon
     if len(raw) > MAX_ADMIN_BODY:
         return error_response(413, f"the body is larger than {MAX_ADMIN_BODY} bytes")
     try:
-        lanes = parse_degrade(json.loads(raw), gw.lane_order)
+        put = parse_put(json.loads(raw), gw.lane_order)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, DegradeError; too deep a nesting
         reason = str(exc) if isinstance(exc, DegradeError) else f"body is not valid JSON: {str(exc)[:200]}"
+        gw.stats.degrade_refused["invalid"] += 1
         return error_response(400, reason)
+    refused = _refusal(gw, put)
+    if refused is not None:
+        return refused
     before = gw.degrade.version
-    state = gw.set_degrade(lanes)
+    state = gw.set_degrade(put.lanes, put.revision)
     if state.version != before:
         log.warning("degrade state v%d: %s", state.version, json.dumps(state.to_json(gw.lane_order)["lanes"]))
     return _state(gw)

@@ -7,9 +7,12 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 
 import aiohttp
 
+from lanewatch.collector.common.headers import AUTHORIZATION
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.upstream import UpstreamClient
 from lanewatch.collector.config import GatewayConfig, LaneConfig
@@ -17,6 +20,7 @@ from lanewatch.collector.record.timing import RequestTiming
 
 from .degrade_state import DegradeState, LaneDegrade, Shifter
 from .lane_models import LaneModels
+from .model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
 from .pool import LanePool, Upstream
 from .routing import RouteTable
 from .shipper import RecordShipper
@@ -67,12 +71,48 @@ class Gateway:
         self.upstream = UpstreamClient(cfg.connect_timeout_s)  # the data path's connections
         self.control: aiohttp.ClientSession | None = None  # health checks and /v1/models
         self._health_task: asyncio.Task[None] | None = None
+        self.learner = self._learner()
+        self._learn_task: asyncio.Task[None] | None = None
+        self._models_changed()
 
-    def set_degrade(self, lanes: dict[str, LaneDegrade]) -> DegradeState:
-        """Replace the degrade state (already validated); returns the new state."""
-        self.degrade = self.degrade.replaced(lanes)
+    def set_degrade(self, lanes: dict[str, LaneDegrade], revision: int | None = None) -> DegradeState:
+        """Replace the degrade state (already validated) at the sender's revision; returns the new state."""
+        self.degrade = self.degrade.replaced(lanes, revision)
         self.stats.degrade_version = self.degrade.version
         return self.degrade
+
+    def _learner(self) -> ModelLearner | None:
+        """Lanes that declare no models learn them from their upstreams, unless turned off."""
+        found = self.cfg.model_discovery
+        undeclared = {
+            name: [u.url for u in pool.upstreams]
+            for name, pool in self.pools.items()
+            if not self.cfg.lanes[name].models
+        }
+        if not found.enabled or not undeclared:
+            return None
+        learner = ModelLearner(undeclared, self._fetch_models, found.max_models)
+        self.stats.model_discovery_failures = learner.failures  # counted there, read by /metrics
+        return learner
+
+    async def _fetch_models(self, lane: str, url: str) -> bytes:
+        assert self.control is not None
+        key = self.api_keys.get(lane)
+        headers = {AUTHORIZATION: f"Bearer {key}"} if key is not None else {}
+        found = self.cfg.model_discovery
+        fetch = partial(fetch_models, self.control, url, headers=headers, tls=self.ssl[lane])
+        return await fetch(timeout_s=found.timeout_s, max_bytes=found.max_bytes)
+
+    def _models_changed(self) -> None:
+        """Rebuild what depends on the lanes' models: the rewrite, routing by served model, /metrics."""
+        learned = self.learner.models() if self.learner is not None else {}
+        self.models = LaneModels.from_config(self.cfg, learned)
+        default = self.routes.default_lane
+        self.routes = replace(self.routes, served_elsewhere=self.models.served_elsewhere(default))
+        served = self.models.served
+        self.stats.lane_models = tuple(
+            (lane, m, self.models.source(lane)) for lane in self.lane_order for m in served.get(lane, ())
+        )
 
     def emit(self, record: RequestTiming) -> None:
         """Hand a finished request's record to the sink; a failing sink never breaks the proxy."""
@@ -84,19 +124,26 @@ class Gateway:
             log.exception("record sink failed")
 
     async def start(self) -> None:
-        """Start health checks; upstream connections open on demand."""
+        """Learn the lanes' models once, then start health checks; upstream connections open on demand."""
         check = min(self.cfg.health_interval_s, self.cfg.connect_timeout_s, 5.0)
         self.control = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=check))
+        if self.learner is not None:  # the first round before the front listens: shifts find the models
+            if await refresh_safely(self.learner):
+                self._models_changed()
+            interval = self.cfg.model_discovery.interval_s
+            learning = run_discovery(self.learner, interval, self._models_changed)
+            self._learn_task = asyncio.create_task(learning)
         self._health_task = asyncio.create_task(self._health_loop())
         if self.shipper is not None:
             self.shipper.start()
 
     async def shutdown(self) -> None:
         """Stop health checks, close sessions, send the last records and flush spans."""
-        if self._health_task is not None:
-            self._health_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._health_task
+        for task in (self._health_task, self._learn_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self.upstream.close()
         if self.control is not None:
             await self.control.close()

@@ -2,7 +2,9 @@
 
 The wire model (one lane's degrade, the PUT body's checks) is collector/common/degrade_wire.py,
 shared with the degrade controller. The state is declarative: a PUT replaces it whole, a lane
-absent from it has no degrade.
+absent from it has no degrade. A PUT carrying a revision older than the last one taken is
+refused (`is_stale`), and so is a shift to a lane whose models the gateway does not know
+(`shifts_to_unknown_models`): either would send requests somewhere nobody meant them to go.
 Applying it to a request routed to lane L: shed when L (or the lane it is shifted to)
 sheds the request's class; shift a share of L's requests to L's `shift_to`; cap
 max_tokens at the smallest cap of L and the serving lane.
@@ -11,46 +13,77 @@ max_tokens at the smallest cap of L and the serving lane.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lanewatch.collector.common.degrade_wire import ACTIONS, ActionName, DegradeError, LaneDegrade
+from lanewatch.collector.common.degrade_wire import (
+    ACTIONS,
+    ActionName,
+    DegradeError,
+    DegradePut,
+    LaneDegrade,
+    parse_put,
+)
 from lanewatch.collector.common.degrade_wire import parse_lanes as parse_degrade
 
 __all__ = [
     "ACTIONS",
     "Decision",
     "DegradeError",
+    "DegradePut",
     "DegradeState",
     "LaneDegrade",
     "Shifter",
     "cap_max_tokens",
     "decide",
+    "is_stale",
     "parse_degrade",
+    "parse_put",
+    "shifts_to_unknown_models",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class DegradeState:
-    """The whole degrade state of a gateway and its version (bumped on every change)."""
+    """The whole degrade state of a gateway, its version (bumped on every change) and the
+    sender's revision of it (None: the last PUT gave none)."""
 
     lanes: Mapping[str, LaneDegrade] = field(default_factory=dict)
     version: int = 0
+    revision: int | None = None
 
-    def replaced(self, lanes: Mapping[str, LaneDegrade]) -> DegradeState:
-        """The state after a PUT of `lanes`: same version when nothing changed."""
+    def replaced(self, lanes: Mapping[str, LaneDegrade], revision: int | None = None) -> DegradeState:
+        """The state after a PUT of `lanes` at `revision`: same version when the lanes did not change."""
         if dict(lanes) == dict(self.lanes):
-            return self
-        return DegradeState(lanes=dict(lanes), version=self.version + 1)
+            return self if revision == self.revision else DegradeState(self.lanes, self.version, revision)
+        return DegradeState(lanes=dict(lanes), version=self.version + 1, revision=revision)
 
     def to_json(self, lane_order: Sequence[str]) -> dict[str, Any]:
-        """The admin API's response body."""
+        """The admin API's response body (without the lanes' models, which the gateway adds)."""
         return {
             "lanes": {lane: d.to_json() for lane, d in sorted(self.lanes.items())},
             "lane_order": list(lane_order),
             "version": self.version,
+            "revision": self.revision,
         }
+
+
+def is_stale(state: DegradeState, revision: int | None) -> bool:
+    """A PUT at `revision` is older than the state's: refused. Equal is a re-send (taken); a PUT
+    without a revision (an operator's) is always taken, and so is any revision after one."""
+    return revision is not None and state.revision is not None and revision < state.revision
+
+
+def shifts_to_unknown_models(
+    lanes: Mapping[str, LaneDegrade], known: Container[str]
+) -> list[tuple[str, str]]:
+    """(lane, shift_to) of each active shift to a lane not in `known` (lanes whose models are known)."""
+    return [
+        (lane, d.shift_to)
+        for lane, d in sorted(lanes.items())
+        if d.shift_to is not None and d.shift_percent > 0 and d.shift_to not in known
+    ]
 
 
 class Shifter:

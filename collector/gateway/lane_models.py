@@ -1,10 +1,13 @@
-"""Which model a lane serves a request with: the lanes' declared models and the rewrite. Pure.
+"""Which model a lane serves a request with: the lanes' declared or learned models and the rewrite. Pure.
 
-A lane that declares its models (gateway.lanes.<lane>.models) serves only those. A request
+A lane that declares its models (gateway.lanes.<lane>.models) serves only those; a lane that
+declares none serves what its upstreams' `GET /v1/models` last listed (model_discovery.py),
+once they answered. A request
 that lands on a lane not serving its `model` (shifted there by a degrade, or sent there by
 a routing rule) is asked of that lane under another name: the lane's `model_map` entry for
 the requested name, else the lane's first model. When every lane declares its models, a
-model no lane serves or maps is refused with a 404 before routing.
+model no lane serves or maps is refused with a 404 before routing (learned lists never make
+that check: an upstream may load a model between two refreshes).
 """
 
 from __future__ import annotations
@@ -28,18 +31,51 @@ class LaneModels:
     order: tuple[str, ...]  # lanes fastest first: who serves a model first
     names: frozenset[str]  # every model some lane serves or maps (checked on every request)
     complete: bool  # every lane declared its models, so a model none serves is known to be unknown
+    learned: frozenset[str] = frozenset()  # lanes whose models come from their upstreams' /v1/models
 
     @classmethod
-    def from_config(cls, cfg: GatewayConfig) -> LaneModels:
-        """The lanes' declarations of a validated gateway config."""
+    def from_config(
+        cls, cfg: GatewayConfig, learned: Mapping[str, Sequence[str]] | None = None
+    ) -> LaneModels:
+        """The lanes' declarations of a validated gateway config; `learned` (lane -> the models its
+        upstreams list) fills in a lane that declared none."""
         lanes, order = cfg.lanes, tuple(cfg.ordered_lanes)
         served = {name: tuple(lane.models) for name, lane in lanes.items() if lane.models}
+        complete = bool(order) and all(lane in served for lane in order)
+        found = {lane: tuple(ms) for lane, ms in (learned or {}).items() if ms and lane in lanes}
+        taught = frozenset(found) - frozenset(served)
+        served.update({lane: found[lane] for lane in taught})
         maps = {name: dict(lane.model_map) for name, lane in lanes.items() if lane.model_map}
         names = frozenset(m for models in served.values() for m in models) | {
             k for m in maps.values() for k in m
         }
-        complete = bool(order) and all(lane in served for lane in order)
-        return cls(served=served, maps=maps, order=order, names=names, complete=complete)
+        return cls(served=served, maps=maps, order=order, names=names, complete=complete, learned=taught)
+
+    def knows(self, lane: str) -> bool:
+        """The lane's models are known: declared, or listed by its upstreams."""
+        return lane in self.served
+
+    def source(self, lane: str) -> str:
+        """Where the lane's models come from: declared, learned or unknown."""
+        if lane in self.learned:
+            return "learned"
+        return "declared" if lane in self.served else "unknown"
+
+    def served_elsewhere(self, default: str) -> dict[str, str]:
+        """Models some lane serves but the default lane does not -> the fastest lane serving each.
+
+        Without this a request naming the small model would go to the default (big) lane and be
+        rewritten to the big model there; the client asked for the small one.
+        """
+        own = self.served.get(default)
+        if own is None:  # the default lane serves what it is asked: nothing to steer
+            return {}
+        out: dict[str, str] = {}
+        for lane in self.order:
+            for model in self.served.get(lane, ()):
+                if model not in own:
+                    out.setdefault(model, lane)
+        return out
 
     def known(self, model: str) -> bool:
         """Some lane serves `model` or maps it."""
@@ -61,7 +97,11 @@ class LaneModels:
 def serve_as(models: LaneModels, lane: str, requested: str) -> str:
     """The model `lane` is asked for when a request for `requested` is served there."""
     own: Sequence[str] | None = models.served.get(lane)
-    if own is None or requested in own:  # a lane that declared nothing is asked as the client asked
+    if own is None or requested in own:  # a lane of unknown models is asked as the client asked
+        return requested
+    if lane in models.learned and requested not in models.names:
+        # No lane lists the name (a typo, or a model loaded since the last refresh): asked as
+        # named, so the engine answers for it as it would without the gateway.
         return requested
     mapped = models.maps.get(lane, {}).get(requested)
     return mapped if mapped is not None else own[0]

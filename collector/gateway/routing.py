@@ -2,7 +2,7 @@
 
 Order (first match wins): the `x-lanewatch-lane` header, the model-name map, a regex on
 the last user message, prompt length in characters, max_tokens; then the fastest lane
-that declares the requested model when the default lane does not serve it; then the
+that serves the requested model when the default lane does not serve it; then the
 default lane.
 """
 
@@ -15,6 +15,8 @@ from typing import Any
 
 from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.config import GatewayConfig
+
+from .lane_models import LaneModels
 
 __all__ = ["RouteError", "RouteInput", "RouteTable", "Routed", "choose_lane", "route_input"]
 
@@ -56,7 +58,8 @@ class RouteTable:
     regexes: tuple[tuple[re.Pattern[str], str], ...] = ()
     prompt_chars: tuple[_Range, ...] = ()
     max_tokens: tuple[_Range, ...] = ()
-    # model -> the fastest lane declaring it, for models the default lane does not declare
+    # model -> the fastest lane serving it, for models the default lane does not serve (declared
+    # models; the gateway replaces it as lanes learn theirs: LaneModels.served_elsewhere)
     served_elsewhere: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -73,7 +76,7 @@ class RouteTable:
             regexes=tuple((re.compile(r.pattern), r.lane) for r in rules.message_regex),
             prompt_chars=tuple(_Range(r.lane, r.min, r.max) for r in rules.prompt_chars),
             max_tokens=tuple(_Range(r.lane, r.min, r.max) for r in rules.max_tokens),
-            served_elsewhere=_served_elsewhere(cfg, default),
+            served_elsewhere=LaneModels.from_config(cfg).served_elsewhere(default),
         )
 
 
@@ -106,23 +109,6 @@ def choose_lane(table: RouteTable, req: RouteInput) -> Routed:
     if req.model is not None and req.model in table.served_elsewhere:
         return Routed(table.served_elsewhere[req.model], "served_model")
     return Routed(table.default_lane, "default")
-
-
-def _served_elsewhere(cfg: GatewayConfig, default: str) -> dict[str, str]:
-    """Models some lane declares but the default lane does not -> the fastest lane declaring each.
-
-    Without this a request naming the small model would go to the default (big) lane and be
-    rewritten to the big model there; the client asked for the small one.
-    """
-    default_lane = cfg.lanes[default]
-    if not default_lane.models:  # the default lane serves what it is asked: nothing to steer
-        return {}
-    out: dict[str, str] = {}
-    for lane in cfg.ordered_lanes:
-        for model in cfg.lanes[lane].models:
-            if model not in default_lane.models:
-                out.setdefault(model, lane)
-    return out
 
 
 def route_input(body: Mapping[str, Any], header_lane: str | None) -> RouteInput:

@@ -32,6 +32,9 @@ class GatewayStats:
     upstream_errors: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # lane, upstream, kind
     refused: Counter[str] = field(default_factory=Counter)  # status answered before routing
     degrade_version: int = 0
+    degrade_refused: Counter[str] = field(default_factory=Counter)  # reason an admin PUT was refused
+    lane_models: tuple[tuple[str, str, str], ...] = ()  # (lane, model, declared | learned)
+    model_discovery_failures: Counter[str] = field(default_factory=Counter)  # lane
 
     def count_refused(self, status: int) -> None:
         """Count a request refused before routing (unreadable, too big, too slow, over the cap)."""

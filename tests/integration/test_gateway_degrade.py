@@ -46,7 +46,8 @@ async def test_admin_api_insecure_when_asked() -> None:
 
 
 async def test_admin_api_auth_validation_and_versions(tmp_path: Path) -> None:
-    lanes = {"fast": ["http://127.0.0.1:9"], "slow": ["http://127.0.0.1:9"]}
+    dead = ["http://127.0.0.1:9"]  # declared models: a shift needs the target lane's models known
+    lanes = {"fast": {"upstreams": dead, "models": ["small"]}, "slow": {"upstreams": dead, "models": ["big"]}}
     async with (
         gateway_server(lanes, admin_token_file=_token_file(tmp_path)) as g,
         aiohttp.ClientSession() as s,
@@ -55,7 +56,16 @@ async def test_admin_api_auth_validation_and_versions(tmp_path: Path) -> None:
             async with s.get(f"{g.url}/admin/degrade", headers=headers) as r:
                 assert r.status == 401 and r.headers["WWW-Authenticate"] == "Bearer"
         async with s.get(f"{g.url}/admin/degrade", headers=AUTH) as r:
-            assert await r.json() == {"lanes": {}, "lane_order": ["fast", "slow"], "version": 0}
+            assert await r.json() == {
+                "lanes": {},
+                "lane_order": ["fast", "slow"],
+                "version": 0,
+                "revision": None,
+                "models": {
+                    "fast": {"source": "declared", "models": ["small"]},
+                    "slow": {"source": "declared", "models": ["big"]},
+                },
+            }
         want = {"slow": {"shift_to": "fast", "shift_percent": 50, "cap_max_tokens": None, "shed_classes": []}}
         status, state = await _put(s, g, {"lanes": want})
         assert (status, state["lanes"], state["version"]) == (200, want, 1)

@@ -126,7 +126,10 @@ async def test_smuggling_never_reaches_the_upstream_nor_gets_the_lane_key(
     key_file.write_text(KEY)
     async with (
         raw_upstream() as (up, url),
-        gateway_server({"fast": {"upstreams": [url], "api_key_file": key_file}}) as g,
+        # No model discovery: its GET /v1/models carries the lane key too; this counts proxied requests.
+        gateway_server(
+            {"fast": {"upstreams": [url], "api_key_file": key_file}}, model_discovery={"enabled": False}
+        ) as g,
     ):
         got = await exchange(_port(g.url), _chat(extra) + SMUGGLED)
         assert got.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in got.split(b"\r\n\r\n")[0]

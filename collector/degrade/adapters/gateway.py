@@ -63,7 +63,7 @@ class GatewayAdapter:
 
     async def apply(self, lanes: dict[str, LaneDegrade], revision: int) -> None:
         """PUT the state and check the gateway answers with the same lanes."""
-        body = lanes_to_json(lanes)
+        body = lanes_to_json(lanes, revision)
         response = await self._call("PUT", body)
         held = _active_lanes(json_object(response, "gateway").get("lanes"))
         if held != {lane: spec for lane, spec in lanes.items() if spec.active()}:

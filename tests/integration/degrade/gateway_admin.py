@@ -2,7 +2,8 @@
 
 It stands in for the lanewatch gateway until that lands: `GET`/`PUT /admin/degrade` with a
 bearer token, the whole state replaced declaratively, 400 with a reason (and no change) for
-an unknown lane, a shift not to a faster lane, a percent outside 0..100, a cap below 1.
+an unknown lane, a shift not to a faster lane, a percent outside 0..100, a cap below 1; 409
+for a revision older than the last one taken.
 It runs an aiohttp app on its own thread and loop, so sync tests and subprocesses can use it.
 """
 
@@ -37,6 +38,7 @@ class GatewayAdmin:
     url: str = ""
     lanes: dict[str, Any] = field(default_factory=dict)
     version: int = 0
+    revision: int | None = None
     puts: list[tuple[float, dict[str, Any]]] = field(default_factory=list)  # (monotonic time, lanes)
     states: list[dict[str, Any]] = field(default_factory=list)  # each distinct state held, in order
     fail_next: list[int] = field(default_factory=list)  # statuses to answer before serving again
@@ -49,7 +51,7 @@ class GatewayAdmin:
     def forget(self) -> None:
         """Lose the degrade state, as a restarted gateway would."""
         with self.lock:
-            self.lanes, self.version = {}, self.version + 1
+            self.lanes, self.version, self.revision = {}, self.version + 1, None
 
     def wait_for(self, check: Callable[[GatewayAdmin], bool], timeout: float, what: str) -> None:
         """Wait until `check` holds on this gateway's state (read under its lock)."""
@@ -61,8 +63,10 @@ class GatewayAdmin:
         eventually(holds, timeout, f"the gateway sees {what}", context=lambda: f"states: {self.states}")
 
     def validate(self, body: Any) -> dict[str, Any]:
-        if not isinstance(body, dict) or set(body) != {"lanes"} or not isinstance(body["lanes"], dict):
-            raise Invalid("body must be {'lanes': {...}}")
+        if not isinstance(body, dict) or set(body) - {"revision"} != {"lanes"}:
+            raise Invalid("body must be {'lanes': {...}, 'revision': n}")
+        if not isinstance(body["lanes"], dict):
+            raise Invalid("body must be {'lanes': {...}, 'revision': n}")
         for lane, spec in body["lanes"].items():
             if lane not in self.lane_order:
                 raise Invalid(f"unknown lane {lane!r}")
@@ -101,10 +105,16 @@ class GatewayAdmin:
                 return web.json_response({"error": "injected"}, status=self.fail_next.pop(0))
         if request.method == "PUT":
             try:
-                lanes = self.validate(await request.json())
+                body = await request.json()
+                lanes = self.validate(body)
             except (Invalid, ValueError) as exc:
                 return web.json_response({"error": str(exc)}, status=400)
             with self.lock:
+                revision = body.get("revision")
+                if revision is not None and self.revision is not None and revision < self.revision:
+                    stale = {"error": "stale revision", "revision": self.revision}
+                    return web.json_response(stale, status=409)
+                self.revision = revision
                 self.puts.append((time.monotonic(), lanes))
                 if lanes != self.lanes:
                     self.lanes, self.version = lanes, self.version + 1

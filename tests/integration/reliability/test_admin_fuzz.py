@@ -80,7 +80,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         {
             "gateway": {
                 "server": {"host": "127.0.0.1", "port": port},
-                "lanes": {lane: {"upstreams": [dead]} for lane in LANES},
+                # Declared models: a shift is only taken to a lane whose models are known.
+                "lanes": {lane: {"upstreams": [dead], "models": [f"{lane}-model"]} for lane in LANES},
                 "admin_token_file": str(secret_file(tmp, "gw.token", TOKEN)),
             }
         },

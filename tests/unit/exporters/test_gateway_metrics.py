@@ -17,6 +17,9 @@ def test_gateway_metrics_text() -> None:
     stats.upstream_errors[("fast", "127.0.0.1:8001", "connect_refused")] += 2
     for status in (400, 400, 408):
         stats.count_refused(status)
+    stats.degrade_refused["stale_revision"] += 2
+    stats.lane_models = (("fast", "small", "learned"), ("slow", "big", "declared"))
+    stats.model_discovery_failures["fast"] += 1
     registry = CollectorRegistry()
     registry.register(GatewayCollector(stats))
     text = generate_latest(registry).decode()
@@ -32,5 +35,11 @@ def test_gateway_metrics_text() -> None:
         'lanewatch_gateway_inflight_requests{lane="fast",upstream="127.0.0.1:8001"} 2.0',
         'lanewatch_gateway_upstream_healthy{lane="fast",upstream="127.0.0.1:8001"} 1.0',
         "lanewatch_gateway_degrade_state_version 3.0",
+        'lanewatch_gateway_degrade_refused_total{reason="invalid"} 0.0',  # every reason from the start
+        'lanewatch_gateway_degrade_refused_total{reason="models_unknown"} 0.0',
+        'lanewatch_gateway_degrade_refused_total{reason="stale_revision"} 2.0',
+        'lanewatch_gateway_lane_model_info{lane="fast",model="small",source="learned"} 1.0',
+        'lanewatch_gateway_lane_model_info{lane="slow",model="big",source="declared"} 1.0',
+        'lanewatch_gateway_model_discovery_failures_total{lane="fast"} 1.0',
     ]
     assert "# TYPE lanewatch_gateway_requests_total counter" in text

@@ -11,7 +11,9 @@ from lanewatch.collector.gateway.degrade_state import (
     Shifter,
     cap_max_tokens,
     decide,
+    is_stale,
     parse_degrade,
+    shifts_to_unknown_models,
 )
 
 ORDER = ["fast", "mid", "slow"]
@@ -27,9 +29,45 @@ def test_parse_round_trip_and_version() -> None:
     state = DegradeState().replaced(lanes)
     assert state.version == 1
     out = state.to_json(ORDER)
-    assert out == {**body, "lane_order": ORDER, "version": 1}
+    assert out == {**body, "lane_order": ORDER, "version": 1, "revision": None}
     assert state.replaced(parse_degrade(out, ORDER)) is state  # a GET body PUT back changes nothing
     assert state.replaced({}).version == 2
+
+
+@pytest.mark.parametrize(
+    ("held", "sent", "stale"),
+    [
+        (None, None, False),  # nothing held, nothing sent
+        (None, 3, False),  # a first revision (a restarted gateway holds none)
+        (5, 6, False),  # a newer one
+        (5, 5, False),  # the same one again: the controller's reconcile re-sends it
+        (5, 4, True),  # an older one: a late retry or a replay
+        (5, 0, True),
+        (5, None, False),  # an operator's PUT without a revision is taken
+    ],
+)
+def test_only_an_older_revision_is_stale(held: int | None, sent: int | None, stale: bool) -> None:
+    assert is_stale(DegradeState(revision=held), sent) is stale
+
+
+def test_the_revision_is_held_and_a_resend_keeps_the_version() -> None:
+    shift = {"slow": LaneDegrade("fast", 100)}
+    state = DegradeState().replaced(shift, 4)
+    assert (state.version, state.revision, state.to_json(ORDER)["revision"]) == (1, 4, 4)
+    again = state.replaced(shift, 5)  # same lanes at a newer revision: no change of version
+    assert (again.version, again.revision) == (1, 5)
+    assert again.replaced(shift, 5) is again
+    assert again.replaced({}, None).revision is None
+
+
+def test_shifts_to_lanes_of_unknown_models_are_found() -> None:
+    lanes = {
+        "slow": LaneDegrade("fast", 100),
+        "mid": LaneDegrade("fast", 0),  # no share shifted: nothing goes there
+        "fast": LaneDegrade(cap_max_tokens=8),
+    }
+    assert shifts_to_unknown_models(lanes, {"mid", "slow"}) == [("slow", "fast")]
+    assert shifts_to_unknown_models(lanes, {"fast"}) == []
 
 
 def test_missing_keys_mean_no_action() -> None:

@@ -136,3 +136,29 @@ def test_bad_model_declarations_are_refused(lane: dict[str, Any], message: str) 
     with pytest.raises(ValidationError, match=message.replace("[", r"\[").replace("]", r"\]")) as info:
         _cfg(fast=lane)
     assert info.value.errors()[0]["loc"][:2] == ("lanes", "fast")
+
+
+QUICK = _cfg(fast={}, slow={})  # the quick start: --upstream flags only, nothing declared
+
+
+def test_learned_models_fill_in_a_lane_that_declared_none() -> None:
+    models = LaneModels.from_config(QUICK, {"fast": ("small",), "slow": ("big",)})
+    assert serve_as(models, "fast", "big") == "small"  # shifted to fast: asked for fast's model
+    assert serve_as(models, "slow", "big") == "big"
+    assert (models.source("fast"), models.knows("fast")) == ("learned", True)
+    assert not models.complete  # a learned list never makes the unknown-model 404: it may be stale
+    assert serve_as(models, "fast", "typo") == "typo"  # no lane lists it: passed on as named
+
+
+def test_a_declaration_wins_over_what_the_upstreams_list() -> None:
+    cfg = _cfg(fast={"models": ["declared"]}, slow={})
+    models = LaneModels.from_config(cfg, {"fast": ("listed",), "slow": ()})
+    assert models.served == {"fast": ("declared",)}
+    assert (models.source("fast"), models.source("slow")) == ("declared", "unknown")
+    assert not models.knows("slow") and serve_as(models, "slow", "x") == "x"
+
+
+def test_learned_models_route_a_request_to_the_lane_serving_it() -> None:
+    models = LaneModels.from_config(QUICK, {"fast": ("small",), "slow": ("big",)})
+    assert models.served_elsewhere("slow") == {"small": "fast"}
+    assert LaneModels.from_config(QUICK, {"fast": ("small",)}).served_elsewhere("slow") == {}

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.collector.common.degrade_wire import DegradeError, LaneDegrade, parse_lanes
+from lanewatch.collector.common.degrade_wire import (
+    DegradeError,
+    DegradePut,
+    LaneDegrade,
+    parse_lanes,
+    parse_put,
+)
 from lanewatch.collector.degrade import state as controller
 from lanewatch.collector.gateway import degrade_state as gateway
 
@@ -53,3 +59,19 @@ def test_active_and_merge() -> None:
 def test_bad_bodies_name_the_field(body: object, where: str) -> None:
     with pytest.raises(DegradeError, match=where):
         parse_lanes(body, ORDER)
+
+
+def test_the_controllers_revision_travels_in_the_body() -> None:
+    sent = {"slow": LaneDegrade("fast", 100)}
+    body = controller.lanes_to_json(sent, 7)
+    assert body["revision"] == 7
+    assert parse_put(body, ORDER) == DegradePut(sent, 7)
+    assert parse_put({"lanes": {}}, ORDER).revision is None  # an operator's PUT may leave it out
+    assert parse_put({"lanes": {}, "revision": None}, ORDER).revision is None
+    assert "revision" not in controller.lanes_to_json(sent)
+
+
+@pytest.mark.parametrize("revision", [-1, 1.5, "3", True, [1]])
+def test_a_bad_revision_is_refused_naming_it(revision: object) -> None:
+    with pytest.raises(DegradeError, match="revision: must be an integer >= 0"):
+        parse_put({"lanes": {}, "revision": revision}, ORDER)

@@ -71,8 +71,9 @@ async def test_gateway_puts_the_whole_state_with_bearer_token() -> None:
     await a.shutdown()
     assert [(r.method, r.url.path) for r in seen] == [("PUT", "/admin/degrade")] * 2
     assert seen[0].headers["authorization"] == f"Bearer {TOKEN}"
-    assert json.loads(seen[0].content) == WIRE
-    assert json.loads(seen[1].content) == {"lanes": {}}
+    # The controller's revision rides along, so the gateway can refuse an older state sent late.
+    assert json.loads(seen[0].content) == {**WIRE, "revision": 4}
+    assert json.loads(seen[1].content) == {"lanes": {}, "revision": 5}
 
 
 async def test_gateway_retries_5xx_and_connection_errors_with_backoff() -> None:
