@@ -195,7 +195,7 @@ class RecordShipper:
             if i and i % _ENCODE_SLICE == 0:
                 await asyncio.sleep(0)
             try:
-                body = encode_record(record)
+                body = encode_record(record, with_id=True)
             except ValueError:  # a NaN or infinity: the collector would refuse the whole batch
                 self.stats.dropped["unencodable"] += 1
                 continue
