@@ -17,7 +17,9 @@ RESOURCE_EXHAUSTED (also after decompression); one connection opens at most
 `streams_per_connection` streams at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS), so it
 cannot take every one of the `max_concurrent` call slots; a call whose message has not
 arrived within `read_timeout_s` ends with DEADLINE_EXCEEDED and frees its slot; and a
-connection is closed after `max_connection_age_s` (with a grace for calls in flight).
+connection is closed after `max_connection_age_s` (with a grace for calls in flight). After
+calls have come, the receiver gives freed heap back to the OS every TRIM_EVERY_S
+(common/heap.py), so a flood of calls reset at once does not leave the process its size.
 
 `GrpcSpanReceiver` runs on the running event loop (the collector's); `ThreadedGrpcReceiver`
 runs one on a thread with its own loop, for `lanewatch probe`, which keeps receiving off
@@ -39,6 +41,7 @@ import grpc.aio
 
 from lanewatch.collector.collect.otlp import Admission, OtlpError, ServerSpan, admit_spans, decode_protobuf
 from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.common.heap import trim
 
 log = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -51,6 +54,7 @@ STREAMS_PER_CONNECTION = 4  # of the MAX_CONCURRENT call slots, one connection h
 READ_TIMEOUT_S = 10.0  # from a call's start until its whole message has arrived
 MAX_CONNECTION_AGE_S = 300.0  # then GOAWAY: a sender reconnects (vLLM's exporter does so by itself)
 CONNECTION_AGE_GRACE_S = 10.0  # calls in flight on a connection past its age get this long to finish
+TRIM_EVERY_S = 5.0  # after calls came: how often freed heap goes back to the OS
 
 SpansSink = Callable[[list[ServerSpan]], None]
 RefusedSink = Callable[[Mapping[str, int]], None]  # spans refused, by reason (otlp.REFUSED_*)
@@ -155,6 +159,8 @@ class GrpcSpanReceiver:
             base = GrpcLimits(max_message_bytes=max_message_bytes, max_concurrent=max_concurrent)
         self.limits = base
         self._server: grpc.aio.Server | None = None
+        self._calls = 0  # calls started since the last trim
+        self._trimmer: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         """Bind and serve (OSError when the address cannot be bound); returns the bound port."""
@@ -175,17 +181,30 @@ class GrpcSpanReceiver:
             raise OSError(f"cannot bind {address} (taken, or not an address of this machine)")
         await server.start()
         self._server, self.port = server, port
+        self._trimmer = asyncio.create_task(self._trim_loop(), name="otlp-grpc-trim")
         return port
 
     async def shutdown(self, grace_s: float = 1.0) -> None:
         """Stop accepting; calls in flight get `grace_s` to finish."""
+        if self._trimmer is not None:
+            self._trimmer.cancel()
+            await asyncio.gather(self._trimmer, return_exceptions=True)
+            self._trimmer = None
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
 
+    async def _trim_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TRIM_EVERY_S)
+            if self._calls:
+                self._calls = 0
+                await asyncio.to_thread(trim)
+
     async def _export(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> bytes:
+        self._calls += 1
         if not authorized(context.invocation_metadata(), self._token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         body = await self._read_one(context)

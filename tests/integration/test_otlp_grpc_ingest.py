@@ -29,6 +29,7 @@ from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.batch import encode_batch, encode_record
 from lanewatch.collector.record.files import read_records
 from lanewatch.exporters import names
+from tests.servers import free_port
 from tests.unit.collector.collect.test_otlp import protobuf_body, sdk_spans
 from tests.unit.collector.record.test_batch import tap
 
@@ -181,3 +182,58 @@ async def test_a_call_whose_message_never_comes_ends_at_the_read_deadline() -> N
         assert got == []
     finally:
         await receiver.shutdown()
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def _reset_flood(port: int, body: bytes, calls: int) -> None:
+    """Start `calls` Exports of `body` on a connection of its own and reset each at once (RST_STREAM)."""
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+        call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(PATH)
+        for _ in range(calls):
+            call.future(body, timeout=5).cancel()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads RSS from /proc")
+def test_a_rapid_reset_flood_gives_its_memory_back(tmp_path: Path) -> None:
+    import threading
+
+    from tests.waiting import eventually
+
+    from .test_otlp_grpc import _collect, _spans_received, _stop
+
+    http_port, grpc_port = free_port(), free_port()
+    proc = _collect(tmp_path, {"gpu": {"enabled": False}}, http_port, grpc_port)
+    log = tmp_path / "collect.log"
+    try:
+        eventually(lambda: _answers(http_port), 30, "the collector to serve", context=log.read_text)
+        base = _rss_mb(proc.pid)
+        big = protobuf_body(sdk_spans(2000))  # ~1 MiB a call
+        floods = [threading.Thread(target=_reset_flood, args=(grpc_port, big, 300)) for _ in range(8)]
+        peak = base
+        for t in floods:
+            t.start()
+        while any(t.is_alive() for t in floods):
+            peak = max(peak, _rss_mb(proc.pid))
+            for t in floods:
+                t.join(0.1)
+        eventually(
+            lambda: _rss_mb(proc.pid) < base + 40, 30, f"RSS back near {base:.0f} MB (peak {peak:.0f} MB)",
+            context=lambda: f"now {_rss_mb(proc.pid):.0f} MB",
+        )  # fmt: skip
+        assert proc.poll() is None and _spans_received(http_port) >= 0
+    finally:
+        _stop(proc)
+
+
+def _answers(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
