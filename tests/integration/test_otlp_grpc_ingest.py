@@ -237,3 +237,22 @@ def _answers(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
     except httpx.TransportError:
         return False
+
+
+def test_the_probes_grpc_receiver_hands_on_no_nan_span_and_answers_partial_success() -> None:
+    from lanewatch.collector.collect.otlp_grpc import ThreadedGrpcReceiver
+
+    from .test_otlp_grpc import export_sync
+
+    got: list[list[object]] = []
+    receiver = ThreadedGrpcReceiver("127.0.0.1", 0, got.append)
+    port = receiver.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(PATH)
+            answer = ExportTraceServiceResponse.FromString(call(body([1], float("nan")), timeout=10))
+        assert answer.partial_success.rejected_spans == 1
+        assert export_sync(port, body([2], 0.01)) is grpc.StatusCode.OK
+        assert [len(batch) for batch in got] == [0, 1]  # the NaN span never reached the join
+    finally:
+        receiver.shutdown()
