@@ -24,6 +24,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from prometheus_client.parser import text_string_to_metric_families
 
+from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_grpc import METHOD, SERVICE, GrpcSpanReceiver
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.batch import encode_batch, encode_record
@@ -244,7 +245,7 @@ def test_the_probes_grpc_receiver_hands_on_no_nan_span_and_answers_partial_succe
 
     from .test_otlp_grpc import export_sync
 
-    got: list[list[object]] = []
+    got: list[list[ServerSpan]] = []
     receiver = ThreadedGrpcReceiver("127.0.0.1", 0, got.append)
     port = receiver.start()
     try:
