@@ -100,3 +100,24 @@ def test_spans_carry_their_sender_and_parent_span_from_either_encoding() -> None
     doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["parentSpanId"] = "00F067AA0BA902B7"
     (from_json,) = decode_json(json.dumps(doc).encode(), peer="10.0.0.6")
     assert (from_json.sender, from_json.parent_span_id) == ("10.0.0.6/vllm", "00f067aa0ba902b7")
+
+
+def test_recent_ids_keep_the_newest_within_their_bound() -> None:
+    from lanewatch.collector.record.recent_ids import RecentIds
+
+    recent = RecentIds(3)
+    for rid in ("a", "b", "c", "a", "d"):  # "a" again: now the newest
+        recent.add(rid)
+    assert len(recent) == 3 and "a" in recent and "b" not in recent and "d" in recent
+    off = RecentIds(0)
+    off.add("a")
+    assert "a" not in off and len(off) == 0
+
+
+def test_a_resent_batch_is_taken_again_when_ids_are_off(tmp_path: Path) -> None:
+    svc, seen = service(config(tmp_path, ingest={"recent_record_ids": 0}), Clock())
+    client = TestClient(svc.app())
+    body = encode_batch([encode_record(tap(1, status=500), with_id=True)])
+    for _ in range(2):
+        assert client.post(RECORDS_PATH, content=body, headers=JSON).json()["duplicates"] == 0
+    assert len(seen) == 2
