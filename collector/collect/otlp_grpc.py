@@ -39,7 +39,14 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from lanewatch.collector.collect.otlp import Admission, OtlpError, ServerSpan, admit_spans, decode_protobuf
+from lanewatch.collector.collect.otlp import (
+    OFF_LOOP_BYTES,
+    Admission,
+    OtlpError,
+    ServerSpan,
+    admit_spans,
+    decode_protobuf,
+)
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.heap import trim
 
@@ -208,9 +215,11 @@ class GrpcSpanReceiver:
         if not authorized(context.invocation_metadata(), self._token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         body = await self._read_one(context)
-        result = handle_grpc_export(
-            body, self.limits.max_message_bytes, self.limits.max_spans, peer_host(context.peer())
-        )
+        args = (body, self.limits.max_message_bytes, self.limits.max_spans, peer_host(context.peer()))
+        if len(body) > OFF_LOOP_BYTES:
+            result = await asyncio.to_thread(handle_grpc_export, *args)
+        else:
+            result = handle_grpc_export(*args)
         if result.code is not grpc.StatusCode.OK:
             await context.abort(result.code, result.message)
         refused = result.admission.refused()

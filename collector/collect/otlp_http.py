@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request, Response
 
-from lanewatch.collector.collect.otlp import ServerSpan, handle_export, too_large, unauthorized
+from lanewatch.collector.collect.otlp import (
+    OFF_LOOP_BYTES,
+    ServerSpan,
+    handle_export,
+    too_large,
+    unauthorized,
+)
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
 
@@ -65,7 +71,12 @@ def traces_endpoint(
         else:
             encoding = request.headers.get("content-encoding")
             peer = request.client.host if request.client is not None else ""
-            result = handle_export(body, ctype, encoding, max_body_bytes, max_spans, peer)
+            args = (body, ctype, encoding, max_body_bytes, max_spans, peer)
+            gzipped = (encoding or "").strip().lower() == "gzip"  # small on the wire, maybe not inflated
+            if len(body) > OFF_LOOP_BYTES or gzipped:
+                result = await asyncio.to_thread(handle_export, *args)
+            else:
+                result = handle_export(*args)
             if result.rejected:
                 log.warning("rejected %d llm_request spans (%s)", result.rejected, result.reason)
                 if on_refused is not None:

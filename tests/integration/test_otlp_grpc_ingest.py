@@ -257,3 +257,33 @@ def test_the_probes_grpc_receiver_hands_on_no_nan_span_and_answers_partial_succe
         assert [len(batch) for batch in got] == [0, 1]  # the NaN span never reached the join
     finally:
         receiver.shutdown()
+
+
+async def test_a_call_of_forty_thousand_spans_leaves_the_loop_free() -> None:
+    receiver = GrpcSpanReceiver("127.0.0.1", 0, lambda spans: None)
+    port = await receiver.start()
+    payload = body(list(range(1, 40_001)), 0.01)  # ~6 MB, under the 8 MiB limit
+    loop = asyncio.get_running_loop()
+    lags: list[float] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = loop.time()
+        while not done.is_set():
+            await asyncio.sleep(0.005)
+            lags.append(loop.time() - last)
+            last = loop.time()
+
+    ticker = asyncio.create_task(tick())
+    try:
+        started = loop.time()
+        code, answer = await export(port, payload)
+        took = loop.time() - started
+    finally:
+        done.set()
+        await ticker
+        await receiver.shutdown()
+    # The decoding ran beside the loop: no wait between two ticks near the call's length.
+    assert max(lags) < took / 2, f"longest loop stall {max(lags):.3f} s in a {took:.3f} s call"
+    assert code is grpc.StatusCode.OK and answer is not None
+    assert answer.partial_success.rejected_spans == 40_000 - 2048
