@@ -161,10 +161,8 @@ class GrpcSpanReceiver:
         self._on_spans = on_spans
         self._on_refused = on_refused
         self._token = token
-        base = limits or GrpcLimits()
-        if limits is None:
-            base = GrpcLimits(max_message_bytes=max_message_bytes, max_concurrent=max_concurrent)
-        self.limits = base
+        # `limits` whole, or the two older keyword limits with the defaults for the rest
+        self.limits = limits or GrpcLimits(max_message_bytes=max_message_bytes, max_concurrent=max_concurrent)
         self._server: grpc.aio.Server | None = None
         self._calls = 0  # calls started since the last trim
         self._trimmer: asyncio.Task[None] | None = None
