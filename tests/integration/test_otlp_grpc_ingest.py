@@ -287,3 +287,40 @@ async def test_a_call_of_forty_thousand_spans_leaves_the_loop_free() -> None:
     assert max(lags) < took / 2, f"longest loop stall {max(lags):.3f} s in a {took:.3f} s call"
     assert code is grpc.StatusCode.OK and answer is not None
     assert answer.partial_success.rejected_spans == 40_000 - 2048
+
+
+async def test_probe_exits_0_with_its_record_when_vllm_sends_a_nan_span_first() -> None:
+    from aiohttp import web
+
+    from tests.servers import serve_app
+
+    from .scripted_server import chat_stream
+    from .test_probe_cli import lanewatch
+
+    grpc_port = free_port()
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        trace = int(request.headers["traceparent"].split("-")[1], 16)
+        # Before the answer ends, as vLLM exports at finish: one NaN span in the probe's trace.
+        code, _ = await export(grpc_port, body([trace], float("nan")))
+        assert code is grpc.StatusCode.OK
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        for _, part in chat_stream(3):
+            await response.write(part)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner, url = await serve_app(app)
+    try:
+        code, out, err = await lanewatch(
+            "probe", url, "-m", "m", "-n", "1", "--json", "--join-wait", "1",
+            "--otlp-grpc-listen", f"127.0.0.1:{grpc_port}",
+        )  # fmt: skip
+    finally:
+        await runner.cleanup()
+    assert code == 0, err
+    (line,) = [json.loads(x) for x in out.splitlines()]
+    assert line["error"] is None and line["queue_s"] is None  # out unjoined, not lost
