@@ -3,17 +3,17 @@
 A record that may have a span (a trace id and an HTTP 200) waits up to `wait_s` for
 it; a span waits as long for its record, since either may arrive first. Both queues
 are bounded by `max_pending`. When the records are full the oldest leaves, unjoined. When
-the spans are full, the one that leaves (as an orphan) is the oldest of the group holding
-the most waiting spans: of the sender (`ServerSpan.sender`: the peer's host and the resource's
-service.name) holding the most, its call holding the most (collector/record/fair.py). A flood
-pushes out its own spans, however it is cut into calls, before the batch vLLM sent.
+the spans are full, the one that leaves (as an orphan) is the oldest span of the largest call
+of the sender holding the most (`ServerSpan.sender`: the peer's host and the resource's
+service.name; collector/record/fair.py). A flood pushes out its own spans, however it is cut
+into calls, before the batch vLLM sent.
 
 Several requests may share one trace: a client that makes calls in one trace, or one that
 chose a trace id someone else uses. A record that names the span its request was sent
-under (`span_id`: the parent-id of the traceparent the gateway or the prober sent
-upstream, fresh and random per request) takes only the span whose parent is that span, so
-no other request in the trace can hand it foreign times. A record without one (an older
-sender) matches a span without that proof by request id when it agrees, else in order.
+under (`span_id`: the parent-id of the traceparent the gateway sent upstream, fresh and
+random per request) takes only the span whose parent is that span, so no other request in
+the trace can hand it foreign times. A record without one (the prober's, whose trace ids are
+its own, or an older gateway's) matches a span by request id when it agrees, else in order.
 
 The join never raises: a span whose times no record may take is refused alone and counted
 (`JoinStats.spans_refused`), and the record goes on unjoined.
