@@ -136,6 +136,12 @@ class OtlpReceiverConfig(Section):
     grpc_listen: str | None = None
     # Export calls served at once; more get RESOURCE_EXHAUSTED
     grpc_max_concurrent: int = Field(default=16, ge=1)
+    # of those, the calls one connection may have open at once (HTTP/2 max concurrent streams)
+    grpc_streams_per_connection: int = Field(default=4, ge=1)
+    # from a call's start until its whole message has arrived; then DEADLINE_EXCEEDED
+    grpc_read_timeout_s: float = Field(default=10.0, gt=0)
+    # a connection is closed (GOAWAY, calls in flight get 10 s) after this long; senders reconnect
+    grpc_max_connection_age_s: float = Field(default=300.0, ge=1)
 
     @field_validator("grpc_listen")
     @classmethod
@@ -154,6 +160,8 @@ class IngestConfig(Section):
     token_file: Path | None = None  # bearer token senders must present; without it the endpoint is open
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_records: int = Field(default=10_000, ge=1)  # per batch
+    # record_ids remembered: a record sent again (a batch retried) is acknowledged, not taken twice
+    recent_record_ids: int = Field(default=65_536, ge=0)
 
 
 class GpuConfig(Section):

@@ -64,6 +64,10 @@ OTLP_SPANS_RECEIVED_TOTAL: Final = f"{PREFIX}_otlp_spans_received_total"
 OTLP_SPANS_JOINED_TOTAL: Final = f"{PREFIX}_otlp_spans_joined_total"
 OTLP_ORPHAN_SPANS_TOTAL: Final = f"{PREFIX}_otlp_orphan_spans_total"
 OTLP_UNJOINED_RECORDS_TOTAL: Final = f"{PREFIX}_otlp_unjoined_records_total"
+# counter, label reason: invalid (a time NaN, infinite or negative) | limit (past the per-call bound)
+# | join (its record could not take it); refused spans never reach a record
+OTLP_SPANS_REFUSED_TOTAL: Final = f"{PREFIX}_otlp_spans_refused_total"
+OTLP_REFUSAL_REASONS: Final = ("invalid", "limit", "join")
 
 # ---------------------------------------------------------------- vLLM scrape (re-exported per target)
 SCRAPE_UP: Final = f"{PREFIX}_scrape_up"  # gauge 0/1 per target

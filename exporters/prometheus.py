@@ -227,3 +227,9 @@ class JoinMetrics(_SourceCollector["JoinStats"]):
             ),
         ):
             yield CounterMetricFamily(name, doc, value=value)
+        refused = CounterMetricFamily(
+            names.OTLP_SPANS_REFUSED_TOTAL, "Spans refused: never joined to a record.", labels=[names.REASON]
+        )
+        for reason in names.OTLP_REFUSAL_REASONS:
+            refused.add_metric([reason], s.spans_refused.get(reason, 0))
+        yield refused

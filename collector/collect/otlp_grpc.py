@@ -5,9 +5,21 @@ vLLM exports its `llm_request` spans over OTLP/gRPC unless told otherwise
 receiver vLLM reaches with its own defaults. The method is served through a generic
 handler on raw bytes, so the decoding is otlp.py's (`decode_protobuf`) and a body that
 does not decode gets INVALID_ARGUMENT with the reason, not gRPC's generic INTERNAL.
-gRPC itself refuses a message over `max_message_bytes` with RESOURCE_EXHAUSTED before
-the handler runs (also after decompression), and more than `max_concurrent` calls at
-once with RESOURCE_EXHAUSTED too. A refused call hands no span on.
+
+One ingest path with `POST /v1/traces`: the same bearer token (`authorization` metadata,
+`Bearer <token>`; without it UNAUTHENTICATED, before the message is read), the same
+admission (`admit_spans`: NaN, infinite or negative times refused, at most `max_spans` per
+call) and the same answer, an ExportTraceServiceResponse whose `partial_success` counts the
+refused spans and says why. A refused call hands no span on.
+
+A slow client is bounded: gRPC refuses a message over `max_message_bytes` with
+RESOURCE_EXHAUSTED (also after decompression); one connection opens at most
+`streams_per_connection` streams at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS), so it
+cannot take every one of the `max_concurrent` call slots; a call whose message has not
+arrived within `read_timeout_s` ends with DEADLINE_EXCEEDED and frees its slot; and a
+connection is closed after `max_connection_age_s` (with a grace for calls in flight). After
+calls have come, the receiver gives freed heap back to the OS every TRIM_EVERY_S
+(common/heap.py), so a flood of calls reset at once does not leave the process its size.
 
 `GrpcSpanReceiver` runs on the running event loop (the collector's); `ThreadedGrpcReceiver`
 runs one on a thread with its own loop, for `lanewatch probe`, which keeps receiving off
@@ -18,46 +30,114 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 import grpc.aio
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from lanewatch.collector.collect.otlp import OtlpError, ServerSpan, decode_protobuf
+from lanewatch.collector.collect.otlp import (
+    OFF_LOOP_BYTES,
+    Admission,
+    OtlpError,
+    ServerSpan,
+    admit_spans,
+    decode_protobuf,
+)
+from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.common.heap import trim
 
+log = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 METHOD = "Export"
 DEFAULT_PORT = 4317  # the OTLP/gRPC convention
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024  # as the HTTP receiver's body limit
+MAX_SPANS = 2048  # per call, as the HTTP receiver's per-request bound
 MAX_CONCURRENT = 16
+STREAMS_PER_CONNECTION = 4  # of the MAX_CONCURRENT call slots, one connection holds at most these
+READ_TIMEOUT_S = 10.0  # from a call's start until its whole message has arrived
+MAX_CONNECTION_AGE_S = 300.0  # then GOAWAY: a sender reconnects (vLLM's exporter does so by itself)
+CONNECTION_AGE_GRACE_S = 10.0  # calls in flight on a connection past its age get this long to finish
+TRIM_EVERY_S = 5.0  # after calls came: how often freed heap goes back to the OS
 
 SpansSink = Callable[[list[ServerSpan]], None]
-_EMPTY_RESPONSE: bytes = ExportTraceServiceResponse().SerializeToString()
+RefusedSink = Callable[[Mapping[str, int]], None]  # spans refused, by reason (otlp.REFUSED_*)
 
 
 @dataclass(frozen=True, slots=True)
 class GrpcExport:
-    """What to answer one Export call with: OK and its spans, or an error status and message."""
+    """What to answer one Export call with: OK with the admitted spans, or an error status and message."""
 
     code: grpc.StatusCode
     message: str = ""
-    spans: list[ServerSpan] = field(default_factory=list)
+    admission: Admission = field(default_factory=Admission)
+
+    @property
+    def spans(self) -> list[ServerSpan]:
+        """The spans admitted."""
+        return self.admission.spans
+
+    def response(self) -> bytes:
+        """The ExportTraceServiceResponse bytes (a partial success when spans were refused)."""
+        body: bytes = self.admission.response().SerializeToString()
+        return body
 
 
-def handle_grpc_export(body: bytes, max_message_bytes: int) -> GrpcExport:
-    """Decode one Export request's bytes: OK with its spans, or why not."""
+def handle_grpc_export(
+    body: bytes, max_message_bytes: int, max_spans: int | None = MAX_SPANS, peer: str = ""
+) -> GrpcExport:
+    """Decode and admit one Export request's bytes: OK with its spans (refused ones counted), or why not."""
     if len(body) > max_message_bytes:  # gRPC refuses these first; kept for callers without gRPC's check
         too_big = f"message larger than {max_message_bytes} bytes"
         return GrpcExport(grpc.StatusCode.RESOURCE_EXHAUSTED, too_big)
     try:
-        spans = decode_protobuf(body)
+        spans = decode_protobuf(body, peer)
     except OtlpError as exc:
         return GrpcExport(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    return GrpcExport(grpc.StatusCode.OK, spans=spans)
+    return GrpcExport(grpc.StatusCode.OK, admission=admit_spans(spans, max_spans))
+
+
+def peer_host(peer: str) -> str:
+    """The host of a gRPC peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`); the string otherwise."""
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return peer[:64]
+    host = rest.rpartition(":")[0] or rest
+    return host.removeprefix("[").removesuffix("]")
+
+
+def authorized(metadata: Any, token: str | None) -> bool:
+    """True without a token, or when the call's `authorization` metadata is `Bearer <token>`."""
+    if token is None:
+        return True
+    values = [v for k, v in metadata or () if k == "authorization"]
+    header = values[0] if len(values) == 1 and isinstance(values[0], str) else None
+    return bearer_ok(header, token)
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcLimits:
+    """What bounds one sender: see the module docstring."""
+
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_spans: int = MAX_SPANS
+    max_concurrent: int = MAX_CONCURRENT
+    streams_per_connection: int = STREAMS_PER_CONNECTION
+    read_timeout_s: float = READ_TIMEOUT_S
+    max_connection_age_s: float = MAX_CONNECTION_AGE_S
+
+    def server_options(self) -> list[tuple[str, int]]:
+        """The grpc.aio server options that carry these limits."""
+        return [
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.max_concurrent_streams", min(self.streams_per_connection, self.max_concurrent)),
+            ("grpc.max_connection_age_ms", int(self.max_connection_age_s * 1000)),
+            ("grpc.max_connection_age_grace_ms", int(CONNECTION_AGE_GRACE_S * 1000)),
+            ("grpc.so_reuseport", 0),  # a taken port is an error, not a second listener
+        ]
 
 
 class GrpcSpanReceiver:
@@ -70,26 +150,31 @@ class GrpcSpanReceiver:
         on_spans: SpansSink,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_concurrent: int = MAX_CONCURRENT,
+        *,
+        token: str | None = None,
+        on_refused: RefusedSink | None = None,
+        limits: GrpcLimits | None = None,
     ) -> None:
         self.host = host
         self.port = 0
         self._requested_port = port
         self._on_spans = on_spans
-        self._max = max_message_bytes
-        self._max_concurrent = max_concurrent
+        self._on_refused = on_refused
+        self._token = token
+        # `limits` whole, or the two older keyword limits with the defaults for the rest
+        self.limits = limits or GrpcLimits(max_message_bytes=max_message_bytes, max_concurrent=max_concurrent)
         self._server: grpc.aio.Server | None = None
+        self._calls = 0  # calls started since the last trim
+        self._trimmer: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         """Bind and serve (OSError when the address cannot be bound); returns the bound port."""
         server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", self._max),
-                ("grpc.so_reuseport", 0),  # a taken port is an error, not a second listener
-            ],
-            maximum_concurrent_rpcs=self._max_concurrent,
+            options=self.limits.server_options(), maximum_concurrent_rpcs=self.limits.max_concurrent
         )
-        handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(self._export)
-        # raw bytes in and out: the decoding, and its error status, are ours
+        # A stream-unary handler on raw bytes: on the wire the same as unary, but it runs when the
+        # call starts, so the token is checked and the read deadline runs before any message arrives.
+        handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.stream_unary_rpc_method_handler(self._export)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler}),))
         host = f"[{self.host}]" if ":" in self.host else self.host
         address = f"{host}:{self._requested_port}"
@@ -101,20 +186,63 @@ class GrpcSpanReceiver:
             raise OSError(f"cannot bind {address} (taken, or not an address of this machine)")
         await server.start()
         self._server, self.port = server, port
+        self._trimmer = asyncio.create_task(self._trim_loop(), name="otlp-grpc-trim")
         return port
 
     async def shutdown(self, grace_s: float = 1.0) -> None:
         """Stop accepting; calls in flight get `grace_s` to finish."""
+        if self._trimmer is not None:
+            self._trimmer.cancel()
+            await asyncio.gather(self._trimmer, return_exceptions=True)
+            self._trimmer = None
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
 
-    async def _export(self, body: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-        result = handle_grpc_export(body, self._max)
+    async def _trim_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TRIM_EVERY_S)
+            if self._calls:
+                self._calls = 0
+                await asyncio.to_thread(trim)
+
+    async def _export(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> bytes:
+        self._calls += 1
+        if not authorized(context.invocation_metadata(), self._token):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        body = await self._read_one(context)
+        args = (body, self.limits.max_message_bytes, self.limits.max_spans, peer_host(context.peer()))
+        if len(body) > OFF_LOOP_BYTES:
+            result = await asyncio.to_thread(handle_grpc_export, *args)
+        else:
+            result = handle_grpc_export(*args)
         if result.code is not grpc.StatusCode.OK:
             await context.abort(result.code, result.message)
+        refused = result.admission.refused()
+        if refused:
+            log.warning(
+                "rejected %d llm_request spans (%s)", result.admission.rejected, result.admission.reason
+            )
+            if self._on_refused is not None:
+                self._on_refused(refused)
         self._on_spans(result.spans)
-        return _EMPTY_RESPONSE
+        return result.response()
+
+    async def _read_one(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        """The call's one message, within the read deadline (the call ends otherwise)."""
+        timeout = self.limits.read_timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                body = await context.read()
+        except TimeoutError:
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED, f"no whole request message within {timeout} s"
+            )
+        if not isinstance(body, bytes):  # grpc.aio.EOF: the client closed without a message
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message")
+        return body
 
 
 class ThreadedGrpcReceiver:

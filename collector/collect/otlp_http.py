@@ -14,12 +14,18 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request, Response
 
-from lanewatch.collector.collect.otlp import ServerSpan, handle_export, too_large, unauthorized
+from lanewatch.collector.collect.otlp import (
+    OFF_LOOP_BYTES,
+    ServerSpan,
+    handle_export,
+    too_large,
+    unauthorized,
+)
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
 
@@ -32,6 +38,7 @@ MAX_BODY_BYTES = 8 * 1024 * 1024  # as the collector's otlp.max_body_bytes defau
 MAX_SPANS_PER_REQUEST = 2048  # as the collector's otlp.max_spans_per_request default
 
 SpansSink = Callable[[list[ServerSpan]], None]
+RefusedSink = Callable[[Mapping[str, int]], None]  # spans refused, by reason (otlp.REFUSED_*)
 
 
 def traces_endpoint(
@@ -39,11 +46,13 @@ def traces_endpoint(
     receive: SpansSink,
     token: str | None = None,
     max_spans: int | None = MAX_SPANS_PER_REQUEST,
+    on_refused: RefusedSink | None = None,
 ) -> Callable[[Request], Awaitable[Response]]:
     """The POST /v1/traces handler: decoded `llm_request` spans go to `receive`.
 
     With `token`, the sender must present it as a bearer token (the collector passes
-    ingest.token_file's, so one token covers records and spans).
+    ingest.token_file's, so one token covers records and spans). Refused spans are counted
+    to `on_refused`.
     """
 
     async def traces(request: Request) -> Response:
@@ -61,9 +70,17 @@ def traces_endpoint(
             result = too_large(ctype, max_body_bytes)
         else:
             encoding = request.headers.get("content-encoding")
-            result = handle_export(body, ctype, encoding, max_body_bytes, max_spans)
+            peer = request.client.host if request.client is not None else ""
+            args = (body, ctype, encoding, max_body_bytes, max_spans, peer)
+            gzipped = (encoding or "").strip().lower() == "gzip"  # small on the wire, maybe not inflated
+            if len(body) > OFF_LOOP_BYTES or gzipped:
+                result = await asyncio.to_thread(handle_export, *args)
+            else:
+                result = handle_export(*args)
             if result.rejected:
                 log.warning("rejected %d llm_request spans (%s)", result.rejected, result.reason)
+                if on_refused is not None:
+                    on_refused(result.admission.refused())
             receive(result.spans)
         return Response(result.body, status_code=result.status, media_type=result.media_type)
 

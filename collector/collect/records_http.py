@@ -4,8 +4,10 @@ A source in another process (the gateway's tap) posts batches in record_batch.py
 The body is read bounded; with a token configured the sender must present it as a bearer
 token (compared in constant time). A body that is not a batch is answered 400 and nothing of
 it is taken. Otherwise each record stands alone: the good ones reach `receive`, and the
-answer is 200 `{"accepted": n, "refused": [{"index", "field", "reason"}, ...], "refused_count": m}`
-(the list names the first MAX_REFUSED_LISTED refused records; the count is all of them).
+answer is 200 `{"accepted": n, "refused": [{"index", "field", "reason"}, ...], "refused_count": m,
+"duplicates": d}` (the list names the first MAX_REFUSED_LISTED refused records; the count is all of
+them). A record whose `record_id` was taken lately (the last `recent_ids` ids) is a batch sent
+again: it counts as accepted, one of the `duplicates`, and does not reach `receive` a second time.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from fastapi import Request, Response
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
 from lanewatch.collector.common.headers import AUTHORIZATION
-from lanewatch.collector.record.batch import BatchError, parse_batch
+from lanewatch.collector.record.batch import BatchError, ParsedBatch, parse_batch
+from lanewatch.collector.record.recent_ids import RecentIds
 from lanewatch.collector.record.timing import RequestTiming
 
 __all__ = ["MAX_REFUSED_LISTED", "RECORDS_PATH", "records_endpoint"]
@@ -46,10 +49,24 @@ def authorized(header: str | None, token: str | None) -> bool:
     return token is None or bearer_ok(header, token)
 
 
+def fresh_records(batch: ParsedBatch, recent: RecentIds) -> list[RequestTiming]:
+    """The batch's good records not taken before (by record_id), each id remembered now."""
+    out = []
+    for i, record in enumerate(batch.records):
+        rid = batch.ids.get(i)
+        if rid is not None:
+            if rid in recent:
+                continue
+            recent.add(rid)
+        out.append(record)
+    return out
+
+
 def records_endpoint(
-    max_body_bytes: int, max_records: int, token: str | None, receive: RecordsSink
+    max_body_bytes: int, max_records: int, token: str | None, receive: RecordsSink, recent_ids: int = 0
 ) -> Callable[[Request], Awaitable[Response]]:
     """The POST /v1/records handler: a batch's good records go to `receive`; the answer lists the refused."""
+    recent = RecentIds(recent_ids)
 
     async def records(request: Request) -> Response:
         if not authorized(request.headers.get(AUTHORIZATION), token):
@@ -64,8 +81,9 @@ def records_endpoint(
             batch = parse_batch(body, max_records)
         except BatchError as exc:
             return _error(400, str(exc), field=exc.field)
-        if batch.records:
-            receive(batch.records)
+        fresh = fresh_records(batch, recent)
+        if fresh:
+            receive(fresh)
         refused = batch.refused
         if refused:
             first = refused[0]
@@ -78,8 +96,13 @@ def records_endpoint(
                 first.reason,
             )
         listed = [r.to_json() for r in refused[:MAX_REFUSED_LISTED]]
-        return _answer(
-            200, {"accepted": len(batch.records), "refused": listed, "refused_count": len(refused)}
-        )
+        accepted, duplicates = len(batch.records), len(batch.records) - len(fresh)
+        answer = {
+            "accepted": accepted,
+            "refused": listed,
+            "refused_count": len(refused),
+            "duplicates": duplicates,
+        }
+        return _answer(200, answer)
 
     return records

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -162,7 +162,7 @@ class CollectorService:
         self._source_factory = source_factory
         self._listeners: list[Sink] = []
         self._ingest_token = ingest_token
-        self._span_posts = 0
+        self._span_calls = 0
         self.grpc_port: int | None = None  # the OTLP/gRPC receiver's bound port, once serving
 
     @classmethod
@@ -213,9 +213,14 @@ class CollectorService:
         """Spans from the OTLP receiver: each completes a waiting record or waits for one."""
         if self.joiner is None:
             return
-        self._span_posts += 1  # each POST is its own group: the join evicts a flood's spans first
+        self._span_calls += 1  # the join's fair bound counts spans by sender, then by call
         for span in spans:
-            self._emit_all(self.joiner.add_span(span, self.clock(), self._span_posts))
+            self._emit_all(self.joiner.add_span(span, self.clock(), self._span_calls))
+
+    def count_refused(self, refused: Mapping[str, int]) -> None:
+        """Spans a receiver refused (by reason): counted, never joined."""
+        if self.joiner is not None:
+            self.joiner.stats.spans_refused.update(refused)
 
     def expire(self) -> None:
         """Release records whose join wait ran out."""
@@ -249,6 +254,11 @@ class CollectorService:
                 log.error("cannot write record to %s: %s", self._writer.path, exc)
         for sink in self._listeners:
             sink(record)
+
+    @property
+    def ingest_token(self) -> str | None:
+        """The bearer token every ingest path (records, OTLP/HTTP, OTLP/gRPC) asks for; None: open."""
+        return self._ingest_token
 
     def _join_stats(self) -> JoinStats:
         return self.joiner.stats if self.joiner is not None else JoinStats()
@@ -411,13 +421,21 @@ class CollectorService:
         if self.cfg.otlp.enabled:
             otlp = self.cfg.otlp
             endpoint = traces_endpoint(
-                otlp.max_body_bytes, self.receive_spans, self._ingest_token, otlp.max_spans_per_request
+                otlp.max_body_bytes,
+                self.receive_spans,
+                self._ingest_token,
+                otlp.max_spans_per_request,
+                self.count_refused,
             )
             app.add_api_route(TRACES_PATH, endpoint, methods=["POST"])
         ing = self.cfg.ingest
         if ing.enabled:
             ingest = records_endpoint(
-                ing.max_body_bytes, ing.max_records, self._ingest_token, self.receive_records
+                ing.max_body_bytes,
+                ing.max_records,
+                self._ingest_token,
+                self.receive_records,
+                ing.recent_record_ids,
             )
             app.add_api_route(RECORDS_PATH, ingest, methods=["POST"])
 
@@ -478,14 +496,23 @@ async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | N
     otlp = service.cfg.otlp
     if not (otlp.enabled and otlp.grpc_listen):
         return None
-    from lanewatch.collector.collect.otlp_grpc import GrpcSpanReceiver
+    from lanewatch.collector.collect.otlp_grpc import GrpcLimits, GrpcSpanReceiver
     from lanewatch.collector.collect.otlp_http import parse_listen
 
+    limits = GrpcLimits(
+        max_message_bytes=otlp.max_body_bytes,
+        max_spans=otlp.max_spans_per_request,
+        max_concurrent=otlp.grpc_max_concurrent,
+        streams_per_connection=otlp.grpc_streams_per_connection,
+        read_timeout_s=otlp.grpc_read_timeout_s,
+        max_connection_age_s=otlp.grpc_max_connection_age_s,
+    )
     receiver = GrpcSpanReceiver(
         *parse_listen(otlp.grpc_listen),
         service.receive_spans,
-        max_message_bytes=otlp.max_body_bytes,
-        max_concurrent=otlp.grpc_max_concurrent,
+        token=service.ingest_token,
+        on_refused=service.count_refused,
+        limits=limits,
     )
     service.grpc_port = await receiver.start()
     return receiver

@@ -35,6 +35,7 @@ class Exchange:
     error_message: str | None = None  # the reason, cleaned, when the gateway worded it (a failed upstream)
     request_id: str | None = None
     trace_id: str | None = None
+    span_id: str | None = None  # the gateway's span, sent upstream as the traceparent's parent-id
     end: float | None = None
     prompt: list[Message] | None = None  # the request's messages, kept only with record_content
     model_header: str | None = None  # x-lanewatch-model's value; None when the body names no model

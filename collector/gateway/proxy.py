@@ -84,7 +84,7 @@ def handle_completion(
     except _Reject as rej:
         return rej.response
     ids = gw.tracing.ids_for(request.headers)
-    ex.trace_id = ids.trace_id_hex
+    ex.trace_id, ex.span_id = ids.trace_id_hex, f"{ids.span_id:016x}"
     headers = _upstream_headers(request.headers, gw.api_keys.get(ex.decision.served_lane))
     gw.tracing.inject(ids, headers)
     flight = begin(gw, ex, UpstreamRequest(request.method, request.target, headers, body, strip_usage))
@@ -287,6 +287,7 @@ def _record(ex: Exchange) -> RequestTiming:
         started_at=ex.started_at,
         request_id=ex.request_id,
         trace_id=ex.trace_id,
+        span_id=ex.span_id,
         status=ex.status,
         error=ex.error,
         error_message=_error_message(ex),

@@ -8,7 +8,9 @@ back and backs off; a full queue drops the oldest. `close` sends what is left, w
 The collector takes a batch's good records and names the ones it refused (200 with
 `refused_count`): those count as dropped `refused`, the rest as shipped. A record built here
 has passed the same checks the collector makes (RequestTiming's own), so that stays at zero
-unless the two run different versions.
+unless the two run different versions. Each record goes with a `record_id`, a digest of its
+own JSON (record/batch.py): a batch sent again after an answer was lost names its records as
+before, and the collector acknowledges those it took already without taking them twice.
 """
 
 from __future__ import annotations
@@ -195,7 +197,7 @@ class RecordShipper:
             if i and i % _ENCODE_SLICE == 0:
                 await asyncio.sleep(0)
             try:
-                body = encode_record(record)
+                body = encode_record(record, with_id=True)
             except ValueError:  # a NaN or infinity: the collector would refuse the whole batch
                 self.stats.dropped["unencodable"] += 1
                 continue

@@ -9,10 +9,17 @@ over-long labels: collector/record/rules.py), so only a record with a wrong type
 number no reader could use is refused. Unknown keys are ignored, in a record (as
 `RequestTiming.from_json` does; `tpot_s` is derived) and beside `records`, so a newer
 sender still reaches an older collector.
+
+A record may carry a `record_id` beside its fields (at most MAX_RECORD_ID_CHARS): a sender
+that sends a batch again after no answer (the gateway's shipper) names each record the same
+way both times, so the collector can acknowledge a record it already took without taking it
+twice. `encode_record(..., with_id=True)` makes it from the record's own bytes, so a retry
+of the same record carries the same id with nothing remembered at the sender.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,10 +38,13 @@ __all__ = [
     "encode_batch",
     "encode_record",
     "parse_batch",
+    "record_id_of",
     "refusal",
 ]
 
 _RECORD = TypeAdapter(RequestTiming)
+RECORD_ID = "record_id"
+MAX_RECORD_ID_CHARS = 64
 
 
 class BatchError(ProtocolViolation, ValueError):
@@ -65,11 +75,23 @@ class ParsedBatch:
 
     records: list[RequestTiming]
     refused: list[Refused] = field(default_factory=list)
+    ids: dict[int, str] = field(default_factory=dict)  # index in `records` -> the record_id it carried
 
 
-def encode_record(record: RequestTiming) -> bytes:
-    """One record's JSON (ValueError when a number is NaN or infinite)."""
-    return json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False).encode()
+def encode_record(record: RequestTiming, with_id: bool = False) -> bytes:
+    """One record's JSON (ValueError when a number is NaN or infinite); `with_id`: with a `record_id`
+    that is a digest of those bytes, the same for the same record every time."""
+    body = json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False).encode()
+    if not with_id:
+        return body
+    digest = hashlib.blake2b(body, digest_size=16).hexdigest()
+    return body[:-1] + b',"' + RECORD_ID.encode() + b'":"' + digest.encode() + b'"}'
+
+
+def record_id_of(item: Any) -> str | None:
+    """The `record_id` a wire record carries, when it is a string short enough to remember."""
+    value = item.get(RECORD_ID) if isinstance(item, dict) else None
+    return value if isinstance(value, str) and 0 < len(value) <= MAX_RECORD_ID_CHARS else None
 
 
 def encode_batch(encoded: Iterable[bytes]) -> bytes:
@@ -97,9 +119,13 @@ def parse_batch(body: bytes, max_records: int | None = None) -> ParsedBatch:
     out = ParsedBatch([])
     for index, item in enumerate(items):
         try:
-            out.records.append(_RECORD.validate_python(item))
+            record = _RECORD.validate_python(item)
         except ValidationError as exc:
             out.refused.append(refusal(index, exc))
+            continue
+        if (rid := record_id_of(item)) is not None:
+            out.ids[len(out.records)] = rid
+        out.records.append(record)
     return out
 
 

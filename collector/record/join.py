@@ -3,21 +3,32 @@
 A record that may have a span (a trace id and an HTTP 200) waits up to `wait_s` for
 it; a span waits as long for its record, since either may arrive first. Both queues
 are bounded by `max_pending`. When the records are full the oldest leaves, unjoined. When
-the spans are full, the one that leaves (as an orphan) is the oldest of the group holding
-the most waiting spans (a group is one POST /v1/traces): a flood of spans pushes out its
-own before the few spans a record is waiting for. Several requests may share one trace
-(a client that makes calls in one trace): they match by request id when it agrees, else
-in order.
+the spans are full, the one that leaves (as an orphan) is the oldest span of the largest call
+of the sender holding the most (`ServerSpan.sender`: the peer's host and the resource's
+service.name; collector/record/fair.py). A flood pushes out its own spans, however it is cut
+into calls, before the batch vLLM sent.
+
+Several requests may share one trace: a client that makes calls in one trace, or one that
+chose a trace id someone else uses. A record that names the span its request was sent
+under (`span_id`: the parent-id of the traceparent the gateway sent upstream, fresh and
+random per request) takes only the span whose parent is that span, so no other request in
+the trace can hand it foreign times. A record without one (the prober's, whose trace ids are
+its own, or an older gateway's) matches a span by request id when it agrees, else in order.
+
+The join never raises: a span whose times no record may take is refused alone and counted
+(`JoinStats.spans_refused`), and the record goes on unjoined.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import OrderedDict, deque
-from dataclasses import dataclass
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from lanewatch.collector.collect.otlp import ServerSpan
+from lanewatch.collector.collect.otlp import REFUSED_INVALID, REFUSED_JOIN, ServerSpan, span_problem
+from lanewatch.collector.record.fair import FairGroups
+from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import RequestTiming
 
 T = TypeVar("T", RequestTiming, ServerSpan)
@@ -31,47 +42,54 @@ class JoinStats:
     spans_joined: int = 0
     orphan_spans: int = 0  # spans no record claimed in time (or pushed out by the bound)
     unjoined_records: int = 0  # records that waited and got no span
+    # spans refused before the join (at the receivers) or by it, by reason (otlp.REFUSED_*)
+    spans_refused: Counter[str] = field(default_factory=Counter)
 
 
 class _Pending(Generic[T]):
     """Items waiting, oldest first, findable by trace id; at most `limit`.
 
-    With `fair`, a full store evicts from the group that holds the most items, else the oldest.
+    With `fair`, a full store gives up the oldest item of the largest sender's largest call
+    (collector/record/fair.py), else the oldest.
     """
 
     def __init__(self, limit: int, fair: bool = False) -> None:
         self.limit = limit
         self.fair = fair
         self._seq = 0
-        self._items: OrderedDict[int, tuple[float, T, int]] = OrderedDict()  # seq -> (deadline, item, group)
+        # seq -> (deadline, item, (sender, call))
+        self._items: OrderedDict[int, tuple[float, T, tuple[Hashable, Hashable]]] = OrderedDict()
         self._by_trace: dict[str, list[int]] = {}
-        self._groups: dict[int, deque[int]] = {}  # group -> its seqs, oldest first (removed ones skipped)
-        self._sizes: dict[int, int] = {}
-        self._largest: list[tuple[int, int]] = []  # heap of (-size, group); stale entries skipped
+        self._groups = FairGroups()
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def push(self, trace_id: str, item: T, deadline: float, group: int = 0) -> T | None:
+    def push(
+        self, trace_id: str, item: T, deadline: float, sender: Hashable = "", call: Hashable = 0
+    ) -> T | None:
         """Add an item; return the one the bound pushed out, if any."""
         evicted = None
         if len(self._items) >= self.limit:
             evicted = self._pop_fair() if self.fair else self.pop_oldest()
         self._seq += 1
-        self._items[self._seq] = (deadline, item, group)
+        self._items[self._seq] = (deadline, item, (sender, call))
         self._by_trace.setdefault(trace_id, []).append(self._seq)
         if self.fair:
-            self._groups.setdefault(group, deque()).append(self._seq)
-            self._resize(group, 1)
+            self._groups.add(self._seq, sender, call)
         return evicted
 
-    def take(self, trace_id: str, request_id: str | None) -> T | None:
-        """Remove and return the item for this trace (the one whose request id agrees, else the oldest)."""
+    def take(self, trace_id: str, rank: Callable[[T], int]) -> T | None:
+        """Remove and return this trace's item `rank` puts first (lowest; < 0: never), oldest on ties."""
         seqs = self._by_trace.get(trace_id)
         if not seqs:
             return None
-        pick = next((s for s in seqs if _same_request(self._items[s][1], request_id)), seqs[0])
-        return self._remove(trace_id, pick)
+        best, pick = -1, None
+        for seq in seqs:
+            r = rank(self._items[seq][1])
+            if r >= 0 and (pick is None or r < best):
+                best, pick = r, seq
+        return None if pick is None else self._remove(trace_id, pick)
 
     def pop_oldest(self) -> T | None:
         """Remove and return the oldest item."""
@@ -95,39 +113,20 @@ class _Pending(Generic[T]):
         return next(iter(self._items.values()))[0] if self._items else None
 
     def _pop_fair(self) -> T | None:
-        """Remove and return the oldest item of the largest group."""
-        while self._largest:
-            neg, group = self._largest[0]
-            if self._sizes.get(group, 0) != -neg:
-                heapq.heappop(self._largest)  # stale: the group changed size since
-                continue
-            seqs = self._groups[group]
-            while seqs[0] not in self._items:
-                seqs.popleft()  # taken or expired earlier
-            seq = seqs[0]
-            return self._remove(_trace_of(self._items[seq][1]), seq)
-        return self.pop_oldest()
-
-    def _resize(self, group: int, by: int) -> None:
-        size = self._sizes.get(group, 0) + by
-        if size <= 0:
-            self._sizes.pop(group, None)
-            self._groups.pop(group, None)
-            return
-        self._sizes[group] = size
-        heapq.heappush(self._largest, (-size, group))
-        if len(self._largest) > 4 * len(self._sizes) + 64:  # drop the stale entries now and then
-            self._largest = [(-n, g) for g, n in self._sizes.items()]
-            heapq.heapify(self._largest)
+        """Remove and return the oldest item of the largest sender's largest call."""
+        seq = self._groups.victim(self._items.__contains__)
+        if seq is None:
+            return self.pop_oldest()
+        return self._remove(_trace_of(self._items[seq][1]), seq)
 
     def _remove(self, trace_id: str, seq: int) -> T:
-        _, item, group = self._items.pop(seq)
+        _, item, (sender, call) = self._items.pop(seq)
         seqs = self._by_trace[trace_id]
         seqs.remove(seq)
         if not seqs:
             del self._by_trace[trace_id]
         if self.fair:
-            self._resize(group, -1)
+            self._groups.remove(sender, call)
         return item
 
 
@@ -135,17 +134,27 @@ def _trace_of(item: RequestTiming | ServerSpan) -> str:
     return item.trace_id or ""
 
 
-def _same_request(item: RequestTiming | ServerSpan, request_id: str | None) -> bool:
+def _same_request(a: str | None, b: str | None) -> bool:
     """vLLM prefixes the client's request id (e.g. chatcmpl-<id>), so compare by suffix."""
-    other = item.request_id
-    if not request_id or not other:
+    if not a or not b:
         return False
-    return request_id.endswith(other) or other.endswith(request_id)
+    return a.endswith(b) or b.endswith(a)
 
 
-def joined(record: RequestTiming, span: ServerSpan) -> RequestTiming:
-    """The record carrying the span's server-side phases."""
-    return record.with_server_phases(span.queue_s, span.prefill_s, span.decode_s)
+def match_rank(record: RequestTiming, span: ServerSpan) -> int:
+    """How well a span fits a record of its trace: 0 proven by parent span, 1 by request id, 2 by order;
+    -1 never (the record names its span and this span is not under it)."""
+    if record.span_id is not None:
+        return 0 if span.parent_span_id == record.span_id else -1
+    return 1 if _same_request(record.request_id, span.request_id) else 2
+
+
+def joined(record: RequestTiming, span: ServerSpan) -> RequestTiming | None:
+    """The record carrying the span's server-side phases; None when the record refuses them."""
+    try:
+        return record.with_server_phases(span.queue_s, span.prefill_s, span.decode_s)
+    except RecordError:  # the receivers admit only good spans; this is the last line, not the check
+        return None
 
 
 class Joiner:
@@ -169,27 +178,42 @@ class Joiner:
         ready = self.expire(now)
         if not self.may_join(record) or record.trace_id is None:
             return [*ready, record]
-        span = self._spans.take(record.trace_id, record.request_id)
+        span = self._spans.take(record.trace_id, lambda s: match_rank(record, s))
         if span is not None:
-            self.stats.spans_joined += 1
-            return [*ready, joined(record, span)]
+            return [*ready, self._pair(record, span)]
         evicted = self._records.push(record.trace_id, record, now + self.wait_s)
         if evicted is not None:
             self.stats.unjoined_records += 1
             ready.append(evicted)
         return ready
 
-    def add_span(self, span: ServerSpan, now: float, group: int = 0) -> list[RequestTiming]:
-        """Take a span: the record it completes if one waits, else the span waits (`group`: its POST)."""
+    def add_span(self, span: ServerSpan, now: float, group: Hashable = 0) -> list[RequestTiming]:
+        """Take a span: the record it completes if one waits, else the span waits.
+
+        `group` is the call it came in (its sender is `span.sender`), for the fair bound. A span
+        whose times no record may take is refused and counted; it never waits.
+        """
         ready = self.expire(now)
+        if span_problem(span) is not None:
+            self.stats.spans_refused[REFUSED_INVALID] += 1
+            return ready
         self.stats.spans_received += 1
-        record = self._records.take(span.trace_id, span.request_id)
+        record = self._records.take(span.trace_id, lambda r: match_rank(r, span))
         if record is not None:
-            self.stats.spans_joined += 1
-            return [*ready, joined(record, span)]
-        if self._spans.push(span.trace_id, span, now + self.wait_s, group) is not None:
+            return [*ready, self._pair(record, span)]
+        if self._spans.push(span.trace_id, span, now + self.wait_s, span.sender, group) is not None:
             self.stats.orphan_spans += 1
         return ready
+
+    def _pair(self, record: RequestTiming, span: ServerSpan) -> RequestTiming:
+        """The joined record; the record unjoined (the span refused, counted) when it refuses the span."""
+        out = joined(record, span)
+        if out is None:
+            self.stats.spans_refused[REFUSED_JOIN] += 1
+            self.stats.unjoined_records += 1
+            return record
+        self.stats.spans_joined += 1
+        return out
 
     def expire(self, now: float) -> list[RequestTiming]:
         """Records whose wait ran out (unjoined); spans past theirs are dropped as orphans."""

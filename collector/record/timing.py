@@ -106,6 +106,9 @@ class RequestTiming:
     started_at: float = 0.0  # wall clock, Unix seconds
     request_id: str | None = None
     trace_id: str | None = None  # 32 lowercase hex digits (W3C)
+    # 16 lowercase hex digits: the span the upstream request was sent under (the parent-id of the
+    # traceparent sent), so the join takes only the server span whose parent it is
+    span_id: str | None = None
     status: int | None = None  # HTTP status of the response, None if none arrived
     error: ErrorKind | None = None
     # the server's reason for a failure: one line, <= 200 characters, secrets redacted (error_detail.py)
@@ -246,6 +249,7 @@ _TEXT_FIELDS: tuple[tuple[str, int], ...] = (
     *((name, MAX_LABEL_CHARS) for name in ("target", "lane", "request_class", "model")),
     ("request_id", MAX_ID_CHARS),
     ("trace_id", MAX_ID_CHARS),
+    ("span_id", MAX_ID_CHARS),
     ("prompt_text", MAX_CONTENT_CHARS),
     ("response_text", MAX_CONTENT_CHARS),
 )

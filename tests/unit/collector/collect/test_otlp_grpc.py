@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from lanewatch.collector.collect.otlp_grpc import grpc_endpoint_url, handle_grpc_export
+from lanewatch.collector.collect.otlp_grpc import authorized, grpc_endpoint_url, handle_grpc_export, peer_host
 from lanewatch.collector.config import OtlpReceiverConfig
 from tests.unit.collector.collect.test_otlp import protobuf_body, sdk_spans
 
@@ -40,3 +41,44 @@ def test_config_checks_the_grpc_address() -> None:
     assert OtlpReceiverConfig(grpc_listen="0.0.0.0:4317").grpc_listen == "0.0.0.0:4317"
     with pytest.raises(ValueError, match=r"\[HOST:\]PORT"):
         OtlpReceiverConfig(grpc_listen="host:")
+
+
+def bad_then_good_body(n_bad: int, n_good: int) -> bytes:
+    nan = sdk_spans(n_bad // 2, attrs={"gen_ai.latency.time_in_queue": float("nan"), **_PHASES})
+    negative = sdk_spans(n_bad - n_bad // 2, attrs={**_PHASES, "gen_ai.latency.time_in_queue": -5.0})
+    return protobuf_body(nan + negative + sdk_spans(n_good))
+
+
+_PHASES = {"gen_ai.latency.time_in_model_prefill": 0.02, "gen_ai.latency.time_in_model_decode": 0.2}
+
+
+def test_nan_and_negative_spans_are_refused_alone_with_a_partial_success() -> None:
+    result = handle_grpc_export(bad_then_good_body(4, 3), 1 << 20)
+    assert result.code is grpc.StatusCode.OK and len(result.spans) == 3
+    answer = ExportTraceServiceResponse.FromString(result.response())
+    assert answer.partial_success.rejected_spans == 4
+    assert "not a finite, non-negative number" in answer.partial_success.error_message
+    assert result.admission.refused() == {"invalid": 4}
+
+
+def test_one_call_takes_at_most_the_span_bound_as_http_does() -> None:
+    result = handle_grpc_export(protobuf_body(sdk_spans(2100)), 8 << 20)
+    assert len(result.spans) == 2048 and result.admission.refused() == {"limit": 52}
+    assert ExportTraceServiceResponse.FromString(result.response()).partial_success.rejected_spans == 52
+    clean = handle_grpc_export(protobuf_body(sdk_spans(2)), 1 << 20)
+    assert clean.response() == b""  # nothing refused: no partial_success at all
+
+
+def test_the_token_is_the_bearer_token_in_authorization_metadata() -> None:
+    assert authorized((), None)
+    assert authorized((("authorization", "Bearer s3cret"),), "s3cret")
+    assert authorized((("authorization", "bearer s3cret"),), "s3cret")
+    for metadata in ((), (("authorization", "s3cret"),), (("authorization", "Bearer nope"),),
+                     (("authorization", "Bearer s3cret"), ("authorization", "Bearer s3cret"))):  # fmt: skip
+        assert not authorized(metadata, "s3cret")
+
+
+def test_peer_host_drops_the_port() -> None:
+    assert peer_host("ipv4:127.0.0.1:50123") == "127.0.0.1"
+    assert peer_host("ipv6:[::1]:50123") == "::1"
+    assert peer_host("unix:/tmp/s") == "unix:/tmp/s"

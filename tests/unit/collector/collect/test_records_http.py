@@ -48,7 +48,8 @@ def test_posted_records_wait_for_their_span_then_reach_metrics_and_file(
 ) -> None:
     client, svc, seen = running
     r = client.post(RECORDS_PATH, content=batch(tap(1), tap(2, status=500, trace_id=None)), headers=JSON)
-    assert (r.status_code, r.json()) == (200, {"accepted": 2, "refused": [], "refused_count": 0})
+    answer = {"accepted": 2, "refused": [], "refused_count": 0, "duplicates": 0}
+    assert (r.status_code, r.json()) == (200, answer)
     assert [x.request_id for x in seen] == ["r2"]  # no span can come for a 500: it passes at once
     span = ServerSpan(trace_id=f"{1:032x}", request_id="r1", queue_s=0.1, prefill_s=0.05, decode_s=0.2)
     svc.receive_spans([span])
