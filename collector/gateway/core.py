@@ -15,6 +15,7 @@ from lanewatch.collector.common.upstream import UpstreamClient
 from lanewatch.collector.config import GatewayConfig, LaneConfig
 from lanewatch.collector.record.timing import RequestTiming
 
+from .classify import Classifier
 from .degrade_state import DegradeState, LaneDegrade, Shifter
 from .lane_models import LaneModels
 from .pool import LanePool, Upstream
@@ -45,6 +46,8 @@ class Gateway:
         self.cfg = cfg
         self.lane_order = cfg.ordered_lanes
         self.routes = RouteTable.from_config(cfg)
+        hint_token = read_secret_or_none(cfg.hints.token_file, "hints.token_file")
+        self.classifier = Classifier.from_config(cfg, hint_token)
         self.models = LaneModels.from_config(cfg)
         self.pools = {
             name: LanePool.of(name, lane.upstreams, cfg.eject_after_failures)
