@@ -116,7 +116,8 @@ class RequestMetrics(Collector):
         self._cap = LabelCap(max_label_values)
         self._goodput = goodput  # None: no goodput counter
         self._judged: dict[LabelValues, float] = {}
-        self._budget = SeriesBudget(max_series, max_series_per_family, self._lanes or ())
+        reserved = (self._lanes or frozenset()) - {names.OTHER_VALUE}  # unknown lanes get the shared part
+        self._budget = SeriesBudget(max_series, max_series_per_family, reserved)
         self._groups: set[LabelValues] = set()  # window groups admitted (cap_group)
         # (family, labels) -> its exposition line prefixes; as bounded as the series (the budget)
         self._prefixes: dict[tuple[str, LabelValues], Any] = {}
