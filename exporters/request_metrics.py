@@ -54,7 +54,6 @@ HISTOGRAMS: dict[str, tuple[str, Sequence[float], tuple[str, ...]]] = {
 }
 
 
-_CAPPED = (names.TARGET, names.LANE, names.REQUEST_CLASS, names.MODEL)
 _LANE_AT = names.REQUEST_LABELS.index(names.LANE)
 
 
@@ -143,17 +142,13 @@ class RequestMetrics(Collector):
             registry.register(self)
 
     def cap(self, record: RequestTiming) -> RequestTiming:
-        """The record with its free-form label fields bounded: lane and class closed when configured,
-        every one by the cardinality cap (source is closed)."""
-        lane_in = _closed(record.lane, self._lanes)
-        class_in = _closed(record.request_class, self._classes)
+        """The record with its free-form label fields bounded: lane and class by their closed sets
+        when configured (those need no cap), the others by the cardinality cap (source is closed)."""
         with self._lock:
-            target, lane, request_class, model = (
-                self._cap.value(label, value)
-                for label, value in zip(
-                    _CAPPED, (record.target, lane_in, class_in, record.model), strict=True
-                )
-            )
+            target = self._cap.value(names.TARGET, record.target)
+            model = self._cap.value(names.MODEL, record.model)
+            lane = self._bounded(names.LANE, record.lane, self._lanes)
+            request_class = self._bounded(names.REQUEST_CLASS, record.request_class, self._classes)
         if (target, lane, request_class, model) == (
             record.target,
             record.lane,
@@ -162,6 +157,10 @@ class RequestMetrics(Collector):
         ):
             return record
         return dataclasses.replace(record, target=target, lane=lane, request_class=request_class, model=model)
+
+    def _bounded(self, label: str, value: str, known: frozenset[str] | None) -> str:
+        """A closed label's value (OTHER_VALUE outside its set), or an open one's through the cap."""
+        return self._cap.value(label, value) if known is None else _closed(value, known)
 
     def cap_group(self, record: RequestTiming) -> RequestTiming:
         """`cap`, then the record's window group (target, lane, class) folded when the budget is spent."""
@@ -198,7 +197,7 @@ class RequestMetrics(Collector):
         result = outcome(goodput, record)
         if result is None:
             return
-        lane = self._cap.value(names.LANE, _closed(routed_lane(record), self._lanes))
+        lane = self._bounded(names.LANE, routed_lane(record), self._lanes)
         routed = tuple(
             lane if label == names.LANE else v for label, v in zip(names.REQUEST_LABELS, labels, strict=True)
         )
