@@ -121,7 +121,7 @@ def test_collector_caps_targets_lanes_and_models(tmp_path: Path, sim: SimHandle)
             "server": {"host": "127.0.0.1", "port": port},
         },
     )
-    served = {t["lane"] for t in targets if t["model"] == sim.model}  # the others fail: no latencies
+    served = {str(t["lane"]) for t in targets if t["model"] == sim.model}  # the others fail: no latencies
     with service(["collect", "-c", str(cfg)], port, tmp_path / "collect.log", "/healthz") as col:
         wait_counted(col, 2 * len(targets))  # each target probed about twice
         # The window's quantiles are summarised off the loop, a moment behind the counters.

@@ -15,12 +15,14 @@ GW = GatewayConfig.model_validate({"lanes": {"gold": {"upstreams": ["http://127.
 def test_lanes_are_the_configs_and_the_specs_and_other() -> None:
     goodput = from_spec(load_spec(DEFAULT_SPEC))
     lanes = closed_lanes(ExportConfig(lanes=["extra"]), GW, ["probe-lane"], goodput)
-    assert lanes == {"extra", "gold", "probe-lane", "fast", "slow", "other"}
+    assert lanes == frozenset({"extra", "gold", "probe-lane", "fast", "slow", "other"})
     assert closed_lanes(ExportConfig(), GatewayConfig()) is None  # nothing named: open
 
 
 def test_classes_are_the_configs_the_probes_and_the_gateways_unless_left_open() -> None:
-    assert closed_classes(ExportConfig(), GW, ["short"]) == {"interactive", "batch", "short", "other"}
+    assert closed_classes(ExportConfig(), GW, ["short"]) == frozenset(
+        {"interactive", "batch", "short", "other"}
+    )
     assert closed_classes(ExportConfig(request_classes=None), GW) is None
 
 
