@@ -7,6 +7,8 @@ The shape follows sloth (recording names `slo:sli_error:ratio_rate<window>`, met
 
 from __future__ import annotations
 
+import re
+
 from lanewatch.exporters import names
 
 from . import humanize, promql
@@ -49,12 +51,26 @@ def error_ratio(slo: SLO, window_s: int) -> str:
         )
         total = promql.rate(f"{histogram}_count", matchers, window_s)
         return f"1 - (\n  sum({good})\n  /\n  (sum({total}) > 0)\n)"
+    # Availability reads the folded series too: a label set past the series budget keeps its lane
+    # but its target, class and model become __overflow__, and its failures must still count.
+    matchers = [(names.LANE, "=", slo.lane), *_or_folded(slo.selector)]
     errors = matchers
     if slo.exclude_error_kinds:
         errors = [*matchers, (names.ERROR_KIND, "!~", "|".join(slo.exclude_error_kinds))]
     bad = promql.rate(names.REQUEST_ERRORS_TOTAL, errors, window_s)
     total = promql.rate(names.REQUESTS_TOTAL, matchers, window_s)
     return f"(sum({bad}) or vector(0))\n/\n(sum({total}) > 0)"
+
+
+def _or_folded(selector: tuple[tuple[str, str], ...]) -> list[promql.Matcher]:
+    """Selector matchers that also take the overflow value of a label the series budget folds."""
+    return [
+        (k, "=~", f"{re.escape(v)}|{names.OVERFLOW_VALUE}") if k in _FOLDED else (k, "=", v)
+        for k, v in selector
+    ]
+
+
+_FOLDED = frozenset({names.TARGET, names.REQUEST_CLASS, names.MODEL})
 
 
 def sli_recordings(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGroup, ...]:

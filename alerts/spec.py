@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 from lanewatch.collector.common.names import LaneName, repeats
 from lanewatch.collector.common.packagedata import data_path
 from lanewatch.collector.common.yamlfile import ConfigError, ConfigIssue, validation_issues, yaml_line_index
-from lanewatch.collector.record.timing import ErrorKind
+from lanewatch.collector.record.error_kinds import CLIENT_ERROR_KINDS, METRIC_ERROR_KINDS
 from lanewatch.exporters import names
 
 from . import model, openslo
@@ -173,18 +173,30 @@ class LatencySLIModel(_Model):
 
 
 class AvailabilitySLIModel(_Model):
-    """Good = requests that finished without an error (except the kinds excluded)."""
+    """Good = requests that finished without an error of a counted kind."""
 
+    count_error_kinds: list[str] | None = None
+    # A client's bad parameter, unknown model or too-large body must not spend the lane's budget,
+    # or any client could trigger a degrade (docs/slo.md).
+    """Error kinds that count as bad; null: all but `http_400`, `http_404`, `http_413`, `http_422`."""
     exclude_error_kinds: list[str] = Field(default_factory=list)
-    """Error kinds not counted at all (neither good nor bad), e.g. `client_disconnect`."""
+    """Error kinds not counted either, e.g. `client_disconnect`."""
 
     @model_validator(mode="after")
     def _known_kinds(self) -> AvailabilitySLIModel:
-        known = {k.value for k in ErrorKind}
-        unknown = sorted(set(self.exclude_error_kinds) - known)
+        known = set(METRIC_ERROR_KINDS)
+        unknown = sorted({*self.exclude_error_kinds, *(self.count_error_kinds or ())} - known)
         if unknown:
             raise ValueError(f"unknown error kinds {unknown}; known: {', '.join(sorted(known))}")
         return self
+
+    def uncounted(self) -> tuple[str, ...]:
+        """Every error kind that does not count as bad, sorted."""
+        counted = DEFAULT_COUNTED if self.count_error_kinds is None else self.count_error_kinds
+        return tuple(sorted((set(METRIC_ERROR_KINDS) - set(counted)) | set(self.exclude_error_kinds)))
+
+
+DEFAULT_COUNTED: Final = tuple(k for k in METRIC_ERROR_KINDS if k not in CLIENT_ERROR_KINDS)
 
 
 class SLOModel(_Model):
@@ -567,9 +579,7 @@ def _slos(slos: list[SLOModel], lines: Lines) -> list[model.SLO]:
                     metric=slo.latency.metric if slo.latency else None,
                     threshold_s=slo.latency.threshold if slo.latency else None,
                     selector=tuple(sorted(slo.selector.items())),
-                    exclude_error_kinds=tuple(
-                        slo.availability.exclude_error_kinds if slo.availability else ()
-                    ),
+                    exclude_error_kinds=slo.availability.uncounted() if slo.availability else (),
                     description=slo.description,
                     alert_name=slo.alert_name
                     or f"{names.ALERT_PREFIX}{model.display_name(slo.name)}BurnRate",

@@ -156,11 +156,32 @@ def _saturation(spec: Spec) -> list[Rule]:
     return rules
 
 
+def _series_overflow(spec: Spec) -> Rule:
+    """Always on: a folded series hides its target, class and model, and the budget is spent for good."""
+    window = spec.analysis_window_s
+    expr = promql.sum_by(
+        (names.FAMILY,), f"increase({names.SERIES_OVERFLOW_TOTAL}[{format_duration(window)}])"
+    )
+    text = AlertText(
+        summary="Series of {{ $labels.family }} are folding into __overflow__",
+        description=(
+            "Observations of {{ $labels.family }} went to the __overflow__ label set over the last "
+            f"{format_duration(window)}: the series budget (export.max_series, "
+            "export.max_series_per_family) is spent, so new targets, request classes or models lose "
+            "their own series. Lanes never fold, so the SLO alerts still see every lane."
+        ),
+        dashboard_uid=names.DASHBOARD_OVERVIEW_UID,
+        lane=None,
+    )
+    return alert(spec, f"{PREFIX}SeriesOverflow", f"{expr} > 0", 0, "ticket", text, slo="cardinality")
+
+
 def threshold_alerts(spec: Spec, groups: tuple[RuleGroup, ...]) -> tuple[RuleGroup, ...]:
     """Processor: the latency, probe, scrape and saturation alerts the spec turns on."""
     latency = [_quantile(spec, a) for a in spec.latency_alerts]
     health = [_probe_failures(spec, spec.probe_failures)] if spec.probe_failures else []
     health += _target_down(spec)
+    health.append(_series_overflow(spec))
     groups = extend(spec, groups, f"{names.PREFIX}-latency-alerts", latency)
     groups = extend(spec, groups, f"{names.PREFIX}-health-alerts", health)
     return extend(spec, groups, f"{names.PREFIX}-saturation-alerts", _saturation(spec))

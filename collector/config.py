@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from lanewatch.collector.classify_config import DEFAULT_CLASS_RULES, ClassRule, HintsConfig
 from lanewatch.collector.common.headers import CLASS_HEADER
 from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
 
@@ -182,6 +183,12 @@ class ExportConfig(Section):
     # sets past either fold into OVERFLOW_VALUE. 10,000 keeps /metrics near 1.5 MB.
     max_series: int = Field(default=10_000, ge=100)
     max_series_per_family: int = Field(default=4_000, ge=100)
+    # Closed label sets: a lane or request class outside them is counted as `other`, and each lane
+    # keeps a reserve of the series budget. Lanes: these, the gateway's, the targets' and the SLO
+    # spec's. Classes: these, the probe's and the gateway's (default class, rules, hint classes);
+    # null: classes open, bounded by max_label_values and the budget alone.
+    lanes: list[LaneName] = Field(default_factory=list)
+    request_classes: list[ClassName] | None = Field(default_factory=lambda: ["interactive", "batch"])
     window_s: float = Field(default=300.0, gt=0)  # rolling window for quantiles and fits
     # Goodput (lanewatch_goodput_requests_total): each request judged against the latency SLOs of
     # this SLO spec (default: the bundled alerts/slos.yaml, whose rules read the counter).
@@ -312,8 +319,12 @@ class GatewayConfig(Section):
     rules: RoutingRules = RoutingRules()
     admin_token_file: Path | None = None  # bearer token for /admin/degrade; without it the API is off
     admin_insecure: bool = False  # serve /admin/degrade without a token (development only)
-    class_header: str = CLASS_HEADER  # request class for shedding, e.g. batch
+    # The request class shedding acts on: the first of `classes` a request matches, else
+    # default_class; the class_header and the lane header count only from `hints` (default: nobody).
+    class_header: str = CLASS_HEADER
     default_class: ClassName = "interactive"
+    classes: list[ClassRule] = Field(default_factory=lambda: list(DEFAULT_CLASS_RULES))
+    hints: HintsConfig = HintsConfig()
     shift_mode: Literal["spread", "random"] = "spread"  # spread: exactly N% evenly; random: seeded draw
     shift_seed: int = 0
     shed_retry_after_s: int = Field(default=30, ge=1)
@@ -356,6 +367,11 @@ class GatewayConfig(Section):
         if self.lane_order and sorted(self.lane_order) != sorted(known):
             raise ValueError(f"lane_order {self.lane_order} must list each lane {sorted(known)} once")
         return self
+
+    @property
+    def class_names(self) -> frozenset[str]:
+        """Every class a request can be given: the default, the rules' and the hint classes."""
+        return frozenset({self.default_class, *(r.name for r in self.classes), *self.hints.classes})
 
     @property
     def ordered_lanes(self) -> list[str]:

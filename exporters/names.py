@@ -29,6 +29,8 @@ QUANTILE: Final = "quantile"
 REQUEST_LABELS: Final = (TARGET, LANE, REQUEST_CLASS, MODEL, SOURCE)
 # Value a label takes once its cardinality cap is reached.
 OVERFLOW_VALUE: Final = "__overflow__"
+# Value of a closed label (lane, request class) for a value its set does not hold.
+OTHER_VALUE: Final = "other"
 
 # ---------------------------------------------------------------- request metrics (probe + tap)
 TTFT_SECONDS: Final = f"{PREFIX}_ttft_seconds"  # histogram

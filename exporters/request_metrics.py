@@ -11,12 +11,13 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from lanewatch.collector.record.error_kinds import metric_error_kind
 from lanewatch.collector.record.goodput import Goodput, outcome, routed_lane
 from lanewatch.collector.record.timing import RequestTiming, breakdown
 from lanewatch.collector.record.window import METRICS, QUANTILES
@@ -53,7 +54,12 @@ HISTOGRAMS: dict[str, tuple[str, Sequence[float], tuple[str, ...]]] = {
 }
 
 
-_CAPPED = (names.TARGET, names.LANE, names.REQUEST_CLASS, names.MODEL)
+_LANE_AT = names.REQUEST_LABELS.index(names.LANE)
+
+
+def _closed(value: str, known: frozenset[str] | None) -> str:
+    """`value` when the set is open or holds it, else OTHER_VALUE."""
+    return value if known is None or value in known else names.OTHER_VALUE
 
 
 class _Histogram:
@@ -99,7 +105,12 @@ class _Histogram:
 
 
 class RequestMetrics(Collector):
-    """Histograms and counters over every observed record; thread-safe; registry injected."""
+    """Histograms and counters over every observed record; thread-safe; registry injected.
+
+    `lanes` and `classes` close those labels: a lane or request class not listed is counted
+    as `other` (None: open, bounded by the cap and the budget alone). Known lanes never fold
+    and each has a reserve of the series budget (series_budget.py).
+    """
 
     def __init__(
         self,
@@ -108,12 +119,17 @@ class RequestMetrics(Collector):
         goodput: Goodput | None = None,
         max_series: int = 10_000,
         max_series_per_family: int = 4_000,
+        lanes: Collection[str] | None = None,
+        classes: Collection[str] | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        self._lanes = None if lanes is None else frozenset(lanes)
+        self._classes = None if classes is None else frozenset(classes)
         self._cap = LabelCap(max_label_values)
         self._goodput = goodput  # None: no goodput counter
         self._judged: dict[LabelValues, float] = {}
-        self._budget = SeriesBudget(max_series, max_series_per_family)
+        reserved = (self._lanes or frozenset()) - {names.OTHER_VALUE}  # unknown lanes get the shared part
+        self._budget = SeriesBudget(max_series, max_series_per_family, reserved)
         self._groups: set[LabelValues] = set()  # window groups admitted (cap_group)
         # (family, labels) -> its exposition line prefixes; as bounded as the series (the budget)
         self._prefixes: dict[tuple[str, LabelValues], Any] = {}
@@ -139,11 +155,13 @@ class RequestMetrics(Collector):
             registry.register(self)
 
     def cap(self, record: RequestTiming) -> RequestTiming:
-        """The record with its free-form label fields bounded by the cardinality cap (source is closed)."""
+        """The record with its free-form label fields bounded: lane and class by their closed sets
+        when configured (those need no cap), the others by the cardinality cap (source is closed)."""
         with self._lock:
-            target, lane, request_class, model = (
-                self._cap.value(label, getattr(record, label)) for label in _CAPPED
-            )
+            target = self._cap.value(names.TARGET, record.target)
+            model = self._cap.value(names.MODEL, record.model)
+            lane = self._bounded(names.LANE, record.lane, self._lanes)
+            request_class = self._bounded(names.REQUEST_CLASS, record.request_class, self._classes)
         if (target, lane, request_class, model) == (
             record.target,
             record.lane,
@@ -153,17 +171,22 @@ class RequestMetrics(Collector):
             return record
         return dataclasses.replace(record, target=target, lane=lane, request_class=request_class, model=model)
 
+    def _bounded(self, label: str, value: str, known: frozenset[str] | None) -> str:
+        """A closed label's value (OTHER_VALUE outside its set), or an open one's through the cap."""
+        return self._cap.value(label, value) if known is None else _closed(value, known)
+
     def cap_group(self, record: RequestTiming) -> RequestTiming:
         """`cap`, then the record's window group (target, lane, class) folded when the budget is spent."""
         record = self.cap(record)
         key = (record.target, record.lane, record.request_class)
         with self._lock:
-            if key in self._groups or self._budget.admit(names.WINDOW_QUANTILE_SECONDS, _GROUP_COST):
+            family = names.WINDOW_QUANTILE_SECONDS
+            if key in self._groups or self._budget.admit(family, _GROUP_COST, record.lane):
                 self._groups.add(key)
                 return record
-            self._budget.folded[names.WINDOW_QUANTILE_SECONDS] += 1
-        over = names.OVERFLOW_VALUE
-        return dataclasses.replace(record, target=over, lane=over, request_class=over, model=over)
+            self._budget.folded[family] += 1
+        over = names.OVERFLOW_VALUE  # the lane stays: it is closed, and the lane's quantiles still count it
+        return dataclasses.replace(record, target=over, request_class=over, model=over)
 
     def observe(self, record: RequestTiming) -> None:
         """Count a finished request; latency histograms take only requests that succeeded."""
@@ -171,8 +194,9 @@ class RequestMetrics(Collector):
         labels = tuple(str(getattr(record, label)) for label in names.REQUEST_LABELS)
         with self._lock:
             self._inc(names.REQUESTS_TOTAL, self._requests, labels)
-            if record.error is not None:
-                self._inc(names.REQUEST_ERRORS_TOTAL, self._errors, (*labels, record.error.value))
+            kind = metric_error_kind(record)
+            if kind is not None:
+                self._inc(names.REQUEST_ERRORS_TOTAL, self._errors, (*labels, kind))
             if record.prompt_tokens:
                 self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "input"), record.prompt_tokens)
             if record.output_tokens:
@@ -186,7 +210,7 @@ class RequestMetrics(Collector):
         result = outcome(goodput, record)
         if result is None:
             return
-        lane = self._cap.value(names.LANE, routed_lane(record))
+        lane = self._bounded(names.LANE, routed_lane(record), self._lanes)
         routed = tuple(
             lane if label == names.LANE else v for label, v in zip(names.REQUEST_LABELS, labels, strict=True)
         )
@@ -232,7 +256,7 @@ class RequestMetrics(Collector):
         self, family: str, series: Mapping[LabelValues, object], labels: LabelValues, cost: int
     ) -> LabelValues:
         """`labels` when they fit the series budget, else their overflow label set (the fold counted)."""
-        if not is_overflow(labels) and self._budget.admit(family, cost):
+        if not is_overflow(labels) and self._budget.admit(family, cost, labels[_LANE_AT]):
             return labels
         over = fold(labels)
         self._budget.folded[family] += 1

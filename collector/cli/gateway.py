@@ -61,6 +61,12 @@ def gateway(
         help="Ship tap records to this collector's POST /v1/records (base URL, gateway.collector_url); "
         "it joins them to vLLM's spans and exports their metrics, so this gateway's /metrics does not.",
     ),
+    trust_hints: list[str] = typer.Option(
+        [],
+        "--trust-hints",
+        help="Honour x-lanewatch-class and x-lanewatch-lane from clients in this network (CIDR, "
+        "repeatable; gateway.hints.trusted_networks). Without it the operator's rules class every request.",
+    ),
     record_content: bool = typer.Option(
         False,
         "--record-content",
@@ -83,6 +89,7 @@ def gateway(
             admin_insecure,
             cacert,
             insecure,
+            trust_hints,
         )
         flags = {
             "otlp_endpoint": Flag("--otlp-endpoint", otlp_endpoint),
@@ -124,6 +131,7 @@ def _gateway_config(
     admin_insecure: bool,
     cacert: Path | None,
     insecure: bool,
+    trust_hints: list[str],
 ) -> GatewayConfig:
     """The file's gateway section with the command line's flags laid over it."""
     data = base.model_dump()
@@ -146,6 +154,10 @@ def _gateway_config(
         if value is not None:
             data[key] = value
     data["admin_insecure"] = data["admin_insecure"] or admin_insecure
+    if trust_hints:
+        hints = dict(data["hints"])
+        hints["trusted_networks"] = [*hints["trusted_networks"], *trust_hints]
+        data["hints"] = hints
     cfg = GatewayConfig.model_validate(data)
     if not cfg.lanes:
         raise ConfigError(

@@ -33,6 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
 from lanewatch.collector.collect.family_notices import FamilyNotices
 from lanewatch.collector.collect.gpu import GpuSample, GpuSampler, load_nvml
+from lanewatch.collector.collect.label_sets import closed_classes, closed_lanes
 from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_http import TRACES_PATH, traces_endpoint
 from lanewatch.collector.collect.records_http import RECORDS_PATH, records_endpoint
@@ -129,12 +130,15 @@ class CollectorService:
         self.clock = clock
         self.window = Window(cfg.export.window_s)
         ex = cfg.export
+        goodput = load_goodput(ex.goodput, ex.slo_spec)
         self.metrics = RequestMetrics(
             None,
             ex.max_label_values,
             goodput,
             max_series=ex.max_series,
             max_series_per_family=ex.max_series_per_family,
+            lanes=closed_lanes(ex, cfg.gateway, (t.lane for t in cfg.targets), goodput),
+            classes=closed_classes(ex, cfg.gateway, (c.name for c in cfg.probe.classes)),
         )
         # /metrics renders three parts (render_metrics): the live registry's collectors, which read
         # the loop's live state and are small; the window's, from a copy; the request metrics' own.

@@ -23,7 +23,7 @@ from lanewatch.alerts.build import GENERATED_DIR
 from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC, DEMO_VLLM_SPEC
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.packagedata import data_path
-from lanewatch.collector.config import RequestClass
+from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass
 
 __all__ = [
     "DEMO_RULES",
@@ -275,6 +275,7 @@ def lanewatch_config(
     }
     if classes is not None:
         probe["classes"] = [c.model_dump(exclude_defaults=True) for c in classes]
+    traffic = classes if classes is not None else DEFAULT_CLASSES
     return {
         "targets": targets,
         "probe": probe,
@@ -288,6 +289,8 @@ def lanewatch_config(
             "default_lane": "slow",
             # Short answers are cheap on the small model; everything else goes to the big one.
             "rules": {"max_tokens": [{"lane": "fast", "max": fast_max_tokens}]},
+            # The demo's traffic is the operator's own and names its classes (x-lanewatch-class).
+            "hints": {"trusted_networks": ["127.0.0.0/8"], "classes": [c.name for c in traffic]},
             "shift_seed": layout.seed,
             "health_interval_s": 1.0,
             # Tap records go to the collector, which joins them to the spans and exports them.

@@ -18,6 +18,7 @@ from lanewatch.collector.common.upstream import UpstreamClient
 from lanewatch.collector.config import GatewayConfig, LaneConfig
 from lanewatch.collector.record.timing import RequestTiming
 
+from .classify import Classifier
 from .degrade_state import DegradeState, LaneDegrade, Shifter
 from .lane_models import LaneModels
 from .model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
@@ -49,6 +50,8 @@ class Gateway:
         self.cfg = cfg
         self.lane_order = cfg.ordered_lanes
         self.routes = RouteTable.from_config(cfg)
+        hint_token = read_secret_or_none(cfg.hints.token_file, "hints.token_file")
+        self.classifier = Classifier.from_config(cfg, hint_token)
         self.models = LaneModels.from_config(cfg)
         self.pools = {
             name: LanePool.of(name, lane.upstreams, cfg.eject_after_failures)

@@ -21,6 +21,8 @@ from typing import Any
 
 import aiohttp
 
+from lanewatch.collector.common.errors import UpstreamError
+
 __all__ = [
     "DiscoveryError",
     "Fetch",
@@ -36,7 +38,7 @@ MAX_NAME_CHARS = 256  # longer ids are skipped: each name is a metric label valu
 Fetch = Callable[[str, str], Awaitable[bytes]]  # (lane, upstream base URL) -> the /v1/models body
 
 
-class DiscoveryError(Exception):
+class DiscoveryError(UpstreamError):
     """An upstream's model list could not be had; the message is safe to log and show."""
 
 

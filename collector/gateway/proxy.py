@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Mapping
 from time import perf_counter
@@ -21,7 +20,6 @@ from opentelemetry.util.types import AttributeValue
 
 from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
-from lanewatch.collector.common.names import CLASS_NAME_PATTERN
 from lanewatch.collector.common.response_metrics import with_response_metrics
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
@@ -35,6 +33,7 @@ from lanewatch.collector.record.content import (
 from lanewatch.collector.record.rules import MAX_ATTR_CHARS, MAX_LABEL_CHARS, RecordError, clean_text
 from lanewatch.collector.record.timing import Api, RequestTiming
 
+from .classify import ClassHintError, classify_request
 from .content_tap import ContentTap
 from .core import Gateway
 from .degrade_state import Decision, cap_max_tokens, decide
@@ -43,7 +42,7 @@ from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
 from .forward import Flight, UpstreamRequest, begin, forward
 from .front import FrontConn, Request, Response
 from .lane_models import header_value, serve_as
-from .routing import RouteError, choose_lane, route_input
+from .routing import RouteError, choose_lane
 from .tap import StreamTap
 from .tracing import TraceIds
 
@@ -51,7 +50,6 @@ __all__ = ["handle_completion"]
 
 log = logging.getLogger("lanewatch.gateway")
 
-_CLASS = re.compile(CLASS_NAME_PATTERN)
 # Hop-by-hop and gateway-owned headers: never passed upstream as the client sent them.
 _HOP = frozenset(
     {
@@ -80,7 +78,7 @@ def handle_completion(
     """
     t0, started_at = perf_counter(), time.time()
     try:
-        body, ex, strip_usage = _admit(gw, request, api, t0, started_at)
+        body, ex, strip_usage = _admit(gw, request, api, (t0, started_at), _peer(conn))
     except _Reject as rej:
         return rej.response
     ids = gw.tracing.ids_for(request.headers)
@@ -120,10 +118,17 @@ def _finish(gw: Gateway, request: Request, ex: Exchange, ids: TraceIds) -> None:
     gw.emit(record)
 
 
+def _peer(conn: FrontConn) -> str | None:
+    """The client's IP address, for the hint trust check."""
+    peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
+    return str(peer[0]) if isinstance(peer, tuple) and peer else None
+
+
 def _admit(
-    gw: Gateway, request: Request, api: Api, t0: float, started_at: float
+    gw: Gateway, request: Request, api: Api, times: tuple[float, float], peer: str | None
 ) -> tuple[bytes, Exchange, bool]:
-    """Route and degrade the request; returns the upstream body and whether to strip usage."""
+    """Classify, route and degrade the request; returns the upstream body and whether to strip usage."""
+    t0, started_at = times
     raw = request.body
     try:
         body = json.loads(raw)
@@ -131,15 +136,16 @@ def _admit(
         raise _Reject(error_response(400, "the request body is not valid JSON")) from None
     if not isinstance(body, dict):
         raise _Reject(error_response(400, "the request body must be a JSON object"))
-    cls = (request.headers.get(gw.cfg.class_header) or gw.cfg.default_class).strip().lower()
-    if not _CLASS.match(cls):
-        raise _Reject(error_response(400, f"bad request class {cls[:40]!r}", param=gw.cfg.class_header))
+    try:
+        cls, info = classify_request(gw.classifier, request.headers, peer, body, api)
+    except ClassHintError as exc:
+        raise _Reject(error_response(400, str(exc), param=gw.cfg.class_header)) from None
     requested = body.get("model")
     requested = requested if isinstance(requested, str) else None
     if requested is not None and gw.models.complete and not gw.models.known(requested):
         raise _Reject(error_response(404, gw.models.unknown_model_message(requested), param="model"))
     try:
-        routed = choose_lane(gw.routes, route_input(body, request.headers.get(LANE_HEADER)))
+        routed = choose_lane(gw.routes, info)
     except RouteError as exc:
         raise _Reject(error_response(400, str(exc), param=LANE_HEADER)) from None
     decision = decide(gw.degrade, routed.lane, cls, gw.shifter)

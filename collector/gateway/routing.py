@@ -1,6 +1,7 @@
 """Which lane a request goes to: pure rules over what the request body and headers say.
 
-Order (first match wins): the `x-lanewatch-lane` header, the model-name map, a regex on
+Order (first match wins): the `x-lanewatch-lane` header (read only from a client
+`gateway.hints` trusts, classify.py), the model-name map, a regex on
 the last user message, prompt length in characters, max_tokens; then the fastest lane
 that serves the requested model when the default lane does not serve it; then the
 default lane.

@@ -97,6 +97,7 @@ def build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None
     of its own request metrics (the collector exports them, joined to vLLM's spans)."""
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+    from lanewatch.collector.collect.label_sets import closed_classes, closed_lanes
     from lanewatch.collector.collect.service import load_goodput
     from lanewatch.exporters.gateway import GatewayCollector, ShipperCollector
     from lanewatch.exporters.prometheus import RequestMetrics
@@ -113,6 +114,8 @@ def build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None
             goodput,
             max_series=export.max_series,
             max_series_per_family=export.max_series_per_family,
+            lanes=closed_lanes(export, cfg, (), goodput),
+            classes=closed_classes(export, cfg),
         )
         sinks.append(metrics.observe)
     else:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from lanewatch.collector.record.error_kinds import metric_error_kind
 from lanewatch.collector.record.timing import RequestTiming
 
 if TYPE_CHECKING:  # the spec is read, never built here: analysis does not depend on the rules' code
@@ -59,6 +60,11 @@ class Goodput:
     bounds: Mapping[str, tuple[Bound, ...]] = field(default_factory=dict)
     excluded_errors: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
+    @property
+    def lanes(self) -> frozenset[str]:
+        """Every lane the spec sets an SLO for."""
+        return frozenset({*self.bounds, *self.excluded_errors})
+
 
 def from_spec(spec: Spec) -> Goodput:
     """Each lane's latency SLOs and its availability SLO's excluded error kinds."""
@@ -83,8 +89,9 @@ def routed_lane(record: RequestTiming) -> str:
 def outcome(goodput: Goodput, record: RequestTiming) -> Outcome | None:
     """met, missed (a latency SLO), failed (an error), or None for an error kind not counted."""
     lane = routed_lane(record)
-    if record.error is not None:
-        if record.error.value in goodput.excluded_errors.get(lane, frozenset()):
+    kind = metric_error_kind(record)
+    if kind is not None:
+        if kind in goodput.excluded_errors.get(lane, frozenset()):
             return None
         return "failed"
     bounds = goodput.bounds.get(lane, ())

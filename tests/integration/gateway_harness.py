@@ -19,6 +19,9 @@ from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import free_port, lanewatch_command, run_service, serve_app
 from tests.sse_upstream import SseUpstream
 
+# The gateway's `hints` for tests that choose a lane or class with the headers themselves.
+TRUST_LOOPBACK: dict[str, Any] = {"trusted_networks": ["127.0.0.0/8", "::1/128"]}
+
 
 @asynccontextmanager
 async def upstream_server(**kw: Any) -> AsyncIterator[tuple[SseUpstream, str]]:

@@ -33,7 +33,7 @@ def test_gateway_process_serves_metrics_records_and_admin(tmp_path: Path) -> Non
     token = tmp_path / "admin.token"
     token.write_text("tok-123\n")
     records = tmp_path / "records.jsonl"
-    flags = ["--admin-token-file", str(token), "--records", str(records)]
+    flags = ["--admin-token-file", str(token), "--records", str(records), "--trust-hints", "127.0.0.0/8"]
     auth = {"Authorization": "Bearer tok-123"}
     degrade = {"lanes": {"slow": {"shift_to": "fast", "shift_percent": 100, "shed_classes": ["batch"]}}}
     batch = {"x-lanewatch-class": "batch"}
@@ -112,7 +112,9 @@ def test_model_flags_declare_lane_models(tmp_path: Path) -> None:
     with (
         start_test_upstream(tmp_path, first_ms=1.0, gap_ms=1.0) as up,
         start_gateway(
-            tmp_path, [f"fast={up}", f"slow={up}"], "--model", "fast=small", "--model", "slow=big"
+            tmp_path,
+            [f"fast={up}", f"slow={up}"],
+            *("--model", "fast=small", "--model", "slow=big", "--trust-hints", "127.0.0.1/32"),
         ) as gw,
     ):
         url = f"{gw.url}/v1/chat/completions"

@@ -8,10 +8,18 @@ from typing import Any
 import aiohttp
 import pytest
 
-from .gateway_harness import RunningGateway, chat_body, gateway_server, one_lane, upstream_server
+from .gateway_harness import (
+    TRUST_LOOPBACK,
+    RunningGateway,
+    chat_body,
+    gateway_server,
+    one_lane,
+    upstream_server,
+)
 
 pytestmark = pytest.mark.integration
 TOKEN = "s3cret-token"
+OPEN_AND_TRUSTED = {"admin_insecure": True, "hints": TRUST_LOOPBACK}  # admin API without a token; hints
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -97,7 +105,7 @@ async def test_degrade_applied_on_the_data_path() -> None:
     async with (
         upstream_server() as (fast, fast_url),
         upstream_server() as (slow, slow_url),
-        gateway_server({"fast": [fast_url], "slow": [slow_url]}, admin_insecure=True) as g,
+        gateway_server({"fast": [fast_url], "slow": [slow_url]}, **OPEN_AND_TRUSTED) as g,
         aiohttp.ClientSession() as s,
     ):
         assert (await _put(s, g, {"lanes": degrade}, headers={}))[0] == 200

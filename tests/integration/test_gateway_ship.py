@@ -89,7 +89,9 @@ async def test_tap_records_reach_the_collector_joined_to_the_servers_phases(tmp_
             start_simulator(tmp_path, profile="fast", otlp_endpoint=traces) as fast,
             start_simulator(tmp_path, profile="slow", otlp_endpoint=traces) as slow,
             start_gateway(
-                tmp_path, [f"fast={fast.url}", f"slow={slow.url}"], "--collector", f"http://127.0.0.1:{port}"
+                tmp_path,
+                [f"fast={fast.url}", f"slow={slow.url}"],
+                *("--collector", f"http://127.0.0.1:{port}", "--trust-hints", "127.0.0.0/8"),
             ) as gw,
         ):
             sims = {"fast": fast, "slow": slow}

@@ -12,7 +12,7 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from tests.servers import SimHandle, start_simulator
 
-from .gateway_harness import gateway_server
+from .gateway_harness import TRUST_LOOPBACK, gateway_server
 
 pytestmark = pytest.mark.integration
 HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hello there, how are you?"}]
@@ -29,7 +29,7 @@ async def test_openai_client_streams_through_the_gateway(sims: tuple[SimHandle, 
     fast, slow = sims
     assert fast.cert_path is not None
     lanes = {"fast": {"upstreams": [fast.url], "cacert": str(fast.cert_path)}, "slow": [slow.url]}
-    async with gateway_server(lanes) as g:
+    async with gateway_server(lanes, hints=TRUST_LOOPBACK) as g:
         client = openai.AsyncOpenAI(base_url=f"{g.url}/v1", api_key="unused", max_retries=0)
         pieces, usages = [], []
         stream = await client.chat.completions.create(

@@ -14,7 +14,15 @@ from aiohttp import web
 from lanewatch.collector.record.timing import ErrorKind
 from tests.servers import closed_port, serve_app
 
-from .gateway_harness import chat_body, eventually, gateway_server, one_lane, read_events, upstream_server
+from .gateway_harness import (
+    TRUST_LOOPBACK,
+    chat_body,
+    eventually,
+    gateway_server,
+    one_lane,
+    read_events,
+    upstream_server,
+)
 
 pytestmark = pytest.mark.integration
 CHAT = "/v1/chat/completions"
@@ -153,7 +161,7 @@ async def test_non_streaming_completions_models_and_refusals() -> None:
     async with (
         upstream_server(model="a") as (_a, fast),
         upstream_server(model="b") as (_b, slow),
-        gateway_server({"fast": [fast], "slow": [slow]}) as g,
+        gateway_server({"fast": [fast], "slow": [slow]}, hints=TRUST_LOOPBACK) as g,
         aiohttp.ClientSession() as s,
     ):
         async with s.post(f"{g.url}/v1/completions", json=body, headers=fast_only) as r:

@@ -183,6 +183,9 @@ def gateway_config(tmp_path: Path, port: int, lanes: dict[str, str]) -> Path:
                 "read_timeout_s": 1.0,
                 "connect_timeout_s": 2.0,
                 "health_interval_s": 0.5,
+                "hints": {
+                    "trusted_networks": ["127.0.0.0/8"]
+                },  # the test chooses lanes with x-lanewatch-lane
             }
         },
     )

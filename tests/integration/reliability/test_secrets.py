@@ -88,6 +88,7 @@ class Loop:
             "lanes": {"fast": lane, "slow": lane},
             "admin_token_file": str(self.secret("gw-admin.token", GW_TOKEN)),
             "otlp_endpoint": self.spans.url,
+            "hints": {"trusted_networks": ["127.0.0.0/8"]},  # the test chooses lanes with x-lanewatch-lane
         }
         path = write_yaml(self.tmp / "gateway.yaml", {"gateway": cfg})
         args = ["gateway", "-c", str(path), "--records", str(self.tmp / "tap.jsonl")]

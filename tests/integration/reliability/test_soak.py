@@ -59,6 +59,9 @@ def stack(tmp_path: Path) -> Iterator[tuple[SimHandle, Service, Service]]:
                     "server": {"host": "127.0.0.1", "port": gw_port},
                     "lanes": {"sim": {"upstreams": [sim.url]}, "down": {"upstreams": [down]}},
                     "read_timeout_s": 0.4,  # the stall fault (0.6 s) trips it
+                    "hints": {
+                        "trusted_networks": ["127.0.0.0/8"]
+                    },  # the test chooses lanes with x-lanewatch-lane
                 },
                 "export": {"max_label_values": 20},
             },

@@ -72,6 +72,7 @@ def test_the_subset_that_maps_becomes_lanewatch_slos() -> None:
         "LanewatchAvailabilityBurnRate",
         "LanewatchTTFTMitigation",
         "LanewatchAvailabilityMitigation",
+        "LanewatchSeriesOverflow",
     }
 
 

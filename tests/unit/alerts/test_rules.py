@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from lanewatch.alerts import render, rules
+from lanewatch.alerts.burnrate import error_ratio
 from lanewatch.alerts.model import Spec
 from lanewatch.alerts.rulemodel import Rule, RuleGroup
 from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC, SpecError, load_spec, parse_spec
@@ -101,11 +102,27 @@ def test_latency_sli_counts_requests_over_the_bucket_bound(default: tuple[RuleGr
     assert dict(sli.labels) == {"lane": "slow", "slo": "ttft"}
 
 
-def test_availability_sli_excludes_client_disconnects(default: tuple[RuleGroup, ...]) -> None:
+def test_availability_sli_excludes_client_disconnects_and_client_mistakes(
+    default: tuple[RuleGroup, ...],
+) -> None:
     group = next(g for g in default if g.name == "lanewatch-slo-fast-availability")
     sli = next(r for r in group.rules if r.record == "slo:sli_error:ratio_rate1h")
-    assert 'lanewatch_request_errors_total{lane="fast",error_kind!~"client_disconnect"}[1h]' in sli.expr
+    kinds = "client_disconnect|http_400|http_404|http_413|http_422"
+    assert f'lanewatch_request_errors_total{{lane="fast",error_kind!~"{kinds}"}}[1h]' in sli.expr
     assert "or vector(0)" in sli.expr
+
+
+def test_count_error_kinds_lists_what_counts_and_a_selector_reads_the_folded_series() -> None:
+    text = (
+        "apiVersion: lanewatch/v1\nkind: SLOSpec\nmetadata: {name: t}\nspec:\n  slos:\n"
+        "    - {name: availability, lanes: [slow], objective: 99, selector: {request_class: batch},\n"
+        "       availability: {countErrorKinds: [http_5xx, http_400]}}\n"
+    )
+    (slo,) = parse_spec(text, "t.yaml").slos
+    assert "http_5xx" not in slo.exclude_error_kinds and "http_400" not in slo.exclude_error_kinds
+    assert {"http_404", "http_429", "client_disconnect"} <= set(slo.exclude_error_kinds)
+    expr = error_ratio(slo, 300)
+    assert 'request_class=~"batch|__overflow__"' in expr and 'lane="slow"' in expr
 
 
 def test_convergence_alert_names_the_fast_lane(default: tuple[RuleGroup, ...]) -> None:

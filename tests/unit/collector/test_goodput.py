@@ -24,10 +24,8 @@ def test_the_default_spec_gives_each_lane_its_latency_bounds_and_excluded_errors
         "fast": (Bound("ttft", 0.5), Bound("tpot", 0.05)),
         "slow": (Bound("ttft", 2.0), Bound("tpot", 0.05)),
     }
-    assert g.excluded_errors == {
-        "fast": frozenset({"client_disconnect"}),
-        "slow": frozenset({"client_disconnect"}),
-    }
+    uncounted = frozenset({"client_disconnect", "http_400", "http_404", "http_413", "http_422"})
+    assert g.excluded_errors == {"fast": uncounted, "slow": uncounted}
 
 
 def test_a_request_meets_goodput_only_within_every_bound() -> None:
@@ -40,6 +38,14 @@ def test_a_request_meets_goodput_only_within_every_bound() -> None:
     assert outcome(g, rec(error=ErrorKind.HTTP_5XX)) == "failed"
     assert outcome(g, rec(error=ErrorKind.CLIENT_DISCONNECT)) is None  # left out, like availability
     assert outcome(g, rec(lane="other")) == "met"  # a lane without SLOs: only failures count
+
+
+def test_a_client_mistake_is_no_failure_but_a_refused_key_is() -> None:
+    g = from_spec(load_spec(DEFAULT_SPEC))
+    for status in (400, 404, 413, 422):
+        assert outcome(g, dataclasses.replace(rec(error=ErrorKind.HTTP_4XX), status=status)) is None
+    assert outcome(g, dataclasses.replace(rec(error=ErrorKind.HTTP_4XX), status=401)) == "failed"
+    assert outcome(g, dataclasses.replace(rec(error=ErrorKind.HTTP_429), status=429)) == "failed"
 
 
 def test_a_shifted_request_is_judged_by_and_counted_for_the_lane_it_was_routed_to() -> None:

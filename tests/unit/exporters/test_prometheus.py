@@ -273,3 +273,19 @@ def render_plain() -> str:
     registry = CollectorRegistry()
     RequestMetrics(registry).observe(rec())
     return render(registry)
+
+
+def test_a_client_mistake_is_counted_under_its_own_error_kind() -> None:
+    reg = CollectorRegistry()
+    m = RequestMetrics(reg)
+    for status in (400, 404, 413, 422, 401):
+        m.observe(dataclasses.replace(rec(error=ErrorKind.HTTP_4XX, ttft=None, out=0), status=status))  # type: ignore[arg-type]
+    text = render(reg)
+    kinds = {
+        s.labels["error_kind"]: s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "lanewatch_request_errors"
+        for s in f.samples
+        if s.name.endswith("_total")
+    }
+    assert kinds == {"http_400": 1, "http_404": 1, "http_413": 1, "http_422": 1, "http_4xx": 1}

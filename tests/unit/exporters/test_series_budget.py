@@ -8,14 +8,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import ExportConfig, GatewayConfig, LanewatchConfig
-from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 from lanewatch.exporters import names
+from lanewatch.exporters.request_metrics import RequestMetrics
 from lanewatch.exporters.series_budget import SeriesBudget, fold
 
 COMBOS = 10_000
@@ -53,7 +55,54 @@ def test_the_budget_counts_series_and_folds_past_either_bound() -> None:
     assert budget.admit("a", 37) and not budget.admit("a", 37)  # the family's bound
     assert budget.admit("b", 37) and not budget.admit("c", 37)  # the exporter's bound
     assert budget.total == 74 and budget.families == {"a": 37, "b": 37}
-    assert fold(("t", "l", "c", "m", "tap", "queue")) == (names.OVERFLOW_VALUE,) * 4 + ("tap", "queue")
+    over = names.OVERFLOW_VALUE
+    assert fold(("t", "l", "c", "m", "tap", "queue")) == (over, "l", over, over, "tap", "queue")
+
+
+def test_a_lane_never_folds_and_keeps_its_reserve() -> None:
+    budget = SeriesBudget(max_series=1000, max_per_family=400, lanes=("fast", "slow"))
+    assert budget.reserve_per_family == 100 and budget.reserve_series == 250
+    squatted = sum(budget.admit("a", 10, "slow") for _ in range(100))
+    assert squatted == 30  # slow's reserve (10 sets) and the shared part (20 sets), then no more
+    assert sum(budget.admit("a", 10, "fast") for _ in range(100)) == 10  # fast's reserve is whole
+    assert not budget.admit("a", 10, "other")  # an unknown lane has the shared part alone
+    assert budget.families["a"] <= budget.max_per_family
+
+
+def test_client_chosen_classes_fold_into_their_lane_and_its_failures_still_count() -> None:
+    """10,000 class names on the slow lane: its later failures still count under lane="slow",
+    and the fast lane still gets series of its own."""
+    m = RequestMetrics(
+        None, max_label_values=20_000, lanes=("fast", "slow")
+    )  # classes open: the budget alone
+    for i in range(COMBOS):
+        m.observe(replace(combo(i), lane="slow", model="m"))
+    for _ in range(5):
+        m.observe(replace(combo(0, ok=False), lane="slow", request_class="late", status=503,
+                          error=ErrorKind.HTTP_5XX))  # fmt: skip
+    m.observe(replace(combo(1), lane="fast", request_class="fresh", model="m"))
+    families = {f.name: f for f in text_string_to_metric_families(m.exposition())}
+    errors = [s for s in families[names.REQUEST_ERRORS_TOTAL.removesuffix("_total")].samples]
+    slow_5xx = sum(
+        s.value for s in errors if s.labels["lane"] == "slow" and s.labels["error_kind"] == "http_5xx"
+    )
+    assert slow_5xx == 5
+    lanes = {s.labels["lane"] for f in families.values() for s in f.samples if "lane" in s.labels}
+    assert names.OVERFLOW_VALUE not in lanes
+    fast = [
+        s for s in families[names.REQUESTS_TOTAL.removesuffix("_total")].samples if s.labels["lane"] == "fast"
+    ]
+    assert [s.labels["request_class"] for s in fast] == ["fresh"]
+
+
+def test_lanes_and_classes_outside_their_sets_count_as_other() -> None:
+    m = RequestMetrics(None, lanes=("fast",), classes=("interactive", "batch"))
+    m.observe(replace(combo(0), lane="made-up", request_class="sq0"))
+    m.observe(replace(combo(1), lane="fast", request_class="batch"))
+    page = m.exposition()
+    assert 'lane="other",model="model-0",request_class="other"' in page
+    assert 'lane="fast",model="model-1",request_class="batch"' in page
+    assert "made-up" not in page and "sq0" not in page
 
 
 def test_gateway_metrics_stay_in_budget(tmp_path: Path) -> None:

@@ -190,7 +190,7 @@ def test_scrapes_share_one_window_summary_until_it_is_a_second_old(monkeypatch: 
 
     async def scrapes() -> list[bytes]:
         pages = await asyncio.gather(*(svc.window_text() for _ in range(5)))
-        svc.submit(dataclasses.replace(record(trace=None), request_class="long"))
+        svc.submit(dataclasses.replace(record(trace=None), request_class="story"))
         pages.append(await svc.window_text())  # within the second: the same summary
         svc._window_fresh_until = 0.0  # a second later
         pages.append(await svc.window_text())
@@ -199,7 +199,7 @@ def test_scrapes_share_one_window_summary_until_it_is_a_second_old(monkeypatch: 
     pages = asyncio.run(scrapes())
     assert len(summaries) == 2
     assert len(set(pages[:6])) == 1 and b'request_class="short"' in pages[0]
-    assert b'request_class="long"' not in pages[0] and b'request_class="long"' in pages[6]
+    assert b'request_class="story"' not in pages[0] and b'request_class="story"' in pages[6]
 
 
 def test_the_constructor_reads_nothing_and_from_config_names_what_it_cannot_load(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from lanewatch.collector.common.yamlfile import load_yaml_model
-from lanewatch.collector.config import load_config
+from lanewatch.collector.config import DEFAULT_CLASSES, LanewatchConfig, load_config
 from lanewatch.collector.degrade.policy import PolicySpec, load_policy
 from lanewatch.collector.demo.configs import (
     DEMO_RULES,
@@ -156,6 +156,12 @@ def test_the_lanes_serve_different_models_and_the_gateway_knows_which(tmp_path: 
     for lane, model in MODELS.items():
         argv = sims[f"sim-{lane}"]
         assert argv[argv.index("--model") + 1] == model
+
+
+def test_the_demo_traffic_names_its_classes_and_the_gateway_takes_them(tmp_path: Path) -> None:
+    gateway = LanewatchConfig.model_validate(lanewatch_config(layout(tmp_path))).gateway
+    assert gateway.hints.trusted_networks == ["127.0.0.0/8"]  # the demo's own traffic, on loopback
+    assert {c.name for c in DEFAULT_CLASSES} <= gateway.class_names
 
 
 def test_missing_deploy_dir_names_the_file_and_the_install(tmp_path: Path) -> None:
