@@ -126,7 +126,7 @@ class Window:
 
     lanes: Mapping[str, LaneEvidence]
     pairs: tuple[tuple[str, str], ...] = ()  # (fast, slow)
-    window_s: float | None = None
+    span: str | None = None  # the Prometheus range queried ("10m"), None for records alone
     sources: tuple[str, ...] = ()  # "records FILE", "prometheus URL"
 
     def slow_of(self, lane: str) -> LaneEvidence | None:

@@ -27,7 +27,7 @@ FROM_COLLECTOR = (
     "lanewatch.collector.diagnose.thresholds",
 )
 # Modules that may do I/O in an otherwise pure room: its edge.
-DIAGNOSE_EDGE = ("collector/diagnose/prometheus.py",)
+DIAGNOSE_EDGE = ("collector/diagnose/prometheus.py", "collector/diagnose/gather.py")
 IO_MODULES = ("httpx", "aiohttp", "socket", "urllib", "http", "subprocess", "asyncio", "requests")
 
 
