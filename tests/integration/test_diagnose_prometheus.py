@@ -83,6 +83,7 @@ def test_the_slow_lanes_queue_is_the_top_finding(tmp_path: Path) -> None:
             doc = eventually(
                 lambda: _diagnose(base), FOUND_WITHIN_S, "a finding for the slow lane", every_s=2.0
             )
+    assert doc is not None
     assert doc["schema"] == "lanewatch.diagnose/v1" and doc["window"] == "1m"
     top = doc["lanes"][0]["findings"][0]
     print(f"top finding {top['check']}: {top['summary']}")
