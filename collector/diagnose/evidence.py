@@ -129,7 +129,13 @@ class Window:
     span: str | None = None  # the Prometheus range queried ("10m"), None for records alone
     sources: tuple[str, ...] = ()  # "records FILE", "prometheus URL"
 
-    def slow_of(self, lane: str) -> LaneEvidence | None:
+    only: tuple[str, ...] = ()  # the lanes to diagnose (empty: all); the others are evidence only
+
+    def slow_name(self, lane: str) -> str | None:
         """The slow lane paired with `lane` when `lane` is a pair's fast lane."""
-        slow = next((s for f, s in self.pairs if f == lane), None)
-        return self.lanes.get(slow) if slow else None
+        return next((s for f, s in self.pairs if f == lane), None)
+
+    @property
+    def diagnosed(self) -> tuple[str, ...]:
+        """The lanes a diagnosis reports on, in name order."""
+        return tuple(sorted(self.only or self.lanes))

@@ -55,14 +55,16 @@ def gather(
     queries: tuple[str, ...] = ()
     if sources.prometheus:
         wanted = sources.lanes or tuple(sorted(set(lanes) | set(slos)))
+        # a fast lane is judged against its slow partner: fetch the partner too, as evidence
+        wanted += tuple(s for f, s in pairs if f in wanted and s not in wanted)
         lanes, queries = _from_prometheus(sources, wanted, lanes, slos, thresholds, transport)
         described.append(f"prometheus {sources.prometheus} over {sources.window}")
     if sources.lanes:
         unknown = [lane for lane in sources.lanes if lane not in lanes]
         if unknown:
             raise DiagnoseInputError(f"--lane: no records for lane {', '.join(unknown)}")
-        lanes = {name: lanes[name] for name in sources.lanes}
-    window = Window(lanes, tuple(pairs), sources.window if sources.prometheus else None, tuple(described))
+    span = sources.window if sources.prometheus else None
+    window = Window(lanes, tuple(pairs), span, tuple(described), only=sources.lanes)
     return window, queries
 
 

@@ -17,7 +17,7 @@ def diagnose(
 ) -> tuple[LaneDiagnosis, ...]:
     """Every lane's findings, each lane's list ranked (findings explaining most first)."""
     out = []
-    for name in sorted(window.lanes):
+    for name in window.diagnosed:
         lane = window.lanes[name]
         findings = [check.run(lane, window, thresholds) for check in checks]
         out.append(LaneDiagnosis(name, ranked(findings)))

@@ -89,9 +89,12 @@ class LaneMisrouting(BaseCheck):
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """Fast P99 TTFT over slow P99 TTFT at or above the ratio while the fast lane misses its SLO."""
-        slow = window.slow_of(lane.lane)
-        if slow is None:
+        slow_name = window.slow_name(lane.lane)
+        if slow_name is None:
             return self.ok(lane, "not the fast lane of a lane pair", ruled_out=("not a fast lane",))
+        slow = window.lanes.get(slow_name)
+        if slow is None:
+            return self.unknown(lane, [f"the {slow_name} lane's evidence"])
         fast_p99, slow_p99 = lane.stats.quantile("ttft_p99"), slow.stats.quantile("ttft_p99")
         if fast_p99 is None or slow_p99 is None or slow_p99.value <= 0:
             return self.unknown(lane, ["TTFT P99 of both lanes"])

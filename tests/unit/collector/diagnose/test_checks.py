@@ -235,3 +235,18 @@ def test_ranking_puts_the_larger_explained_share_first() -> None:
     lane = diagnose(w)[0]
     verdicts = [f.verdict for f in lane.findings]
     assert verdicts == sorted(verdicts, key=["finding", "unknown", "ok"].index)
+
+
+def test_a_fast_lane_without_its_slow_partners_evidence_is_unknown_not_ok() -> None:
+    pair = _pair(Shape(queue=1.0), Shape(queue=1.1))
+    alone = Window({"fast": pair.lanes["fast"]}, pairs=pair.pairs)
+    f = _run("lanes/misrouting", alone)
+    assert f.verdict == "unknown" and f.missing == ("the slow lane's evidence",)
+
+
+def test_only_the_lanes_asked_for_are_diagnosed() -> None:
+    pair = _pair(Shape(queue=1.0), Shape(queue=1.1))
+    w = Window(pair.lanes, pair.pairs, only=("fast",))
+    (lane,) = diagnose(w)
+    assert lane.lane == "fast"
+    assert {f.check: f.verdict for f in lane.findings}["lanes/misrouting"] == "finding"

@@ -130,3 +130,11 @@ def test_nan_answers_count_as_missing() -> None:
     sources = Sources(prometheus="http://prom.test", lanes=("slow",))
     window, _ = gather(sources, {}, transport=httpx.MockTransport(handle))
     assert window.lanes["slow"].server.kv_usage is None
+
+
+def test_a_fast_lanes_slow_partner_is_fetched_as_evidence_only() -> None:
+    transport, asked = _prometheus({})
+    sources = Sources(prometheus="http://prom.test", lanes=("fast",))
+    window, _ = gather(sources, {}, (("fast", "slow"),), transport=transport)
+    assert sorted(window.lanes) == ["fast", "slow"] and window.diagnosed == ("fast",)
+    assert any('lane="slow"' in q for q in asked)
