@@ -34,3 +34,15 @@ def test_every_threshold_and_the_schema_are_on_the_page() -> None:
 def test_refresh_refuses_a_page_without_its_sections() -> None:
     with pytest.raises(ValueError, match="checks"):
         refresh("no sections here")
+
+
+def test_the_scenario_matrix_on_the_page_is_the_one_tested() -> None:
+    from tests.integration.test_diagnose_scenarios import SCENARIOS
+
+    text = PAGE.read_text(encoding="utf-8")
+    for name, sc in SCENARIOS.items():
+        top = f"`{sc.expected}`" if sc.expected else "none"
+        row = f"| {name} | "
+        line = next((ln for ln in text.splitlines() if ln.startswith(row)), None)
+        assert line is not None, name
+        assert line.endswith(f"| {sc.profile}, {sc.request_class} | {top} |"), line
