@@ -90,6 +90,7 @@ class ServerSeries:
     prefix_caching: Value | None = None  # 1 on, 0 off, from cache_config_info's enable_prefix_caching
     step_tokens_p90: Value | None = None
     spec_acceptance_length: Value | None = None
+    finished_per_s: Value | None = None  # requests vLLM finished per second (Little's law's throughput)
 
 
 # The series each ServerSeries field comes from: what an `unknown` names when the field is None.
@@ -104,6 +105,7 @@ MISSING: Mapping[str, str] = {
     "spec_acceptance_length": (
         f"{names.VLLM_SPEC_DECODE_NUM_ACCEPTED_TOKENS_TOTAL} / {names.VLLM_SPEC_DECODE_NUM_DRAFTS_TOTAL}"
     ),
+    "finished_per_s": names.VLLM_REQUEST_SUCCESS_TOTAL,
     "server_phases": "server phases (vLLM's llm_request spans or --enable-per-request-metrics)",
     "itl_gaps": "per-request ITL gaps (a records file)",
     "records": "request records (a records file or lanewatch's request series)",

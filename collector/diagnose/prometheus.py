@@ -117,6 +117,7 @@ class PrometheusSource:
             prefix_caching=self._prefix_caching(q),
             step_tokens_p90=self.scalar(q.step_tokens_p90()),
             spec_acceptance_length=self.scalar(q.spec_acceptance_length()),
+            finished_per_s=self.scalar(q.counter_rate(names.VLLM_REQUEST_SUCCESS_TOTAL)),
         )
 
     def _prefix_caching(self, q: LaneQueries) -> Value | None:

@@ -35,6 +35,14 @@ class Thresholds(BaseModel):
         description="Mean `vllm:num_requests_waiting` over the window above this means requests wait for a "
         "batch slot (published: llm-d, any non-zero waiting is saturation).",
     )
+    waiting_explains: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="vLLM's queue is the cause only when its mean waiting over its finish rate (Little's "
+        "law: mean wait = mean queue length / throughput) is at least this share of the measured mean queue "
+        "time; a queue that rarely holds a request does not explain seconds of waiting (starting point).",
+    )
     kv_usage: float = Field(
         0.9, gt=0, le=1, description=f"KV-cache usage at or above this is the memory limit ({_PUBLISHED_KV})."
     )

@@ -41,31 +41,59 @@ def _queue_share(lane: LaneEvidence) -> Value | None:
     return lane.stats.share(("queue",), "ttft") if lane.stats.server_phases else None
 
 
-def kv_bound(s: ServerSeries, t: Thresholds) -> bool | None:
+def little_wait(lane: LaneEvidence) -> Value | None:
+    """The mean wait vLLM's queue accounts for, by Little's law: mean waiting / finish rate."""
+    s = lane.server
+    if s.waiting is None or s.finished_per_s is None or s.finished_per_s.value <= 0:
+        return None
+    wait = s.waiting.value / s.finished_per_s.value
+    return Value(wait, f"({s.waiting.source}) / ({s.finished_per_s.source})")
+
+
+def _waiting(lane: LaneEvidence, t: Thresholds) -> bool:
+    """Requests wait in vLLM's queue, and (when measurable) that queue accounts for the queue time."""
+    s = lane.server
+    if s.waiting is None or s.waiting.value <= t.waiting_above:
+        return False
+    wait, queue = little_wait(lane), lane.stats.parts.get("queue") if lane.stats.server_phases else None
+    if wait is None or queue is None or queue.value <= 0:
+        return True
+    return wait.value >= t.waiting_explains * queue.value
+
+
+def kv_bound(lane: LaneEvidence, t: Thresholds) -> bool | None:
     """KV memory is the limit: usage at the limit while requests wait or are preempted (None: unknown)."""
+    s = lane.server
     if s.kv_usage is None or (s.waiting is None and s.preemptions_per_s is None):
         return None
-    pressure = (s.waiting is not None and s.waiting.value > t.waiting_above) or (
+    pressure = _waiting(lane, t) or (
         s.preemptions_per_s is not None and s.preemptions_per_s.value > t.preemptions_per_s
     )
     return s.kv_usage.value >= t.kv_usage and pressure
 
 
-def compute_bound(s: ServerSeries, t: Thresholds) -> bool | None:
-    """Requests wait while KV memory has room and nothing is preempted (None: unknown)."""
+def compute_bound(lane: LaneEvidence, t: Thresholds) -> bool | None:
+    """Requests wait in vLLM's queue while KV memory has room and nothing is preempted (None: unknown)."""
+    s = lane.server
     if s.waiting is None or s.kv_usage is None or s.preemptions_per_s is None:
         return None
     return (
-        s.waiting.value > t.waiting_above
+        _waiting(lane, t)
         and s.kv_usage.value < t.kv_usage
         and s.preemptions_per_s.value <= t.preemptions_per_s
     )
 
 
-def _server_signals(s: ServerSeries, t: Thresholds) -> list[Signal]:
+def _server_signals(lane: LaneEvidence, t: Thresholds) -> list[Signal]:
+    s = lane.server
     out = []
     if s.waiting is not None:
         out.append(Signal.held("waiting requests (mean)", s.waiting, ">", t.waiting_above))
+    wait = little_wait(lane)
+    queue = lane.stats.parts.get("queue") if lane.stats.server_phases else None
+    if wait is not None:
+        limit = t.waiting_explains * queue.value if queue is not None else None
+        out.append(Signal.held("queue time vLLM's waiting accounts for (Little's law, s)", wait, ">=", limit))
     if s.kv_usage is not None:
         out.append(Signal.held("KV-cache usage", s.kv_usage, ">=", t.kv_usage))
     if s.preemptions_per_s is not None:
@@ -87,11 +115,11 @@ class QueueKvMemory(BaseCheck):
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """KV usage at the limit with waiting or preempted requests."""
         s = lane.server
-        bound = kv_bound(s, thresholds)
+        bound = kv_bound(lane, thresholds)
         if bound is None:
             gaps = [f for f in ("kv_usage", "waiting", "preemptions_per_s") if getattr(s, f) is None]
             return self.unknown(lane, gaps)
-        evidence = _server_signals(s, thresholds)
+        evidence = _server_signals(lane, thresholds)
         share = _queue_share(lane)
         if share is not None:
             evidence.insert(0, share_signal("queue share of TTFT", share, thresholds.queue_share))
@@ -123,11 +151,11 @@ class QueueCompute(BaseCheck):
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """Waiting > 0, KV below the limit, no preemptions, and the queue a large part of TTFT."""
         s = lane.server
-        bound = compute_bound(s, thresholds)
+        bound = compute_bound(lane, thresholds)
         if bound is None:
             gaps = [f for f in ("waiting", "kv_usage", "preemptions_per_s") if getattr(s, f) is None]
             return self.unknown(lane, gaps)
-        evidence = _server_signals(s, thresholds)
+        evidence = _server_signals(lane, thresholds)
         evidence += _step_signals(s, thresholds)
         share = _queue_share(lane)
         ttft = symptom(lane, "ttft", thresholds)
@@ -192,14 +220,14 @@ class QueueUnsplit(BaseCheck):
         if share.value < thresholds.queue_share or not anchored:
             return self.ok(lane, f"the queue is {share.value:.0%} of TTFT", evidence)
         s = lane.server
-        if kv_bound(s, thresholds) or compute_bound(s, thresholds):
+        if kv_bound(lane, thresholds) or compute_bound(lane, thresholds):
             return self.ok(lane, "split: see queue/kv-memory or queue/compute", evidence)
         gaps = [f for f in ("waiting", "kv_usage", "preemptions_per_s") if getattr(s, f) is None]
-        evidence += _server_signals(s, thresholds)
+        evidence += _server_signals(lane, thresholds)
         why = (
             "vLLM's series that would split the cause are missing"
             if gaps
-            else "vLLM shows no saturation: the wait is ahead of the scheduler or between samples"
+            else "vLLM's own queue does not account for the wait: it is ahead of the scheduler"
         )
         return self.found(
             lane,

@@ -250,3 +250,16 @@ def test_only_the_lanes_asked_for_are_diagnosed() -> None:
     (lane,) = diagnose(w)
     assert lane.lane == "fast"
     assert {f.check: f.verdict for f in lane.findings}["lanes/misrouting"] == "finding"
+
+
+def test_a_queue_vllm_holds_only_for_a_moment_does_not_explain_seconds_of_waiting() -> None:
+    # Little's law: 6 waiting at 4 finished/s is 1.5 s of wait, the whole measured queue: compute.
+    # At 600 finished/s the same 6 waiting are 10 ms: the 1.5 s queue is ahead of the scheduler.
+    explained = replace(COMPUTE_FULL, finished_per_s=Value(4.0, "q finished"))
+    assert [f.check for f in top_findings(diagnose(window(Shape(queue=1.5), explained)))] == ["queue/compute"]
+    momentary = replace(COMPUTE_FULL, finished_per_s=Value(600.0, "q finished"))
+    found = top_findings(diagnose(window(Shape(queue=1.5), momentary)))
+    assert [f.check for f in found] == ["queue/unsplit"]
+    little = next(s for s in found[0].evidence if "Little" in s.signal)
+    assert little.value == pytest.approx(0.01) and little.threshold == pytest.approx(0.75)
+    assert "ahead of the scheduler" in found[0].summary
