@@ -7,6 +7,7 @@ from lanewatch.collector.diagnose.checks.decode import DecodeBound, Interference
 from lanewatch.collector.diagnose.checks.lanes import ErrorsShedding, FlatLatency, LaneMisrouting
 from lanewatch.collector.diagnose.checks.prefill import PrefillPrefixReuse
 from lanewatch.collector.diagnose.checks.queue import QueueCompute, QueueKvMemory, QueueUnsplit
+from lanewatch.collector.diagnose.checks.server_wait import ServerWaitUnsplit
 from lanewatch.collector.diagnose.model import Check
 
 __all__ = ["CHECKS", "check_by_id"]
@@ -15,6 +16,7 @@ CHECKS: tuple[Check, ...] = (
     QueueKvMemory(),
     QueueCompute(),
     QueueUnsplit(),
+    ServerWaitUnsplit(),
     PrefillPrefixReuse(),
     Interference(),
     DecodeBound(),

@@ -72,6 +72,12 @@ CASES: dict[str, Case] = {
         lambda: window(Shape(queue=1.5, spans=False), None),
         "server phases",
     ),
+    "server-wait/unsplit": (
+        lambda: window(Shape(queue=1.5, spans=False), None),
+        lambda: window(Shape(queue=1.5), None),
+        lambda: window(Shape(queue=1.5, spans=False), n=5),
+        "request records",
+    ),
     "prefill/prefix-reuse": (
         lambda: window(Shape(prefill=1.5), replace(HEALTHY_SERVER, prefix_hit_rate=Value(0.05, "q"))),
         lambda: window(Shape(prefill=0.1)),
@@ -263,3 +269,10 @@ def test_a_queue_vllm_holds_only_for_a_moment_does_not_explain_seconds_of_waitin
     little = next(s for s in found[0].evidence if "Little" in s.signal)
     assert little.value == pytest.approx(0.01) and little.threshold == pytest.approx(0.75)
     assert "ahead of the scheduler" in found[0].summary
+
+
+def test_records_without_server_phases_still_name_the_server_wait() -> None:
+    found = top_findings(diagnose(window(Shape(queue=1.5, spans=False), None)))
+    assert [f.check for f in found] == ["server-wait/unsplit"]
+    assert "server phases" in found[0].missing[0]
+    assert found[0].fixes[0].action.startswith("join vLLM's spans")
