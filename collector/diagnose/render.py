@@ -64,7 +64,7 @@ def _finding_lines(rank: int, f: Finding) -> list[str]:
     lines = [f"  {rank}. {f.check}: {f.title}{share}", f"     {f.summary}"]
     lines += [f"     - {_signal(s)}" for s in f.evidence]
     if f.missing:
-        lines.append(f"     would split it: {', '.join(f.missing)}")
+        lines.append(f"     would split or measure it: {', '.join(f.missing)}")
     if f.ruled_out:
         lines.append(f"     ruled out: {'; '.join(f.ruled_out)}")
     lines += [f"     fix: {fix.action}: {fix.effect} [{fix.source}]" for fix in f.fixes]

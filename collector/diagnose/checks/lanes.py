@@ -21,7 +21,7 @@ FIXED_PARTS = {
     "queue": "queue/*",
     "prefill": "prefill/prefix-reuse",
     "residual": "frontend/outside-engine",
-    "server_wait": "queue/unsplit (server phases would split it)",
+    "server_wait": "server-wait/unsplit",
 }
 # Error kinds that are not the server's failure (the default availability SLO excludes them).
 NOT_SERVER = frozenset({"client_disconnect"})

@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
@@ -34,7 +35,7 @@ def test_a_queue_bound_lane_is_found_ranked_with_its_evidence_and_exit_1(tmp_pat
     assert "slow lane: 1 found, top queue/unsplit" in out
     assert "1. queue/unsplit: queue-bound, cause unsplit (explains 98% of TTFT)" in out
     assert "ttft p99 (SLO): 2.556 > 2  <-" in out  # the default spec's slow-lane TTFT SLO
-    assert "would split it: vllm:num_requests_waiting" in out
+    assert "would split or measure it: vllm:num_requests_waiting" in out
     assert "fast lane: no finding" in out
 
 
@@ -87,3 +88,18 @@ def test_the_installed_command_runs_as_a_process(tmp_path: Path) -> None:
     )
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["lanes"][1]["findings"][0]["check"] == "queue/unsplit"
+
+
+def test_the_example_in_the_docs_is_what_the_command_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.layout import ROOT
+
+    page = (ROOT / "docs" / "diagnose.md").read_text(encoding="utf-8")
+    command = "$ lanewatch diagnose records.jsonl --lane slow\n"
+    start = page.index(command) + len(command)
+    shown = page[start : page.index("```", start)]
+    _file(tmp_path, Shape(queue=2.5))
+    monkeypatch.chdir(tmp_path)
+    _, out, _ = _invoke("records.jsonl", "--lane", "slow")
+    assert out == shown
