@@ -22,6 +22,7 @@ from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName
 from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
 from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
 from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_issues
+from lanewatch.collector.diagnose.thresholds import Thresholds
 
 ENV_PREFIX = "LANEWATCH__"
 
@@ -387,6 +388,7 @@ class LanewatchConfig(BaseSettings):
     server: ServerConfig = ServerConfig()
     gateway: GatewayConfig = GatewayConfig()
     degrade: DegradeConfig = DegradeConfig()
+    diagnose: Thresholds = Thresholds()  # `lanewatch diagnose`'s thresholds (docs/diagnose.md)
 
     @model_validator(mode="after")
     def _targets_consistent(self) -> LanewatchConfig:

@@ -35,6 +35,13 @@ def diagnose(
         "(default: the bundled alerts/slos.yaml).",
         show_default=False,
     ),
+    config: Path | None = typer.Option(
+        None,
+        "-c",
+        "--config",
+        help="Config file whose `diagnose:` section sets the thresholds (default: the documented defaults).",
+        show_default=False,
+    ),
     max_num_batched_tokens: int | None = typer.Option(
         None,
         "--max-num-batched-tokens",
@@ -51,7 +58,8 @@ def diagnose(
     docs/diagnose.md lists the checks, their thresholds and the JSON schema.
     """
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
-    from lanewatch.collector.diagnose import Thresholds, diagnose, slo_targets
+    from lanewatch.collector.config import ConfigError, load_config
+    from lanewatch.collector.diagnose import diagnose, slo_targets
     from lanewatch.collector.diagnose.gather import DiagnoseInputError, Sources, gather
     from lanewatch.collector.diagnose.render import to_json, to_text
     from lanewatch.collector.record.goodput import from_spec
@@ -61,7 +69,12 @@ def diagnose(
     except SpecError as exc:
         fail("diagnose", f"--slo-spec: {exc}")
     pairs = tuple((c.fast, c.slow) for c in spec.convergence)
-    thresholds = Thresholds(max_num_batched_tokens=max_num_batched_tokens)
+    try:
+        thresholds = load_config(config).diagnose
+    except ConfigError as exc:
+        fail("diagnose", exc)
+    if max_num_batched_tokens is not None:
+        thresholds = thresholds.model_copy(update={"max_num_batched_tokens": max_num_batched_tokens})
     sources = Sources(records, prometheus, tuple(lane), window, skip_bad)
     try:
         evidence, _ = gather(sources, slo_targets(from_spec(spec)), pairs, thresholds)

@@ -103,3 +103,20 @@ def test_the_example_in_the_docs_is_what_the_command_prints(
     monkeypatch.chdir(tmp_path)
     _, out, _ = _invoke("records.jsonl", "--lane", "slow")
     assert out == shown
+
+
+def test_thresholds_come_from_the_config_files_diagnose_section(tmp_path: Path) -> None:
+    records = str(_file(tmp_path, Shape(queue=2.5)))
+    cfg = tmp_path / "lanewatch.yaml"
+    cfg.write_text("diagnose:\n  queue_share: 0.99\n", encoding="utf-8")
+    assert _invoke(records)[0] == 1
+    code, out, _ = _invoke(records, "-c", str(cfg))
+    assert code == 0 and "0 findings" in out  # 98% of TTFT is under a 99% bar
+    cfg.write_text("diagnose:\n  queue_shares: 0.5\n", encoding="utf-8")
+    code, _, err = _invoke(records, "-c", str(cfg))
+    assert code == 2 and "diagnose.queue_shares" in err and "line 2" in err
+
+
+def test_an_environment_override_sets_a_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANEWATCH__DIAGNOSE__QUEUE_SHARE", "0.99")
+    assert _invoke(str(_file(tmp_path, Shape(queue=2.5))))[0] == 0
