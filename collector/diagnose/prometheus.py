@@ -7,6 +7,7 @@ names the family. The transport is injectable (httpx.MockTransport in unit tests
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 
@@ -20,6 +21,7 @@ from lanewatch.exporters import names
 __all__ = ["PrometheusError", "PrometheusSource"]
 
 TIMEOUT_S = 10.0
+MAX_BODY_BYTES = 8 * 1024 * 1024  # one answer; a lane's queries return a few series each
 MAX_SERIES = 1000  # a query answering more series than this is refused (label cardinality bound)
 Sample = tuple[Mapping[str, str], float]
 
@@ -45,18 +47,29 @@ class PrometheusSource:
     def query(self, promql: str) -> list[Sample]:
         """An instant query's samples (labels, value); NaN and infinite values left out."""
         self.queries.append(promql)
+        status, raw = self._get(promql)
         try:
-            response = self._client.get("/api/v1/query", params={"query": promql})
-        except httpx.HTTPError as exc:
-            raise PrometheusError(f"{self.url}: cannot query: {exc}") from None
-        try:
-            body = response.json()
-        except ValueError:
-            raise PrometheusError(f"{self.url}: answered HTTP {response.status_code}, not JSON") from None
+            body = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise PrometheusError(f"{self.url}: answered HTTP {status}, not JSON") from None
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else None
-            raise PrometheusError(f"{self.url}: query {promql!r} failed: {error or response.status_code}")
+            raise PrometheusError(f"{self.url}: query {promql!r} failed: {str(error)[:200] or status}")
         return _samples(body.get("data"), promql)
+
+    def _get(self, promql: str) -> tuple[int, bytes]:
+        """The answer's status and body, read up to MAX_BODY_BYTES (a bigger one is refused)."""
+        try:
+            with self._client.stream("GET", "/api/v1/query", params={"query": promql}) as response:
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_BODY_BYTES:
+                        raise PrometheusError(f"{self.url}: answer to {promql!r} over {MAX_BODY_BYTES} bytes")
+                    chunks.append(chunk)
+                return response.status_code, b"".join(chunks)
+        except httpx.HTTPError as exc:
+            raise PrometheusError(f"{self.url}: cannot query: {exc}") from None
 
     def scalar(self, promql: str) -> Value | None:
         """The first sample's value as a Value carrying its query, or None."""

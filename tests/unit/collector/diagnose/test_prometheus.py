@@ -138,3 +138,12 @@ def test_a_fast_lanes_slow_partner_is_fetched_as_evidence_only() -> None:
     window, _ = gather(sources, {}, (("fast", "slow"),), transport=transport)
     assert sorted(window.lanes) == ["fast", "slow"] and window.diagnosed == ("fast",)
     assert any('lane="slow"' in q for q in asked)
+
+
+def test_an_answer_past_the_size_bound_is_refused() -> None:
+    from lanewatch.collector.diagnose.prometheus import MAX_BODY_BYTES
+
+    huge = httpx.Response(200, content=b"[" + b" " * MAX_BODY_BYTES + b"]")
+    sources = Sources(prometheus="http://prom.test", lanes=("slow",))
+    with pytest.raises(DiagnoseInputError, match="over 8388608 bytes"):
+        gather(sources, {}, transport=httpx.MockTransport(lambda _: huge))
