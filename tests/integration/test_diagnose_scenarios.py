@@ -31,10 +31,13 @@ class Scenario:
     profile: str = "fast"  # the simulator's profile, and the lane the records carry
     request_class: str = "short"
     also: frozenset[str] = frozenset()  # other findings the condition may cause
+    # a fast lane's P99 over 24 requests is their maximum, which one scheduling hiccup on a loaded
+    # machine can push past 0.5 s; over 100 it interpolates, and one outlier moves it 1%
+    requests: int = REQUESTS
 
 
 SCENARIOS: dict[str, Scenario] = {
-    "healthy fast": Scenario(),
+    "healthy fast": Scenario(requests=100),
     "healthy slow": Scenario(profile="slow"),
     "queue delay": Scenario({"queue_delay_s": 0.6}, "queue/unsplit"),
     "slow prefill, long prompts": Scenario(
@@ -46,19 +49,19 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def _records(tmp_path: Path, sc: Scenario) -> Path:
-    """REQUESTS probes of one class, one after another, vLLM's spans joined."""
+    """The scenario's probes of one class, one after another, vLLM's spans joined."""
     port = free_port()
     traces = f"http://127.0.0.1:{port}/v1/traces"
     out = tmp_path / "records.jsonl"
     faults = sc.faults or None
     # seed 1: its draws hit a 0.3 error rate about as often as the rate says (seed 0's first 24 miss it)
     with start_simulator(tmp_path, profile=sc.profile, otlp_endpoint=traces, faults=faults, seed=1) as sim:
-        args = ["probe", sim.url, "-m", sim.model, "-n", str(REQUESTS), "--lane", sc.profile, "--json"]
+        args = ["probe", sim.url, "-m", sim.model, "-n", str(sc.requests), "--lane", sc.profile, "--json"]
         args += ["--class", sc.request_class, "--otlp-listen", f"127.0.0.1:{port}", "--join-wait", "2"]
         done = subprocess.run([*lanewatch_command(), *args], capture_output=True, text=True, timeout=240)
     assert done.returncode in (0, 1), done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert len(lines) == REQUESTS, done.stderr
+    assert len(lines) == sc.requests, done.stderr
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
 
