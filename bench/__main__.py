@@ -20,12 +20,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import collector_cost, degrade_loop, fleet_cost, ingest_cost, probe_accuracy, probe_cost, tap_overhead
+from . import (
+    collector_cost,
+    degrade_loop,
+    diagnose_cost,
+    fleet_cost,
+    ingest_cost,
+    probe_accuracy,
+    probe_cost,
+    tap_overhead,
+)
 from .machine import machine_facts, tool_versions
 from .nginx import find_nginx
 from .report import evaluate_goals, render
 
-PARTS = ("tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade")
+PARTS = ("tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade", "diagnose")
 
 
 @dataclass(frozen=True)
@@ -49,12 +58,14 @@ class Sizes:
     fleet_warmup_s: float = 16.0  # past the first scrape interval (15 s): every target connected
     degrade_trials: int = 5
     group_interval: str = degrade_loop.GROUP_INTERVAL
+    diagnose_records: int = 100_000
 
 
 SMOKE = Sizes(
     streams=(1, 4), pinned=(4,), rounds=1, seconds=0.6, probes=12, curl=4, collector_s=2.0,
     collector_warmup_s=2.5, parse_repeats=5, probe_cost_s=2.0, probe_cost_warmup_s=1.0, ingest_records=512,
     fleet_targets=(20,), fleet_s=3.0, fleet_warmup_s=2.0, degrade_trials=1, group_interval="1s",
+    diagnose_records=2_000,
 )  # fmt: skip
 
 
@@ -109,6 +120,11 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
         r = degrade_loop.run_degrade_loop(sizes.degrade_trials, tmp / "degrade", sizes.group_interval)
         details["degrade"] = r
         keys |= degrade_loop.flat_keys(r)
+    if "diagnose" in parts:
+        _log(f"diagnose: a {sizes.diagnose_records:,}-record file")
+        r = diagnose_cost.run_diagnose_cost(sizes.diagnose_records, tmp / "diagnose")
+        details["diagnose"] = r
+        keys |= diagnose_cost.flat_keys(r)
     end = machine_facts()
     return {
         "date": facts["date"],

@@ -91,6 +91,8 @@ def evaluate_goals(keys: Mapping[str, Any]) -> list[Goal]:
         _goal(keys, "collector_rss", "collector ≤ 100 MB RSS (peak, 10 probes/s, 10 targets)",
               "project goal", "collector_rss_peak_mb", "MB", _fixed(100.0)),
         *_scale_goals(keys),
+        _goal(keys, "diagnose_records", "`lanewatch diagnose` of a 100,000-record file in ≤ 2 CPU s",
+              "project goal", "diagnose_records_cpu_s", "s", _fixed(2.0)),
     ]  # fmt: skip
 
 
@@ -305,6 +307,16 @@ def _degrade_section(d: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _diagnose_section(r: Mapping[str, Any]) -> list[str]:
+    return [
+        f"- `lanewatch diagnose FILE --json` on {r['records']:,} records ({r['file_mb']} MB, "
+        f"{r['gaps']:,} ITL gaps, two lanes): **{r['cpu_s']} CPU s** ({r['wall_s']} s wall), the "
+        f"interpreter's start included; top finding `{r['top']}`.",
+        f"- In one process: reading and validating the file {r['read_cpu_s']} s, summarising the records "
+        f"{r['summarise_cpu_s']} s, the checks {r['checks_cpu_s']} s.",
+    ]
+
+
 def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -> str:
     """results.md from the results dict (`notes`: the analysis texts, default bench/notes.py's)."""
     if notes is None:
@@ -359,6 +371,8 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
     out += scale_sections(details, notes, fields)
     if "degrade" in details:
         out += ["## Alert to degrade", "", *_degrade_section(details["degrade"]), ""]
+    if "diagnose" in details:
+        out += ["## Diagnosis", "", *_diagnose_section(details["diagnose"]), ""]
     if notes.get("limits"):
         out += ["## What limits the figures", "", notes["limits"].format_map(fields), ""]
     return "\n".join(out)

@@ -34,6 +34,7 @@ from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
 from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_issues
 from lanewatch.collector.degrade.adapters.base import AdapterSettings
 from lanewatch.collector.degrade.adapters.registry import REGISTRY
+from lanewatch.collector.diagnose.thresholds import Thresholds
 
 ENV_PREFIX = "LANEWATCH__"
 
@@ -436,6 +437,7 @@ class LanewatchConfig(BaseSettings):
     server: ServerConfig = ServerConfig()
     gateway: GatewayConfig = GatewayConfig()
     degrade: DegradeConfig = DegradeConfig()
+    diagnose: Thresholds = Thresholds()  # `lanewatch diagnose`'s thresholds (docs/diagnose.md)
 
     @model_validator(mode="after")
     def _targets_consistent(self) -> LanewatchConfig:

@@ -169,6 +169,10 @@ VLLM_REQUEST_PREFILL_TIME_SECONDS: Final = "vllm:request_prefill_time_seconds"
 VLLM_REQUEST_DECODE_TIME_SECONDS: Final = "vllm:request_decode_time_seconds"
 VLLM_REQUEST_PROMPT_TOKENS: Final = "vllm:request_prompt_tokens"
 VLLM_REQUEST_GENERATION_TOKENS: Final = "vllm:request_generation_tokens"
+# Read by the diagnosis (collector/diagnose): tokens per engine step (a histogram) and the
+# cache configuration (an info gauge; label enable_prefix_caching).
+VLLM_ITERATION_TOKENS_TOTAL: Final = "vllm:iteration_tokens_total"
+VLLM_CACHE_CONFIG_INFO: Final = "vllm:cache_config_info"
 # Every vLLM family lanewatch reads (scraper, rules or dashboards), by its current name.
 VLLM_READ_FAMILIES: Final = (
     VLLM_NUM_REQUESTS_RUNNING,

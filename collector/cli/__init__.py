@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     dashboards_cmd,
     degrade,
     demo,
+    diagnose,
     gateway,
     probe,
     report,

@@ -19,8 +19,16 @@ import pytest
 
 from tests.layout import ROOT, module_name
 
-# All that exporters, alerts and dashboards may take from the collector.
-FROM_COLLECTOR = ("lanewatch.collector.record", "lanewatch.collector.common")
+# All that exporters, alerts and dashboards may take from the collector (the diagnosis's thresholds
+# are pure data: the generated rules and panels read the same definitions).
+FROM_COLLECTOR = (
+    "lanewatch.collector.record",
+    "lanewatch.collector.common",
+    "lanewatch.collector.diagnose.thresholds",
+)
+# Modules that may do I/O in an otherwise pure room: its edge.
+DIAGNOSE_EDGE = ("collector/diagnose/prometheus.py", "collector/diagnose/gather.py")
+IO_MODULES = ("httpx", "aiohttp", "socket", "urllib", "http", "subprocess", "asyncio", "requests")
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -132,6 +140,41 @@ def test_record_builds_on_common_only() -> None:
     # ServerSpan, the server half of a joined record, still lives beside its OTLP decoder.
     allowed = ("lanewatch.collector.record", "lanewatch.collector.common", "lanewatch.collector.collect.otlp")
     assert _violations("collector/record", allowed) == []
+
+
+def test_diagnose_builds_on_record_common_and_names_only() -> None:
+    allowed = (
+        "lanewatch.collector.diagnose",
+        "lanewatch.collector.record",
+        "lanewatch.collector.common",
+        "lanewatch.exporters.names",
+    )
+    assert _violations("collector/diagnose", allowed) == []
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_the_diagnosis_model_does_no_io() -> None:
+    """Only the edge module queries Prometheus; the checks and the model are pure."""
+    bad = [
+        f"{p.relative_to(ROOT)} imports {name}"
+        for p in _files("collector/diagnose")
+        if str(p.relative_to(ROOT)) not in DIAGNOSE_EDGE
+        for name in _third_party_imports(p)
+        if name in IO_MODULES
+    ]
+    assert bad == []
+    edge = ROOT / DIAGNOSE_EDGE[0]
+    assert not edge.exists() or "httpx" in _third_party_imports(edge)  # the checker sees the edge's I/O
 
 
 def test_only_the_cli_imports_the_cli() -> None:

@@ -1,0 +1,94 @@
+"""`lanewatch diagnose` on a large records file: what one diagnosis costs.
+
+The file holds two lanes, half the records each, like the demo's: three request classes (16, 64
+and 256 output tokens, every gap recorded), server phases joined; the slow lane is queue-bound,
+stalls now and then and sheds 1 in 40 requests, so every check has work to do. The command runs
+as users run it (a subprocess, `--json`); the figure is its user + system CPU seconds, from start
+to exit (the interpreter's start and imports included). In-process timings split the work:
+reading and validating the file, summarising the records, running the checks.
+
+Run alone: `python -m bench.diagnose_cost [--records 100000]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lanewatch.collector.diagnose import Window, diagnose, lanes_from_records, top_findings
+from lanewatch.collector.record.files import read_records, record_line
+from tests.unit.collector.diagnose.build import Shape, records
+
+SLOW = Shape(queue=2.5, stall_s=0.3, stall_every=7, long_prompt_every=5, error_every=40)
+COMMAND = [sys.executable, "-c", "from lanewatch.collector.cli import main; main()"]
+
+
+def write_file(path: Path, n: int) -> None:
+    """n records, half per lane."""
+    rows = records(SLOW, n=n // 2, lane="slow") + records(Shape(), n=n - n // 2, lane="fast")
+    path.write_text("".join(record_line(r) for r in rows), encoding="utf-8")
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_diagnose_cost(n: int, tmp: Path) -> dict[str, Any]:
+    """Time `lanewatch diagnose FILE --json` on n records, and its parts in this process."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / "records.jsonl"
+    write_file(path, n)
+    cpu0, wall0 = _children_cpu_s(), time.monotonic()
+    done = subprocess.run(
+        [*COMMAND, "diagnose", str(path), "--json"], capture_output=True, text=True, timeout=600
+    )
+    wall, cpu = time.monotonic() - wall0, _children_cpu_s() - cpu0
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"lanewatch diagnose exited {done.returncode}: {done.stderr[-2000:]}")
+    doc = json.loads(done.stdout)
+    t0 = time.process_time()
+    read = read_records(path)
+    t1 = time.process_time()
+    lanes = lanes_from_records(read.records)
+    t2 = time.process_time()
+    found = top_findings(diagnose(Window(lanes, (("fast", "slow"),))))
+    t3 = time.process_time()
+    return {
+        "records": n,
+        "file_mb": round(path.stat().st_size / 1e6, 1),
+        "gaps": sum(len(r.itl_s) for r in read.records),
+        "cpu_s": round(cpu, 2),
+        "wall_s": round(wall, 2),
+        "read_cpu_s": round(t1 - t0, 2),
+        "summarise_cpu_s": round(t2 - t1, 2),
+        "checks_cpu_s": round(t3 - t2, 4),
+        "found": doc["found"],
+        "top": found[0].check if found else None,
+    }
+
+
+def flat_keys(r: dict[str, Any]) -> dict[str, float | None]:
+    """The results.json keys of this part."""
+    return {"diagnose_records_cpu_s": r["cpu_s"], "diagnose_records": r["records"]}
+
+
+def main() -> None:
+    """Run this part alone and print its JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=100_000)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lanewatch-bench-") as d:
+        r = run_diagnose_cost(args.records, Path(d))
+    print(json.dumps({"results": r, "keys": flat_keys(r)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""`lanewatch diagnose`: where a lane's time goes and why, from a records file, Prometheus, or both."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from .app import app
+from .fail import fail
+
+FOUND = 1  # exit status when there are findings (0: none; 2: bad input)
+
+
+@app.command("diagnose", short_help="Name the bottlenecks of each lane, with their evidence.")
+def diagnose(
+    records: Path | None = typer.Argument(
+        None, help="A records.jsonl file (the demo's or a collector's).", show_default=False
+    ),
+    prometheus: str | None = typer.Option(
+        None,
+        "--prometheus",
+        help="Prometheus base URL to query (HTTP API /api/v1/query).",
+        show_default=False,
+    ),
+    lane: list[str] = typer.Option(
+        [], "--lane", help="Diagnose only this lane (repeatable; default: every lane).", show_default=False
+    ),
+    window: str = typer.Option("10m", "--window", help="With --prometheus: the range each query covers."),
+    slo_spec: Path | None = typer.Option(
+        None,
+        "--slo-spec",
+        help="SLO spec whose latency SLOs and lane pairs anchor the findings "
+        "(default: the bundled alerts/slos.yaml).",
+        show_default=False,
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "-c",
+        "--config",
+        help="Config file whose `diagnose:` section sets the thresholds (default: the documented defaults).",
+        show_default=False,
+    ),
+    max_num_batched_tokens: int | None = typer.Option(
+        None,
+        "--max-num-batched-tokens",
+        min=1,
+        help="The lane's vLLM token budget, to judge whether steps run at it.",
+        show_default=False,
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the lanewatch.diagnose/v1 JSON document."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip lines of RECORDS that are not records."),
+) -> None:
+    """Diagnose each lane: ranked findings with their evidence, what was ruled out, and fixes.
+
+    Exit status: 0 when nothing was found, 1 when there are findings, 2 on bad input.
+    docs/diagnose.md lists the checks, their thresholds and the JSON schema.
+    """
+    from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
+    from lanewatch.collector.config import ConfigError, load_config
+    from lanewatch.collector.diagnose import diagnose, slo_targets
+    from lanewatch.collector.diagnose.gather import DiagnoseInputError, Sources, gather
+    from lanewatch.collector.diagnose.render import to_json, to_text
+    from lanewatch.collector.record.goodput import from_spec
+
+    try:
+        spec = load_spec(slo_spec or DEFAULT_SPEC)
+    except SpecError as exc:
+        fail("diagnose", f"--slo-spec: {exc}")
+    pairs = tuple((c.fast, c.slow) for c in spec.convergence)
+    try:
+        thresholds = load_config(config).diagnose
+    except ConfigError as exc:
+        fail("diagnose", exc)
+    if max_num_batched_tokens is not None:
+        thresholds = thresholds.model_copy(update={"max_num_batched_tokens": max_num_batched_tokens})
+    sources = Sources(records, prometheus, tuple(lane), window, skip_bad)
+    try:
+        evidence, _ = gather(sources, slo_targets(from_spec(spec)), pairs, thresholds)
+    except DiagnoseInputError as exc:
+        fail("diagnose", exc)
+    result = diagnose(evidence, thresholds)
+    if as_json:
+        typer.echo(json.dumps(to_json(result, window=evidence.span, sources=evidence.sources), indent=2))
+    else:
+        typer.echo(to_text(result, sources=evidence.sources), nl=False)
+    if any(lane.found for lane in result):
+        raise typer.Exit(FOUND)

@@ -1,0 +1,115 @@
+"""What every check shares: building its three verdicts and reading the lane's SLO symptom."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from lanewatch.collector.diagnose.evidence import MISSING, LaneEvidence, Value
+from lanewatch.collector.diagnose.model import Explains, Finding, Fix, Signal
+from lanewatch.collector.diagnose.thresholds import Thresholds
+
+__all__ = ["BaseCheck", "Symptom", "any_latency_miss", "explains", "share_signal", "symptom"]
+
+
+class BaseCheck:
+    """A check's identity; subclasses set `id`, `title`, `needs` and write `run`."""
+
+    id = ""
+    title = ""
+    needs: tuple[str, ...] = ()
+
+    def unknown(self, lane: LaneEvidence, missing: Iterable[str], why: str = "") -> Finding:
+        """The data this check needs is missing: name each missing series."""
+        series = tuple(MISSING.get(m, m) for m in missing)
+        summary = why or f"cannot judge: missing {', '.join(series)}"
+        return Finding(self.id, self.title, lane.lane, "unknown", summary, missing=series)
+
+    def ok(
+        self, lane: LaneEvidence, summary: str, evidence: Iterable[Signal] = (), ruled_out: Iterable[str] = ()
+    ) -> Finding:
+        """Checked and exonerated, with what was looked at."""
+        ruled = tuple(ruled_out) or (summary,)
+        return Finding(self.id, self.title, lane.lane, "ok", summary, tuple(evidence), ruled_out=ruled)
+
+    def found(
+        self,
+        lane: LaneEvidence,
+        summary: str,
+        evidence: Iterable[Signal],
+        explains: Explains | None,
+        fixes: Iterable[Fix],
+        ruled_out: Iterable[str] = (),
+        missing: Iterable[str] = (),
+    ) -> Finding:
+        """The cause stands: its evidence, what it explains and how to fix it."""
+        return Finding(
+            self.id,
+            self.title,
+            lane.lane,
+            "finding",
+            summary,
+            tuple(evidence),
+            explains,
+            tuple(ruled_out),
+            tuple(fixes),
+            tuple(MISSING.get(m, m) for m in missing),
+        )
+
+    def too_few(self, lane: LaneEvidence, thresholds: Thresholds) -> Finding | None:
+        """`unknown` when the lane has fewer requests than a verdict needs, else None."""
+        if lane.stats.requests >= thresholds.min_requests:
+            return None
+        return self.unknown(
+            lane,
+            ["records"],
+            f"cannot judge: {lane.stats.requests} requests in the window, {thresholds.min_requests} needed",
+        )
+
+
+class Symptom:
+    """Whether the lane misses one latency SLO: the anchor a latency finding needs."""
+
+    def __init__(self, metric: str, signal: Signal | None) -> None:
+        self.metric = metric
+        self.signal = signal
+
+    @property
+    def missed(self) -> bool:
+        """True when the quantile is over the SLO."""
+        return self.signal is not None and self.signal.breached
+
+    @property
+    def known(self) -> bool:
+        """True when both the quantile and the SLO are known."""
+        return self.signal is not None and self.signal.threshold is not None
+
+
+def symptom(lane: LaneEvidence, metric: str, thresholds: Thresholds) -> Symptom:
+    """The lane's quantile of `metric` (ttft | tpot | e2e | itl) held against its SLO."""
+    q = round(thresholds.slo_quantile * 100)
+    value = lane.stats.quantile(f"{metric}_p{q}")
+    slo = lane.slo.get(metric)
+    if value is None:
+        return Symptom(metric, None)
+    return Symptom(metric, Signal.held(f"{metric} p{q} (SLO)", value, ">", slo))
+
+
+def any_latency_miss(lane: LaneEvidence, thresholds: Thresholds) -> list[Signal]:
+    """The SLOs the lane misses (ttft, tpot, e2e, itl), as signals."""
+    out = []
+    for metric in ("ttft", "tpot", "e2e", "itl"):
+        s = symptom(lane, metric, thresholds)
+        if s.missed and s.signal is not None:
+            out.append(s.signal)
+    return out
+
+
+def share_signal(name: str, share: Value, threshold: float) -> Signal:
+    """A share of TTFT or E2E held at-or-above its threshold."""
+    return Signal.held(name, share, ">=", threshold)
+
+
+def explains(of: Literal["ttft", "e2e", "requests"], share: Value) -> Explains:
+    """What the finding explains, from a measured share."""
+    return Explains(of, round(share.value, 4), share.source)

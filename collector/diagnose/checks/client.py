@@ -1,0 +1,107 @@
+"""Time the engine never saw: connection set-up, and the gap between client TTFT and the engine's phases.
+
+DNS, connect and TLS are 0 on a reused connection, so their share of client TTFT is the cost of new
+connections; the server closes idle keep-alive connections after its timeout, and a client that
+pauses longer pays again. What is left of TTFT after send, queue and prefill (the residual) is the
+front end (tokenization), a gateway, a client-side queue or the network.
+"""
+
+from __future__ import annotations
+
+from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal, symptom
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Window
+from lanewatch.collector.diagnose.model import Finding, Fix, Signal
+from lanewatch.collector.diagnose.thresholds import Thresholds
+
+__all__ = ["ConnectionSetup", "OutsideEngine"]
+
+KEEPALIVE = "uvicorn's keep-alive default (5 s), used by vLLM's HTTP server"
+CONNECTION_FIXES = (
+    Fix(
+        "a client connection pool with keep-alive",
+        "requests reuse connections: no DNS, connect, TLS",
+        KEEPALIVE,
+    ),
+    Fix(
+        "a server keep-alive longer than the clients' idle gaps (uvicorn timeout_keep_alive)",
+        "connections survive pauses between requests",
+        KEEPALIVE,
+    ),
+    Fix("TLS session resumption", "a shorter handshake on a new connection", "RFC 8446 (TLS 1.3)"),
+)
+OUTSIDE_FIXES = (
+    Fix("--api-server-count", "more front-end processes for tokenization and HTTP", "vLLM's tuning guide"),
+    Fix("check the gateway and the client's own queue", "time spent before the engine", "the USE method"),
+)
+
+
+class ConnectionSetup(BaseCheck):
+    """New connections (DNS, connect, TLS) are a large part of client TTFT."""
+
+    id = "connection/setup"
+    title = "connection set-up"
+    needs = ("dns, connect, tls phases (records)", "TTFT SLO")
+
+    def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
+        """DNS + connect + TLS share of TTFT high while the lane misses its TTFT SLO."""
+        if (few := self.too_few(lane, thresholds)) is not None:
+            return few
+        share = lane.stats.share(("dns", "connect", "tls"), "ttft")
+        if share is None:
+            return self.unknown(lane, ["records"])
+        ttft = symptom(lane, "ttft", thresholds)
+        evidence = [share_signal("DNS + connect + TLS share of TTFT", share, thresholds.connection_share)]
+        if ttft.signal is not None:
+            evidence.insert(0, ttft.signal)
+        idle = lane.stats.new_connections_after_idle
+        if idle is not None:
+            evidence.append(
+                Signal.shown(f"new connections after idle gaps > {thresholds.keepalive_s:g} s", idle)
+            )
+        if share.value < thresholds.connection_share or (ttft.known and not ttft.missed):
+            return self.ok(lane, f"connection set-up is {share.value:.0%} of TTFT", evidence)
+        after_idle = idle is not None and idle.value > 0.5
+        why = " after idle gaps longer than the server's keep-alive" if after_idle else ""
+        return self.found(
+            lane,
+            f"new connections{why} cost {share.value:.0%} of TTFT",
+            evidence,
+            explains("ttft", share),
+            CONNECTION_FIXES,
+        )
+
+
+class OutsideEngine(BaseCheck):
+    """Client TTFT far above the engine's queue + prefill: the front end, a gateway, the network."""
+
+    id = "frontend/outside-engine"
+    title = "outside the engine"
+    needs = ("server phases (vLLM spans)", "client TTFT (records)", "TTFT SLO")
+
+    def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
+        """The residual (TTFT - connection - send - queue - prefill) a large share of TTFT."""
+        if (few := self.too_few(lane, thresholds)) is not None:
+            return few
+        if not lane.stats.server_phases:
+            return self.unknown(lane, ["server_phases"])
+        share = lane.stats.share(("send", "residual"), "ttft")
+        engine = lane.stats.share(("queue", "prefill"), "ttft")
+        if share is None or engine is None:
+            return self.unknown(lane, ["server_phases"])
+        ttft = symptom(lane, "ttft", thresholds)
+        evidence = [
+            share_signal("send + residual share of TTFT", share, thresholds.outside_share),
+            Signal.shown("queue + prefill share of TTFT", engine),
+        ]
+        if ttft.signal is not None:
+            evidence.insert(0, ttft.signal)
+        if share.value < thresholds.outside_share or (ttft.known and not ttft.missed):
+            return self.ok(lane, f"{share.value:.0%} of TTFT is outside the engine", evidence)
+        return self.found(
+            lane,
+            f"{share.value:.0%} of TTFT passes outside the engine's queue and prefill "
+            "(front end, gateway, client queue or network)",
+            evidence,
+            explains("ttft", share),
+            OUTSIDE_FIXES,
+        )

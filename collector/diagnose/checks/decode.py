@@ -1,0 +1,155 @@
+"""Decode-side causes: prefill/decode interference, a decode-bound lane, ineffective speculative decoding.
+
+Decode is first -> last new token, and it is most of E2E in every healthy lane, so none of these
+counts without its anchor: stalls a mean TPOT hides (interference), or the TPOT SLO missed.
+"""
+
+from __future__ import annotations
+
+from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal, symptom
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window
+from lanewatch.collector.diagnose.model import Finding, Fix, Signal
+from lanewatch.collector.diagnose.thresholds import Thresholds
+from lanewatch.exporters import names
+
+__all__ = ["DecodeBound", "Interference", "SpecDecodeAcceptance"]
+
+TUNING = "vLLM's optimization and tuning guide (chunked prefill)"
+INTERFERENCE_FIXES = (
+    Fix("lower --max-num-batched-tokens (about 2048)", "smaller prefill chunks per step: better ITL", TUNING),
+    Fix("prefill/decode disaggregation", "prefills no longer stall running decodes", "DistServe (OSDI'24)"),
+)
+DECODE_FIXES = (
+    Fix(
+        "a quantized model (FP8, INT4 weights)",
+        "fewer bytes read per token: lower TPOT",
+        "Splitwise (ISCA'24)",
+    ),
+    Fix(
+        "speculative decoding, at low batch sizes",
+        "several tokens per forward pass when drafts are accepted",
+        "vLLM's speculative decoding docs",
+    ),
+    Fix("more tensor parallelism (--tensor-parallel-size)", "more memory bandwidth per token", "vLLM docs"),
+)
+SPEC_FIXES = (
+    Fix("fewer speculative tokens (num_speculative_tokens)", "fewer rejected drafts per step", "vLLM docs"),
+    Fix("a drafter closer to the target model", "more drafts accepted", "vLLM's speculative decoding docs"),
+    Fix("speculative decoding off", "no draft overhead when drafts are mostly rejected", "vLLM docs"),
+)
+
+
+class Interference(BaseCheck):
+    """New prefills stall running decodes (Sarathi-Serve's generation stalls)."""
+
+    id = "interference/prefill-decode"
+    title = "prefill/decode interference"
+    needs = ("per-request ITL gaps (records)", "prompt tokens and start times (records)", "TPOT SLO")
+
+    def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
+        """ITL's tail far above its median, missed per-token deadlines, stalls at long-prompt arrivals."""
+        st = lane.stats
+        p50, p99 = st.quantile("itl_p50"), st.quantile("itl_p99")
+        if p50 is None or p99 is None or p50.value <= 0:
+            return self.unknown(lane, ["itl_gaps"])
+        ratio = Value(p99.value / p50.value, f"itl p99 / itl p50; {p99.source}")
+        evidence = [Signal.held("ITL p99 / p50", ratio, ">=", thresholds.itl_tail_ratio)]
+        if st.fluidity is not None:
+            evidence.append(Signal.held("fluidity index", st.fluidity, "<", thresholds.fluidity))
+        tpot = st.means.get("tpot")
+        if tpot is not None:
+            evidence.append(Signal.held("mean TPOT (SLO)", tpot, ">", lane.slo.tpot_s))
+        stalled = ratio.value >= thresholds.itl_tail_ratio and (
+            st.fluidity is None or st.fluidity.value < thresholds.fluidity
+        )
+        if not stalled:
+            return self.ok(lane, "no decode stalls", evidence)
+        if st.stalls_with_long_prompt is None:
+            return self.unknown(
+                lane, ["itl_gaps"], "decodes stall; the records to line stalls up are missing"
+            )
+        evidence.append(
+            Signal.held(
+                "stalls overlapping a long-prompt arrival",
+                st.stalls_with_long_prompt,
+                ">=",
+                thresholds.stall_long_prompt_share,
+            )
+        )
+        if st.stalls_with_long_prompt.value < thresholds.stall_long_prompt_share:
+            return self.ok(
+                lane, "decodes stall, but not when long prompts arrive", evidence, ("prefill interference",)
+            )
+        share = st.stall_share_of_e2e
+        return self.found(
+            lane,
+            "new prefills stall running decodes: ITL tail stalls line up with long-prompt arrivals",
+            evidence,
+            explains("e2e", share) if share else None,
+            INTERFERENCE_FIXES,
+        )
+
+
+def _decode_share(lane: LaneEvidence) -> Value | None:
+    return lane.stats.share(("decode",), "e2e")
+
+
+class DecodeBound(BaseCheck):
+    """Decode is most of E2E while the lane misses its TPOT SLO."""
+
+    id = "decode/bound"
+    title = "decode-bound"
+    needs = ("decode phase (records)", "TPOT SLO", names.VLLM_NUM_REQUESTS_RUNNING)
+
+    def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
+        """Decode's share of E2E high and the TPOT SLO missed."""
+        if (few := self.too_few(lane, thresholds)) is not None:
+            return few
+        share = _decode_share(lane)
+        tpot = symptom(lane, "tpot", thresholds)
+        if share is None or not tpot.known or tpot.signal is None:
+            return self.unknown(lane, ["records"] if share is None else ["TPOT SLO and TPOT quantile"])
+        evidence = [tpot.signal, share_signal("decode share of E2E", share, thresholds.decode_share)]
+        if lane.server.running is not None:
+            evidence.append(Signal.shown("running requests (mean)", lane.server.running))
+        if not tpot.missed:
+            return self.ok(lane, "the lane meets its TPOT SLO", evidence)
+        if share.value < thresholds.decode_share:
+            return self.ok(lane, f"decode is {share.value:.0%} of E2E", evidence)
+        return self.found(
+            lane,
+            f"decode-bound: decode is {share.value:.0%} of E2E and TPOT misses its SLO",
+            evidence,
+            explains("e2e", share),
+            DECODE_FIXES,
+        )
+
+
+class SpecDecodeAcceptance(BaseCheck):
+    """Speculative decoding whose drafts are mostly rejected."""
+
+    id = "spec-decode/acceptance"
+    title = "speculative decoding ineffective"
+    needs = (names.VLLM_SPEC_DECODE_NUM_DRAFTS_TOTAL, names.VLLM_SPEC_DECODE_NUM_ACCEPTED_TOKENS_TOTAL)
+
+    def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
+        """Mean acceptance length (1 + accepted / drafts) below the threshold while TPOT misses its SLO."""
+        length = lane.server.spec_acceptance_length
+        if length is None:
+            return self.unknown(lane, ["spec_acceptance_length"])
+        evidence = [Signal.held("mean acceptance length", length, "<", thresholds.spec_acceptance_length)]
+        tpot = symptom(lane, "tpot", thresholds)
+        if tpot.signal is not None:
+            evidence.insert(0, tpot.signal)
+        if length.value >= thresholds.spec_acceptance_length:
+            return self.ok(lane, f"drafts accepted: mean acceptance length {length.value:.2f}", evidence)
+        if tpot.known and not tpot.missed:
+            return self.ok(lane, "acceptance is low but the lane meets its TPOT SLO", evidence)
+        share = _decode_share(lane)
+        return self.found(
+            lane,
+            f"speculative decoding accepts few drafts (mean acceptance length {length.value:.2f})",
+            evidence,
+            explains("e2e", share) if share else None,
+            SPEC_FIXES,
+        )

@@ -1,0 +1,175 @@
+"""Lane-level patterns: flat latency, a fast lane converging on the slow one, errors and shedding."""
+
+from __future__ import annotations
+
+import bisect
+
+from lanewatch.collector.diagnose.checks.base import BaseCheck, any_latency_miss, explains, symptom
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window
+from lanewatch.collector.diagnose.model import Finding, Fix, Signal
+from lanewatch.collector.diagnose.thresholds import Thresholds
+from lanewatch.collector.record.window import coefficient_of_variation
+
+__all__ = ["ErrorsShedding", "FlatLatency", "LaneMisrouting"]
+
+# The part of TTFT a fixed cost sits in, and the check that splits its cause.
+FIXED_PARTS = {
+    "dns": "connection/setup",
+    "connect": "connection/setup",
+    "tls": "connection/setup",
+    "send": "frontend/outside-engine",
+    "queue": "queue/*",
+    "prefill": "prefill/prefix-reuse",
+    "residual": "frontend/outside-engine",
+    "server_wait": "server-wait/unsplit",
+}
+# Error kinds that are not the server's failure (the default availability SLO excludes them).
+NOT_SERVER = frozenset({"client_disconnect"})
+ROUTING = "lanewatch gateway routing (docs/gateway.md)"
+
+
+class FlatLatency(BaseCheck):
+    """E2E and TTFT barely depend on the work: a fixed cost dominates."""
+
+    id = "latency/flat"
+    title = "flat latency"
+    needs = ("E2E per request class", "the fixed + per-token fit", "latency SLOs")
+
+    def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
+        """CV of class means below the threshold and the fit's fixed cost most of E2E, SLO missed."""
+        if (few := self.too_few(lane, thresholds)) is not None:
+            return few
+        st = lane.stats
+        cv = coefficient_of_variation(list(st.class_e2e_means.values()))
+        if cv is None or st.fit_fixed_share is None:
+            return self.unknown(lane, ["two request classes and the E2E fit (records)"])
+        evidence = [
+            Signal.held("CV of mean E2E across classes", Value(cv, st.class_source), "<", thresholds.flat_cv),
+            Signal.held("fixed share of E2E (fit)", st.fit_fixed_share, ">=", thresholds.fixed_share),
+        ]
+        misses = any_latency_miss(lane, thresholds)
+        evidence += misses
+        flat = cv < thresholds.flat_cv and st.fit_fixed_share.value >= thresholds.fixed_share
+        if not flat:
+            return self.ok(lane, "latency follows the work", evidence)
+        if not misses and _has_slo(lane):
+            return self.ok(lane, "flat, but the lane meets its latency SLOs", evidence)
+        part = _fixed_part(lane)
+        where = f"; the fixed cost sits in {part} (see {FIXED_PARTS[part]})" if part else ""
+        return self.found(
+            lane,
+            f"latency barely depends on the work (CV {cv:.2f}){where}",
+            evidence,
+            explains("e2e", st.fit_fixed_share),
+            (
+                Fix(
+                    f"the fix {FIXED_PARTS[part] if part else 'the other checks'} gives",
+                    "removes the fixed cost",
+                    "this diagnosis",
+                ),
+            ),
+        )
+
+
+def _has_slo(lane: LaneEvidence) -> bool:
+    return any(lane.slo.get(m) is not None for m in ("ttft", "tpot", "e2e", "itl"))
+
+
+def _fixed_part(lane: LaneEvidence) -> str | None:
+    parts = {p: v.value for p, v in lane.stats.parts.items() if p in FIXED_PARTS}
+    return max(parts, key=parts.__getitem__) if parts else None
+
+
+class LaneMisrouting(BaseCheck):
+    """The fast lane's tail has converged on the slow lane's, often with long work routed fast."""
+
+    id = "lanes/misrouting"
+    title = "lane misrouting / convergence"
+    needs = ("TTFT P99 of both lanes of a pair", "output tokens (records)", "TTFT SLO")
+
+    def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
+        """Fast P99 TTFT over slow P99 TTFT at or above the ratio while the fast lane misses its SLO."""
+        slow_name = window.slow_name(lane.lane)
+        if slow_name is None:
+            return self.ok(lane, "not the fast lane of a lane pair", ruled_out=("not a fast lane",))
+        slow = window.lanes.get(slow_name)
+        if slow is None:
+            return self.unknown(lane, [f"the {slow_name} lane's evidence"])
+        fast_p99, slow_p99 = lane.stats.quantile("ttft_p99"), slow.stats.quantile("ttft_p99")
+        if fast_p99 is None or slow_p99 is None or slow_p99.value <= 0:
+            return self.unknown(lane, ["TTFT P99 of both lanes"])
+        ratio = Value(fast_p99.value / slow_p99.value, f"ttft p99 {lane.lane} / ttft p99 {slow.lane}")
+        evidence = [
+            Signal.held(f"P99 TTFT {lane.lane}/{slow.lane}", ratio, ">=", thresholds.convergence_ratio)
+        ]
+        ttft = symptom(lane, "ttft", thresholds)
+        if ttft.signal is not None:
+            evidence.insert(0, ttft.signal)
+        long = _long_share(lane, slow)
+        if long is not None:
+            evidence.append(
+                Signal.held("long requests on the fast lane", long, ">=", thresholds.long_request_share)
+            )
+        if ratio.value < thresholds.convergence_ratio or (ttft.known and not ttft.missed):
+            return self.ok(lane, f"the {lane.lane} lane stays apart from {slow.lane}", evidence)
+        misrouted = long is not None and long.value >= thresholds.long_request_share
+        why = "long requests run on the fast lane" if misrouted else "the fast lane lacks capacity"
+        return self.found(
+            lane,
+            f"the {lane.lane} lane's P99 TTFT is {ratio.value:.0%} of the {slow.lane} lane's: {why}",
+            evidence,
+            explains("requests", long) if long is not None else None,
+            (
+                Fix(
+                    "route long requests (output tokens) to the slow lane",
+                    "the fast lane keeps short work",
+                    ROUTING,
+                ),
+                Fix("more capacity on the fast lane", "its tail returns below the slow lane's", "capacity"),
+            ),
+        )
+
+
+def _long_share(fast: LaneEvidence, slow: LaneEvidence) -> Value | None:
+    tokens, median = fast.stats.output_tokens, slow.stats.output_tokens_p50
+    if not tokens or median is None:
+        return None
+    share = (len(tokens) - bisect.bisect_left(tokens, median.value)) / len(tokens)
+    return Value(share, f"records: share of {fast.lane} requests with output_tokens >= {slow.lane}'s p50")
+
+
+class ErrorsShedding(BaseCheck):
+    """Requests fail or are shed: 429, 5xx, stream errors, truncations, timeouts."""
+
+    id = "errors/shedding"
+    title = "errors and shedding"
+    needs = ("error kinds (records or lanewatch_request_errors_total)",)
+
+    def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
+        """The share of failed requests at or above the threshold."""
+        st = lane.stats
+        if st.requests == 0:
+            return self.unknown(lane, ["records"])
+        counted = {k: n for k, n in st.errors.items() if k not in NOT_SERVER and n > 0}
+        failed = sum(counted.values())
+        share = Value(failed / st.requests, st.errors_source or "records: failed / requests")
+        evidence = [Signal.held("failed share of requests", share, ">=", thresholds.error_share)]
+        for kind, n in sorted(counted.items(), key=lambda kv: -kv[1]):
+            evidence.append(Signal.shown(f"errors: {kind}", Value(n, share.source)))
+        if share.value < thresholds.error_share:
+            return self.ok(lane, f"{share.value:.1%} of requests failed", evidence)
+        top = max(counted, key=counted.__getitem__)
+        return self.found(
+            lane,
+            f"{share.value:.1%} of requests failed, most as {top}",
+            evidence,
+            explains("requests", share),
+            (
+                Fix("more capacity for the lane", "fewer 429s and overload errors", "capacity"),
+                Fix(
+                    "a degrade policy that shifts or caps work before it fails (lanewatch degrade)",
+                    "requests shifted instead of refused",
+                    "docs/degrade.md",
+                ),
+            ),
+        )

@@ -1,0 +1,108 @@
+"""Prefill-bound lanes, and whether poor prefix reuse is why.
+
+Prefill is SCHEDULED -> first new token: it grows with the prompt tokens the prefix cache did not
+hold. The records give prefill's share of TTFT and its growth per prompt token; vLLM's prefix-cache
+counters (hit rate = rate(hits) / rate(queries), in tokens) and `cache_config_info` say whether
+reuse is poor or caching is off.
+"""
+
+from __future__ import annotations
+
+from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal, symptom
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window
+from lanewatch.collector.diagnose.model import Finding, Fix, Signal
+from lanewatch.collector.diagnose.thresholds import Thresholds
+from lanewatch.exporters import names
+
+__all__ = ["PrefillPrefixReuse"]
+
+CACHING = "vLLM's automatic prefix caching docs"
+REUSE_FIXES = (
+    Fix("--enable-prefix-caching", "repeated prompt prefixes skip their prefill", CACHING),
+    Fix(
+        "put stable content (system prompt, tools, documents) first in every prompt",
+        "more of each prompt matches a cached prefix",
+        CACHING,
+    ),
+    Fix(
+        "prefix-aware routing across replicas",
+        "requests sharing a prefix reach the replica that holds it",
+        "llm-d",
+    ),
+)
+COMPUTE_FIXES = (
+    Fix(
+        "raise --max-num-batched-tokens",
+        "bigger prefill chunks: better TTFT (at some ITL cost)",
+        "vLLM's optimization and tuning guide",
+    ),
+    Fix(
+        "more tensor parallelism or replicas",
+        "prefill is compute-bound: more compute per prompt",
+        "Splitwise",
+    ),
+)
+
+
+class PrefillPrefixReuse(BaseCheck):
+    """Prefill dominates TTFT; low prefix reuse or prefix caching off is the usual cause."""
+
+    id = "prefill/prefix-reuse"
+    title = "prefill-bound, low prefix reuse"
+    needs = (
+        "prefill phase (records)",
+        names.VLLM_PREFIX_CACHE_QUERIES_TOTAL,
+        names.VLLM_PREFIX_CACHE_HITS_TOTAL,
+        names.VLLM_CACHE_CONFIG_INFO,
+    )
+
+    def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
+        """Prefill's share of TTFT high while the lane misses its TTFT SLO; reuse splits the cause."""
+        if (few := self.too_few(lane, thresholds)) is not None:
+            return few
+        share = lane.stats.share(("prefill",), "ttft") if lane.stats.server_phases else None
+        if share is None:
+            return self.unknown(lane, ["server_phases"])
+        ttft = symptom(lane, "ttft", thresholds)
+        evidence = [share_signal("prefill share of TTFT", share, thresholds.prefill_share)]
+        if ttft.signal is not None:
+            evidence.insert(0, ttft.signal)
+        if lane.stats.prefill_per_prompt_token is not None:
+            evidence.append(
+                Signal.shown("prefill seconds per prompt token", lane.stats.prefill_per_prompt_token)
+            )
+        if share.value < thresholds.prefill_share or not (ttft.missed or not ttft.known):
+            return self.ok(lane, f"prefill is {share.value:.0%} of TTFT", evidence)
+        return self._cause(lane, thresholds, evidence, share)
+
+    def _cause(self, lane: LaneEvidence, t: Thresholds, evidence: list[Signal], share: Value) -> Finding:
+        s = lane.server
+        if s.prefix_caching is not None:
+            evidence.append(Signal.held("prefix caching enabled", s.prefix_caching, "<", 1))
+        if s.prefix_hit_rate is not None:
+            evidence.append(Signal.held("prefix-cache hit rate", s.prefix_hit_rate, "<", t.prefix_hit_rate))
+        off = s.prefix_caching is not None and s.prefix_caching.value < 1
+        rate = s.prefix_hit_rate.value if s.prefix_hit_rate is not None else None
+        pct = f"{share.value:.0%} of TTFT"
+        if off or (rate is not None and rate < t.prefix_hit_rate):
+            why = "prefix caching is off" if off else f"the prefix-cache hit rate is {rate:.0%}"
+            return self.found(
+                lane, f"prefill-bound ({pct}): {why}", evidence, explains("ttft", share), REUSE_FIXES
+            )
+        if s.prefix_hit_rate is None and s.prefix_caching is None:
+            return self.found(
+                lane,
+                f"prefill-bound ({pct}), cause unsplit: the prefix-cache series are missing",
+                evidence,
+                explains("ttft", share),
+                REUSE_FIXES[:1] + COMPUTE_FIXES,
+                missing=("prefix_hit_rate", "prefix_caching"),
+            )
+        return self.found(
+            lane,
+            f"prefill-bound ({pct}) on uncached prompt work; prefix reuse is not the cause",
+            evidence,
+            explains("ttft", share),
+            COMPUTE_FIXES,
+            ruled_out=("prefix reuse: caching on and the hit rate above the threshold",),
+        )

@@ -1,0 +1,108 @@
+"""The diagnosis's entry point at its edge: a records file, a Prometheus, or both -> one evidence Window.
+
+With both, the records give each lane's request stats (they hold what histograms cannot: ITL gaps,
+per-request connections, prompt sizes) and Prometheus gives vLLM's series; a lane only Prometheus
+knows takes its request stats from lanewatch's series there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+
+from lanewatch.collector.common.errors import ConfigError
+from lanewatch.collector.diagnose.evidence import LaneEvidence, SloTargets, Window
+from lanewatch.collector.diagnose.prometheus import PrometheusError, PrometheusSource
+from lanewatch.collector.diagnose.queries import LaneQueries, valid_duration
+from lanewatch.collector.diagnose.records import lanes_from_records
+from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from lanewatch.collector.record.files import RecordFileError, read_records
+
+__all__ = ["DiagnoseInputError", "Sources", "gather"]
+
+
+class DiagnoseInputError(ConfigError):
+    """Input the diagnosis cannot use; the message names the flag, the file or the line."""
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where the evidence comes from, and for which lanes."""
+
+    records: Path | None = None
+    prometheus: str | None = None
+    lanes: tuple[str, ...] = ()  # empty: every lane the records or the SLOs name
+    window: str = "10m"
+    skip_bad: bool = False
+
+
+def gather(
+    sources: Sources,
+    slos: Mapping[str, SloTargets],
+    pairs: Sequence[tuple[str, str]] = (),
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    transport: httpx.BaseTransport | None = None,
+) -> tuple[Window, tuple[str, ...]]:
+    """The evidence window and the Prometheus queries asked (none without --prometheus)."""
+    if sources.records is None and sources.prometheus is None:
+        raise DiagnoseInputError("give a records file, --prometheus URL, or both")
+    if not valid_duration(sources.window):
+        raise DiagnoseInputError(f"--window: {sources.window!r} is not a Prometheus duration such as 10m")
+    lanes = _from_records(sources, slos, thresholds) if sources.records else {}
+    described = [f"records {sources.records}"] if sources.records else []
+    queries: tuple[str, ...] = ()
+    if sources.prometheus:
+        wanted = sources.lanes or tuple(sorted(set(lanes) | set(slos)))
+        # a fast lane is judged against its slow partner: fetch the partner too, as evidence
+        wanted += tuple(s for f, s in pairs if f in wanted and s not in wanted)
+        lanes, queries = _from_prometheus(sources, wanted, lanes, slos, thresholds, transport)
+        described.append(f"prometheus {sources.prometheus} over {sources.window}")
+    if sources.lanes:
+        unknown = [lane for lane in sources.lanes if lane not in lanes]
+        if unknown:
+            raise DiagnoseInputError(f"--lane: no records for lane {', '.join(unknown)}")
+    span = sources.window if sources.prometheus else None
+    window = Window(lanes, tuple(pairs), span, tuple(described), only=sources.lanes)
+    return window, queries
+
+
+def _from_records(sources: Sources, slos: Mapping[str, SloTargets], t: Thresholds) -> dict[str, LaneEvidence]:
+    assert sources.records is not None
+    try:
+        read = read_records(sources.records, skip_bad=sources.skip_bad)
+    except RecordFileError as exc:
+        raise DiagnoseInputError(f"{sources.records}: {exc} (or --skip-bad to skip such lines)") from None
+    except OSError as exc:
+        raise DiagnoseInputError(f"{sources.records}: cannot read: {exc.strerror or exc}") from None
+    return lanes_from_records(read.records, slos, t)
+
+
+def _from_prometheus(
+    sources: Sources,
+    wanted: Sequence[str],
+    lanes: dict[str, LaneEvidence],
+    slos: Mapping[str, SloTargets],
+    t: Thresholds,
+    transport: httpx.BaseTransport | None,
+) -> tuple[dict[str, LaneEvidence], tuple[str, ...]]:
+    assert sources.prometheus is not None
+    if not sources.prometheus.startswith(("http://", "https://")):
+        raise DiagnoseInputError(f"--prometheus: {sources.prometheus!r} is not an http(s) URL")
+    prom = PrometheusSource(sources.prometheus, transport=transport)
+    out = dict(lanes)
+    try:
+        for name in wanted:
+            q = LaneQueries(name, sources.window)
+            server = prom.server_series(q)
+            if name in out:
+                out[name] = replace(out[name], server=server)
+            else:
+                out[name] = LaneEvidence(name, prom.lane_stats(q, t), server, slos.get(name, SloTargets()))
+    except PrometheusError as exc:
+        raise DiagnoseInputError(f"--prometheus: {exc}") from None
+    finally:
+        prom.close()
+    return out, tuple(prom.queries)

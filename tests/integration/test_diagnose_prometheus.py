@@ -1,0 +1,110 @@
+"""`lanewatch diagnose --prometheus` against a real Prometheus 2.42 scraping a collector and a simulator.
+
+The collector probes the simulator's slow lane and joins vLLM's spans, Prometheus scrapes both at
+1 s, and the diagnosis names the slow lane's queue as its top finding, with the queries that show
+it. Under the demo's fault (every request delayed ahead of the scheduler) vLLM shows no waiting
+requests, so the cause stays unsplit; with one sequence at a time and eight probes in flight,
+requests wait in vLLM's own queue while the KV cache has room: compute-bound.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import require_binary
+from tests.integration.degrade.loopback import running, wait_http
+from tests.servers import free_port, lanewatch_command, start_simulator, started
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.integration
+
+QUEUE_DELAY_S = 2.5  # over the slow lane's 2 s TTFT SLO (alerts/slos.yaml)
+CLASSES = [{"name": f"c{i}", "prompt_words": 8, "max_tokens": 4 + 2 * i} for i in range(8)]
+FOUND_WITHIN_S = 90.0  # ~10 s of probes at ~3 per second make the 20 requests a verdict needs
+
+
+def _diagnose(prometheus: str) -> dict[str, Any] | None:
+    args = ["diagnose", "--prometheus", prometheus, "--lane", "slow", "--window", "1m", "--json"]
+    done = subprocess.run([*lanewatch_command(), *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode in (0, 1), done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc if done.returncode == 1 else None
+
+
+@pytest.mark.parametrize(
+    ("sim_flags", "expected"),
+    [
+        ({"faults": {"queue_delay_s": QUEUE_DELAY_S}}, "queue/unsplit"),
+        ({"max_num_seqs": 1}, "queue/compute"),
+    ],
+    ids=["demo-fault", "one-sequence"],
+)
+def test_the_slow_lanes_queue_is_the_top_finding(
+    tmp_path: Path, sim_flags: dict[str, Any], expected: str
+) -> None:
+    collector_port, prom_port = free_port(), free_port()
+    traces = f"http://127.0.0.1:{collector_port}/v1/traces"
+    with start_simulator(tmp_path, profile="slow", otlp_endpoint=traces, **sim_flags) as sim:
+        cfg = tmp_path / "collect.yaml"
+        cfg.write_text(
+            yaml.safe_dump(
+                {
+                    "targets": [{"name": "sim-slow", "url": sim.url, "lane": "slow", "model": sim.model}],
+                    "probe": {"interval_s": 0.2, "concurrency": 8, "classes": CLASSES},
+                    "scrape": {"interval_s": 1.0},
+                    "gpu": {"enabled": False},
+                }
+            )
+        )
+        collect = [*lanewatch_command(), "collect", "-c", str(cfg), "--port", str(collector_port)]
+        prom_cfg = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [
+                {
+                    "job_name": "lanewatch-collector",
+                    "static_configs": [{"targets": [f"127.0.0.1:{collector_port}"]}],
+                },
+                {
+                    "job_name": "vllm-slow",
+                    "static_configs": [
+                        {
+                            "targets": [sim.url.removeprefix("http://")],
+                            "labels": {"lane": "slow", "target": "sim-slow"},
+                        }
+                    ],
+                },
+            ],
+        }
+        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prom_cfg))
+        prom = [
+            require_binary("prometheus"),
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ]
+        base = f"http://127.0.0.1:{prom_port}"
+        with started(collect, tmp_path / "collect.log"), running(prom, tmp_path / "prometheus.log") as proc:
+            wait_http(f"{base}/-/ready", proc, timeout=30)
+            doc = eventually(
+                lambda: _diagnose(base), FOUND_WITHIN_S, "a finding for the slow lane", every_s=2.0
+            )
+            began = time.monotonic()
+            _diagnose(base)
+            print(f"one diagnosis from Prometheus: {time.monotonic() - began:.2f} s, process start included")
+    assert doc is not None
+    assert doc["schema"] == "lanewatch.diagnose/v1" and doc["window"] == "1m"
+    top = doc["lanes"][0]["findings"][0]
+    print(f"top finding {top['check']}: {top['summary']}")
+    assert top["verdict"] == "finding"
+    assert top["check"] == expected, top
+    assert top["explains"]["of"] == "ttft" and top["explains"]["share"] > 0.5
+    sources = " ".join(s["source"] for s in top["evidence"])
+    assert 'lanewatch_phase_seconds_sum{lane="slow"}[1m]' in sources  # the query is shown
+    assert 'vllm:num_requests_waiting{lane="slow"}[1m]' in sources  # and vLLM's

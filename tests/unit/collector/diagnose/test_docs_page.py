@@ -1,0 +1,48 @@
+"""docs/diagnose.md lists every registered check and threshold as the code defines them."""
+
+from __future__ import annotations
+
+import pytest
+
+from lanewatch.collector.diagnose import CHECKS, Thresholds
+from lanewatch.collector.diagnose.docs import refresh
+from lanewatch.collector.diagnose.render import SCHEMA
+from tests.layout import ROOT
+
+PAGE = ROOT / "docs" / "diagnose.md"
+
+
+def test_the_generated_tables_are_current() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    assert refresh(text) == text, (
+        "run: .venv/bin/python -m lanewatch.collector.diagnose.docs docs/diagnose.md"
+    )
+
+
+def test_every_check_is_described_with_its_fixes() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    for check in CHECKS:
+        assert f"- **`{check.id}`**:" in text, check.id
+
+
+def test_every_threshold_and_the_schema_are_on_the_page() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    assert all(f"| `{name}` |" in text for name in Thresholds.model_fields)
+    assert f"`{SCHEMA}`" in text and f'"schema": "{SCHEMA}"' in text
+
+
+def test_refresh_refuses_a_page_without_its_sections() -> None:
+    with pytest.raises(ValueError, match="checks"):
+        refresh("no sections here")
+
+
+def test_the_scenario_matrix_on_the_page_is_the_one_tested() -> None:
+    from tests.integration.test_diagnose_scenarios import SCENARIOS
+
+    text = PAGE.read_text(encoding="utf-8")
+    for name, sc in SCENARIOS.items():
+        top = f"`{sc.expected}`" if sc.expected else "none"
+        row = f"| {name} | "
+        line = next((ln for ln in text.splitlines() if ln.startswith(row)), None)
+        assert line is not None, name
+        assert line.endswith(f"| {sc.profile}, {sc.request_class} | {top} |"), line
