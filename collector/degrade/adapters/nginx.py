@@ -20,8 +20,10 @@ The include defines, from the operator's `$lanewatch_lane` (which lane a request
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -134,13 +136,32 @@ class NginxAdapter:
                 f"{_last_lines(output)}; the previous include is back in place, nginx was not reloaded",
                 retryable=False,
             )
+        old = _workers(s.pid_file)
         code, output = await run_command(_argv(s.reload_command), s.command_timeout_s)
         if code != 0:
             raise AdapterError(
                 f"{' '.join(s.reload_command)} failed (exit {code}): {_last_lines(output)}", retryable=True
             )
+        await self._confirm(old)
         self._confirmed = text
         log.info("nginx %s reloaded with revision %d: %s", self.name, revision, sorted(lanes))
+
+    async def _confirm(self, old: set[int] | None) -> None:
+        """With `pid_file`: wait until only workers started after the reload take new connections."""
+        if old is None:
+            return
+        deadline = time.monotonic() + self._s.confirm_timeout_s
+        while True:
+            now = _workers(self._s.pid_file) or set()
+            if now and not now & old:
+                return
+            if time.monotonic() >= deadline:
+                raise AdapterError(
+                    f"nginx did not replace its workers within {self._s.confirm_timeout_s} s of the reload "
+                    "(see its error log)",
+                    retryable=True,
+                )
+            await asyncio.sleep(0.05)
 
     def _restore(self, previous: str | None) -> None:
         if previous is not None:
@@ -161,6 +182,27 @@ class NginxAdapter:
 
     async def shutdown(self) -> None:
         """Nothing to release; nginx keeps its configuration."""
+
+
+def _workers(pid_file: Path | None) -> set[int] | None:
+    """The nginx master's workers still taking new connections (from /proc); None if unknowable.
+
+    On reload the master starts new workers, then tells the old ones to stop listening and
+    finish what they serve; those show as "worker process is shutting down".
+    """
+    text = read_text(pid_file) if pid_file is not None else None
+    if text is None or not text.strip().isdigit() or not Path("/proc/self/stat").exists():
+        return None
+    master, kids = text.strip(), set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            title = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if len(fields) > 1 and fields[1] == master and b"shutting down" not in title:
+            kids.add(int(stat.parent.name))
+    return kids
 
 
 def _argv(command: list[str]) -> list[str]:
@@ -185,6 +227,10 @@ class NginxSettings(AdapterSettings):
     check_command: list[str] = Field(default_factory=lambda: ["nginx", "-t"], min_length=1)
     reload_command: list[str] = Field(default_factory=lambda: ["nginx", "-s", "reload"], min_length=1)
     command_timeout_s: float = Field(default=20.0, gt=0)
+    # nginx's `pid` file: with it, an apply waits until a worker started after the reload runs
+    # (the new config in force); without it, the reload command's exit status is all it knows.
+    pid_file: Path | None = Path("/run/nginx.pid")
+    confirm_timeout_s: float = Field(default=10.0, gt=0)
 
     capabilities: ClassVar[frozenset[ActionName]] = CAPABILITIES
 
