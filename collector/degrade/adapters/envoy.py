@@ -128,8 +128,8 @@ class EnvoyAdapter:
         seen = False
         for line in response.text.splitlines():
             key, _, value = line.partition(": ")
-            kind = key.rsplit("_", 1)[-1]
-            if kind in counts and value.strip().isdigit():
+            head, _, kind = key.rpartition(".update_")
+            if head.endswith(f".rds.{name}") and kind in counts and value.strip().isdigit():
                 counts[kind] += int(value)
                 seen = seen or kind == "success"
         if not seen:
