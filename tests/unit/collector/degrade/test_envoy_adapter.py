@@ -43,7 +43,7 @@ def _adapter(tmp_path: Path, admin: Admin, **kw: object) -> EnvoyAdapter:
         route_template=ROOT / "deploy" / "envoy" / "routes.template.yaml",
         route_file=routes / "routes.yaml",
         validate_with_envoy=False,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
     return EnvoyAdapter(settings, transport=httpx.MockTransport(admin))
 
