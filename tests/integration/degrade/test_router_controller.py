@@ -30,7 +30,7 @@ from tests.servers import free_port, lanewatch_command, started, wait_http
 from tests.waiting import eventually_async
 
 from .routers import Router
-from .test_routers import KINDS, _moved_within, _setup, _share_at_fast, _share_from
+from .traffic import KINDS, moved_within, router_setup, share_at_fast, share_from
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 AM_TOKEN = "am-token-r0uter"
@@ -78,7 +78,7 @@ def _valid_files(router: Router) -> list[str]:
 async def test_an_alert_shifts_the_slow_lane_within_2_s_and_its_resolution_restores(
     kind: str, tmp_path: Path
 ) -> None:
-    async with _setup(kind, tmp_path) as (ups, router, _adapter, s):
+    async with router_setup(kind, tmp_path) as (ups, router, _adapter, s):
         port = free_port()
         log = tmp_path / "controller.log"
         with started(_controller(tmp_path, router, port), log) as proc:
@@ -86,8 +86,8 @@ async def test_an_alert_shifts_the_slow_lane_within_2_s_and_its_resolution_resto
             starts = time.time()
             t0 = time.monotonic()
             await _notify(port, body(alert("firing", starts=starts)))
-            took = await _moved_within(s, router, ups, t0, 1.0)
-            assert await _share_from(s, router, ups, t0 + 2.0) >= 0.95
+            took = await moved_within(s, router, ups, t0, 1.0)
+            assert await share_from(s, router, ups, t0 + 2.0) >= 0.95
             await _notify(port, body(alert("resolved", starts=starts)))
             # the policy holds 0.5 s, then waits 0.3 s of quiet before it restores
             t1 = time.monotonic()
@@ -97,8 +97,8 @@ async def test_an_alert_shifts_the_slow_lane_within_2_s_and_its_resolution_resto
                 10,
                 "the router file back to no degrade",
             )
-            await _moved_within(s, router, ups, time.monotonic(), 0.0)
-            assert await _share_at_fast(s, router, ups, 40) == 0.0
+            await moved_within(s, router, ups, time.monotonic(), 0.0)
+            assert await share_at_fast(s, router, ups, 40) == 0.0
             print(f"{kind}: alert to shift {took:.2f} s; resolved to restored {time.monotonic() - t1:.2f} s")
         report = json.loads(_status(tmp_path))["adapters"][kind]
         assert report["applied_revision"] >= 2 and report["lanes"] == {} and "error" not in report
@@ -120,7 +120,7 @@ async def test_kill_9_of_the_controller_mid_apply_leaves_a_whole_router_file(
     kind: str, tmp_path: Path
 ) -> None:
     rng = random.Random(21)
-    async with _setup(kind, tmp_path) as (ups, router, _adapter, s):
+    async with router_setup(kind, tmp_path) as (ups, router, _adapter, s):
         valid = _valid_files(router)
         starts = time.time()
         for attempt in range(2):
@@ -137,4 +137,4 @@ async def test_kill_9_of_the_controller_mid_apply_leaves_a_whole_router_file(
                 proc.wait(10)
             text = _router_file(router).read_text()
             assert text in valid, f"attempt {attempt}: the router file is not a whole render:\n{text[:400]}"
-            await _share_at_fast(s, router, ups, 4)  # and the router serves on: every request answered 200
+            await share_at_fast(s, router, ups, 4)  # and the router serves on: every request answered 200
