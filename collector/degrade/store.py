@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from lanewatch.collector.common.errors import StartupError
 
@@ -60,6 +60,11 @@ _SCHEMA_V1 = (
 )
 # Version 2: alert records leave the state document for a row each.
 _ALERT_TABLE = "CREATE TABLE alert (fingerprint TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID"
+# What each adapter last applied and its last error (for `degrade status`); not part of the
+# state, so it needs no schema version: made when missing, absent in an older state dir.
+_ADAPTER_TABLE = (
+    "CREATE TABLE IF NOT EXISTS adapter (name TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID"
+)
 
 
 class StoreError(StartupError, RuntimeError):
@@ -120,6 +125,7 @@ class Store:
                 self._db.execute("UPDATE state SET body = ? WHERE id = 1", (tracks_only,))
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._check_schema()
+        self._db.execute(_ADAPTER_TABLE)
         self._stored: dict[str, AlertRecord] = dict(self.load().state.alerts)
 
     def _check_schema(self) -> None:
@@ -208,6 +214,19 @@ class Store:
             (seq, rev, AuditEntry(at, event, lane, action, json.loads(detail)))
             for seq, rev, at, event, lane, action, detail in reversed(rows)
         ]
+
+    def note_adapter(self, name: str, report: dict[str, Any]) -> None:
+        """Replace what is recorded of adapter `name` (its last apply and last error)."""
+        body = json.dumps(report, sort_keys=True)
+        self._db.execute("INSERT OR REPLACE INTO adapter (name, body) VALUES (?, ?)", (name, body))
+
+    def adapters(self) -> dict[str, dict[str, Any]]:
+        """What each adapter last reported, by name (empty for a state dir from before the table)."""
+        try:
+            rows = self._db.execute("SELECT name, body FROM adapter ORDER BY name").fetchall()
+        except sqlite3.OperationalError:  # no such table: written by an older lanewatch
+            return {}
+        return {name: json.loads(body) for name, body in rows}
 
     def audit_count(self) -> int:
         """How many audit entries there are."""

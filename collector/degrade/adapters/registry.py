@@ -16,7 +16,9 @@ from lanewatch.collector.common.degrade_wire import ACTIONS
 
 from .base import AdapterSettings
 from .dry_run import DryRunSettings
+from .envoy import EnvoySettings
 from .gateway import GatewaySettings
+from .nginx import NginxSettings
 from .webhook import WebhookSettings
 
 __all__ = ["REGISTRY", "Registry", "choose", "kind_of"]
@@ -134,4 +136,4 @@ def choose(entries: Sequence[AdapterSettings], kinds: Sequence[str]) -> list[Ada
     return out
 
 
-REGISTRY = Registry([GatewaySettings, WebhookSettings, DryRunSettings])
+REGISTRY = Registry([GatewaySettings, WebhookSettings, DryRunSettings, EnvoySettings, NginxSettings])

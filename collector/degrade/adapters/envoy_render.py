@@ -1,0 +1,316 @@
+"""Envoy's route file from the operator's route template and the degrade state; pure, no I/O.
+
+The template (deploy/envoy/routes.template.yaml) holds an Envoy RouteConfiguration
+(`route_config`), the request classes a shed may refuse (`classes`, each a route match the
+operator trusts) and the `retry_after_s` of a shed answer. A route that serves a lane is
+marked `metadata.filter_metadata.lanewatch.lane` and sends to the lane's cluster
+(`route.cluster`); the marked routes are the only ones a render changes:
+
+- shift `p%` to lane T: the route's `cluster` becomes `weighted_clusters` of the lane's
+  cluster (weight 1000 - 10p) and T's cluster (10p); the request body is sent unchanged,
+  so T's servers must serve the model names the lane's clients ask for.
+- shed class K: a route is put before the lane's route, matching what it matches and K's
+  rule as well, answering `429` with `retry-after` from Envoy itself (`direct_response`).
+
+The rendered routes carry the same metadata (`shed` names the class), so what Envoy holds
+reads back into lanes (`held_lanes`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.common.names import check_class_name, check_lane_name
+
+from .base import AdapterError
+
+__all__ = [
+    "ROUTE_TYPE",
+    "EnvoyTemplate",
+    "held_lanes",
+    "parse_template",
+    "render",
+    "render_text",
+    "validation_bootstrap",
+]
+
+ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+META = "lanewatch"
+WEIGHT_TOTAL = 1000  # weights in tenths of a percent
+_PATH_KEYS = ("prefix", "path", "safe_regex", "path_separated_prefix", "path_match_policy")
+_CLASS_KEYS = frozenset({*_PATH_KEYS, "headers", "query_parameters"})
+_TOP_KEYS = frozenset({"route_config", "classes", "retry_after_s"})
+
+
+@dataclass(frozen=True)
+class EnvoyTemplate:
+    """A parsed route template: the route configuration, lane clusters and class rules."""
+
+    route_config: dict[str, Any]
+    clusters: dict[str, str]  # lane -> its cluster
+    classes: dict[str, dict[str, Any]]  # class -> match fragment
+    retry_after_s: int = 30
+
+    @property
+    def name(self) -> str:
+        """The route configuration's name (the bootstrap's `rds.route_config_name`)."""
+        return str(self.route_config["name"])
+
+
+def _bad(message: str) -> AdapterError:
+    return AdapterError(f"route template: {message}", retryable=False)
+
+
+def parse_template(text: str) -> EnvoyTemplate:
+    """The template from its YAML text; AdapterError naming the key that is wrong."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _bad(f"not YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise _bad("must be a mapping with `route_config`")
+    if unknown := sorted(set(data) - _TOP_KEYS):
+        raise _bad(f"unknown keys {unknown}; expected {sorted(_TOP_KEYS)}")
+    rc = data.get("route_config")
+    if not isinstance(rc, dict) or not isinstance(rc.get("name"), str) or not rc["name"]:
+        raise _bad("route_config must be a RouteConfiguration with a `name`")
+    retry = data.get("retry_after_s", 30)
+    if isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= 86400:
+        raise _bad(f"retry_after_s: {retry!r} is not whole seconds 0..86400")
+    return EnvoyTemplate(rc, _lane_clusters(rc), _classes(data.get("classes") or {}), retry)
+
+
+def _routes(rc: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:
+    hosts = rc.get("virtual_hosts")
+    if not isinstance(hosts, list) or not all(isinstance(h, dict) for h in hosts):
+        raise _bad("route_config.virtual_hosts must be a list of virtual hosts")
+    out = []
+    for i, host in enumerate(hosts):
+        routes = host.get("routes", [])
+        if not isinstance(routes, list) or not all(isinstance(r, dict) for r in routes):
+            raise _bad(f"route_config.virtual_hosts.{i}.routes must be a list of routes")
+        out.append((f"route_config.virtual_hosts.{i}.routes", routes))
+    return out
+
+
+def _mark(route: Mapping[str, Any]) -> dict[str, Any] | None:
+    meta = (route.get("metadata") or {}).get("filter_metadata", {}).get(META)
+    return meta if isinstance(meta, dict) else None
+
+
+def _lane_clusters(rc: Mapping[str, Any]) -> dict[str, str]:
+    clusters: dict[str, str] = {}
+    for where, routes in _routes(rc):
+        for j, route in enumerate(routes):
+            mark = _mark(route)
+            if mark is None:
+                continue
+            at = f"{where}.{j}"
+            lane, cluster = mark.get("lane"), (route.get("route") or {}).get("cluster")
+            if set(mark) != {"lane"} or not isinstance(lane, str):
+                raise _bad(f"{at}: metadata.filter_metadata.lanewatch must be {{lane: NAME}} alone")
+            try:
+                check_lane_name(lane)
+            except ValueError as exc:
+                raise _bad(f"{at}: {exc}") from None
+            if not isinstance(cluster, str) or "match" not in route:
+                raise _bad(f"{at}: a lane's route needs a `match` and `route.cluster` (its lane's cluster)")
+            if clusters.setdefault(lane, cluster) != cluster:
+                raise _bad(f"{at}: lane {lane!r} sends to {cluster!r} here and {clusters[lane]!r} elsewhere")
+    if not clusters:
+        raise _bad("no route is marked metadata.filter_metadata.lanewatch.lane")
+    return clusters
+
+
+def _classes(raw: object) -> dict[str, dict[str, Any]]:
+    if not isinstance(raw, dict):
+        raise _bad("classes must map a class name to its match rule")
+    out = {}
+    for name, rule in raw.items():
+        try:
+            check_class_name(str(name))
+        except ValueError as exc:
+            raise _bad(f"classes: {exc}") from None
+        if not isinstance(rule, dict) or not rule or set(rule) - _CLASS_KEYS:
+            raise _bad(f"classes.{name}: a match rule of {sorted(_CLASS_KEYS)}")
+        if len([k for k in rule if k in _PATH_KEYS]) > 1:
+            raise _bad(f"classes.{name}: one path rule at most")
+        out[str(name)] = rule
+    return out
+
+
+def render(template: EnvoyTemplate, lanes: Mapping[str, LaneDegrade]) -> dict[str, Any]:
+    """The RouteConfiguration that makes Envoy hold `lanes`; AdapterError for a state it cannot hold."""
+    _check_state(template, lanes)
+    rc = copy.deepcopy(template.route_config)
+    for host in rc.get("virtual_hosts", []):
+        out: list[dict[str, Any]] = []
+        for route in host.get("routes", []):
+            mark = _mark(route)
+            spec = lanes.get(mark["lane"]) if mark else None
+            if mark is None or spec is None:
+                out.append(route)
+                continue
+            out += [_shed_route(template, route, mark["lane"], c) for c in spec.shed_classes]
+            out.append(_shift_route(template, route, mark["lane"], spec))
+        host["routes"] = out
+    return rc
+
+
+def _check_state(template: EnvoyTemplate, lanes: Mapping[str, LaneDegrade]) -> None:
+    known = ", ".join(sorted(template.clusters))
+    for lane, spec in lanes.items():
+        if lane not in template.clusters:
+            raise AdapterError(
+                f"lane {lane!r} has no route in the route template (lanes: {known})", retryable=False
+            )
+        if "shift" in spec.active() and spec.shift_to not in template.clusters:
+            raise AdapterError(
+                f"lanes.{lane}.shift_to: lane {spec.shift_to!r} has no route in the route template",
+                retryable=False,
+            )
+        for cls in spec.shed_classes:
+            if cls not in template.classes:
+                raise AdapterError(
+                    f"lanes.{lane}.shed_classes: class {cls!r} has no match rule in the route template's "
+                    f"`classes` (defined: {', '.join(sorted(template.classes)) or 'none'})",
+                    retryable=False,
+                )
+
+
+def _shift_route(
+    template: EnvoyTemplate, route: dict[str, Any], lane: str, spec: LaneDegrade
+) -> dict[str, Any]:
+    if "shift" not in spec.active() or spec.shift_to is None:
+        return route
+    moved = round(float(spec.shift_percent) * WEIGHT_TOTAL / 100)
+    action = {k: v for k, v in route["route"].items() if k != "cluster"}
+    action["weighted_clusters"] = {
+        "clusters": [
+            {"name": template.clusters[lane], "weight": WEIGHT_TOTAL - moved},
+            {"name": template.clusters[spec.shift_to], "weight": moved},
+        ]
+    }
+    return {**route, "route": action}
+
+
+def _shed_route(template: EnvoyTemplate, route: dict[str, Any], lane: str, cls: str) -> dict[str, Any]:
+    rule = template.classes[cls]
+    match = copy.deepcopy(route["match"])
+    if any(k in rule for k in _PATH_KEYS):
+        for key in _PATH_KEYS:
+            match.pop(key, None)
+    for key, value in rule.items():
+        match[key] = (
+            [*match.get(key, []), *copy.deepcopy(value)] if isinstance(value, list) else copy.deepcopy(value)
+        )
+    body = {
+        "error": {
+            "message": f"shed by lanewatch degrade: class {cls}",
+            "type": "rate_limit_error",
+            "code": 429,
+        }
+    }
+    return {
+        "name": f"lanewatch-shed-{lane}-{cls}",
+        "match": match,
+        "metadata": {"filter_metadata": {META: {"lane": lane, "shed": cls}}},
+        "direct_response": {
+            "status": 429,
+            "body": {"inline_string": json.dumps(body, separators=(",", ":"))},
+        },
+        "response_headers_to_add": [
+            _header("retry-after", str(template.retry_after_s)),
+            _header("content-type", "application/json"),
+            _header("x-lanewatch-degraded", "shed"),
+        ],
+    }
+
+
+def _header(key: str, value: str) -> dict[str, Any]:
+    return {"header": {"key": key, "value": value}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+
+
+def render_text(route_config: Mapping[str, Any]) -> str:
+    """The route file Envoy reads: one RouteConfiguration resource, stable text for equal input."""
+    resource = {"@type": ROUTE_TYPE, **route_config}
+    head = "# generated by lanewatch degrade from the route template: do not edit\n"
+    return head + yaml.safe_dump({"resources": [resource]}, sort_keys=True, default_flow_style=False)
+
+
+def validation_bootstrap(route_config: Mapping[str, Any]) -> dict[str, Any]:
+    """A bootstrap holding `route_config` inline (clusters stubbed), for `envoy --mode validate`."""
+    hcm = {
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3."
+        "HttpConnectionManager",
+        "stat_prefix": "validate",
+        "route_config": dict(route_config),
+        "http_filters": [
+            {
+                "name": "envoy.filters.http.router",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+                },
+            }
+        ],
+    }
+    listener = {
+        "name": "validate",
+        "address": {"socket_address": {"address": "127.0.0.1", "port_value": 1}},
+        "filter_chains": [
+            {"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}
+        ],
+    }
+    clusters = [
+        {"name": c, "type": "STATIC", "connect_timeout": "1s"} for c in sorted(_cluster_names(route_config))
+    ]
+    return {
+        "node": {"id": "validate", "cluster": "validate"},
+        "static_resources": {"listeners": [listener], "clusters": clusters},
+    }
+
+
+def _cluster_names(rc: Mapping[str, Any]) -> set[str]:
+    names: set[str] = set()
+    for host in rc.get("virtual_hosts", []):
+        for route in host.get("routes", []):
+            action = route.get("route") or {}
+            if isinstance(action.get("cluster"), str):
+                names.add(action["cluster"])
+            for c in (action.get("weighted_clusters") or {}).get("clusters", []):
+                if isinstance(c, dict) and isinstance(c.get("name"), str):
+                    names.add(c["name"])
+    return names
+
+
+def held_lanes(template: EnvoyTemplate, route_config: Mapping[str, Any]) -> dict[str, LaneDegrade]:
+    """The degrade a route configuration (as Envoy's config dump shows it) holds, by lane."""
+    lane_of = {cluster: lane for lane, cluster in template.clusters.items()}
+    shift: dict[str, tuple[str, float]] = {}
+    shed: dict[str, set[str]] = {}
+    for host in route_config.get("virtual_hosts", []):
+        for route in host.get("routes", []):
+            mark = _mark(route) or {}
+            lane = mark.get("lane")
+            if not isinstance(lane, str):
+                continue
+            if isinstance(mark.get("shed"), str):
+                shed.setdefault(lane, set()).add(mark["shed"])
+            weights = ((route.get("route") or {}).get("weighted_clusters") or {}).get("clusters", [])
+            total = sum(int(c.get("weight", 0)) for c in weights)
+            for c in weights:
+                to = lane_of.get(c.get("name", ""))
+                if total and to not in (None, lane) and int(c.get("weight", 0)) > 0:
+                    shift[lane] = (str(to), round(int(c["weight"]) * 100 / total, 1))
+    out = {}
+    for lane in sorted({*shift, *shed}):
+        to, pct = shift.get(lane, (None, 0))
+        out[lane] = LaneDegrade(shift_to=to, shift_percent=pct, shed_classes=tuple(shed.get(lane, ())))
+    return out

@@ -1,0 +1,50 @@
+"""The router configs in deploy/ are valid for the real routers, as shipped (paths moved to a temp dir)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lanewatch.collector.degrade.adapters.envoy_render import parse_template, render, render_text
+from lanewatch.collector.degrade.adapters.nginx import render_include
+
+from .routers import ENVOY_DIR, NGINX_DIR, require_router
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_shipped_envoy_bootstrap_validates(tmp_path: Path) -> None:
+    envoy = require_router("envoy")
+    boot = yaml.safe_load((ENVOY_DIR / "bootstrap.yaml").read_text())
+    assert boot["node"] == {"id": "lanewatch-edge", "cluster": "lanewatch-edge"}
+    assert boot["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert hcm["tracing"]["provider"]["name"] == "envoy.tracers.opentelemetry"
+    template = parse_template((ENVOY_DIR / "routes.template.yaml").read_text())
+    assert hcm["rds"]["route_config_name"] == template.name
+    clusters = {c["name"] for c in boot["static_resources"]["clusters"]}
+    assert set(template.clusters.values()) <= clusters
+    source = hcm["rds"]["config_source"]["path_config_source"]
+    source.update(path=str(tmp_path / "routes.yaml"), watched_directory={"path": str(tmp_path)})
+    (tmp_path / "routes.yaml").write_text(render_text(render(template, {})))
+    (tmp_path / "bootstrap.yaml").write_text(yaml.safe_dump(boot))
+    argv = [envoy, "--mode", "validate", "-c", str(tmp_path / "bootstrap.yaml"), "--log-level", "error"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_shipped_nginx_config_passes_nginx_t(tmp_path: Path) -> None:
+    nginx = require_router("nginx")
+    text = (NGINX_DIR / "nginx.conf").read_text()
+    assert "include /etc/nginx/lanewatch/lanes.conf;" in text
+    (tmp_path / "nginx.conf").write_text(
+        text.replace("/etc/nginx/lanewatch/lanes.conf", str(tmp_path / "lanes.conf"))
+    )
+    (tmp_path / "lanes.conf").write_text(render_include({}, ["fast", "slow"], 30))
+    argv = [nginx, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-e", str(tmp_path / "error.log")]
+    argv += ["-g", f"pid {tmp_path / 'nginx.pid'};", "-t"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,142 @@
+"""The envoy and nginx adapters against the real routers, two test upstreams behind them.
+
+Shares are measured at the upstreams (the requests each one served). Every wait is bounded,
+and the bounds are the behaviour promised: a shift takes hold within 2 s of the apply.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.degrade.adapters import Adapter, AdapterError, EnvoySettings, NginxSettings
+from lanewatch.collector.degrade.metrics import DegradeMetrics
+from lanewatch.collector.degrade.policy import DEFAULT_POLICY
+from lanewatch.collector.degrade.service import DegradeService
+from lanewatch.collector.degrade.store import Store
+from tests.integration.gateway_harness import chat_body, read_events
+
+from .traffic import BATCH, KINDS, SHIFTED, moved_within, router_setup, send, share_at_fast, share_from
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_shift_moves_the_slow_lane_within_2_s_and_a_restore_moves_it_back(
+    kind: str, tmp_path: Path
+) -> None:
+    async with router_setup(kind, tmp_path) as (ups, router, adapter, s):
+        await adapter.apply({}, 1)
+        assert await share_at_fast(s, router, ups, 20) == 0.0
+        t0 = time.monotonic()
+        await adapter.apply(SHIFTED, 2)
+        took = await moved_within(s, router, ups, t0, 1.0)
+        assert await share_from(s, router, ups, t0 + 2.0) >= 0.95
+        assert await _held(adapter) == SHIFTED
+        t0 = time.monotonic()
+        await adapter.apply({}, 3)
+        back = await moved_within(s, router, ups, t0, 0.0)
+        assert await share_from(s, router, ups, t0 + 2.0) <= 0.05
+        assert await _held(adapter) == {}
+        print(f"{kind}: shift took hold in {took:.2f} s, restore in {back:.2f} s")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_stream_in_flight_across_the_change_completes_intact(kind: str, tmp_path: Path) -> None:
+    async with router_setup(kind, tmp_path) as (ups, router, adapter, s):
+        await adapter.apply({}, 1)
+        h = {"x-lanewatch-lane": "slow", "x-test-gap-ms": "50"}
+        async with s.post(f"{router.url}/v1/chat/completions", json=chat_body(max_tokens=30), headers=h) as r:
+            assert r.status == 200
+            first = await r.content.readuntil(b"\n\n")
+            t0 = time.monotonic()
+            await adapter.apply(SHIFTED, 2)  # a route swap / a reload while the stream runs
+            await moved_within(s, router, ups, t0, 1.0)
+            rest = b"".join([e for _, e in await read_events(r)])
+        text = (first + rest).decode()
+        assert all(f'"content":"t{i} "' in text for i in range(30)), text[-500:]
+        assert text.rstrip().endswith("data: [DONE]")
+        assert [
+            up.last().finished for up in ups.values() if up.requests and up.last().body["max_tokens"] == 30
+        ] == [True]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_shed_gives_429_to_batch_only(kind: str, tmp_path: Path) -> None:
+    async with router_setup(kind, tmp_path) as (_ups, router, adapter, s):
+        await adapter.apply({"fast": LaneDegrade(shed_classes=("batch",))}, 1)
+        h = {"x-lanewatch-lane": "fast", **BATCH}
+        async with s.post(f"{router.url}/v1/chat/completions", json=chat_body(stream=False), headers=h) as r:
+            assert (r.status, r.headers["retry-after"]) == (429, "30")
+            assert (await r.json())["error"]["code"] == 429
+        assert await send(s, router.url, "fast") == 200
+        assert await send(s, router.url, "fast", {"x-tenant-tier": "interactive"}) == 200
+        # a client's own class hint decides nothing: the template's rule does
+        assert await send(s, router.url, "fast", {"x-lanewatch-class": "batch"}) == 200
+        assert await send(s, router.url, "slow", BATCH) == 200  # the slow lane sheds nothing
+        assert await _held(adapter) == {"fast": LaneDegrade(shed_classes=("batch",))}
+        await adapter.apply({}, 2)
+        assert await send(s, router.url, "fast", BATCH) == 200
+
+
+async def _held(adapter: Adapter) -> dict[str, LaneDegrade]:
+    view = await adapter.read_back()
+    assert view is not None
+    return view.lanes
+
+
+def _failures(metrics: DegradeMetrics, name: str) -> float:
+    value = metrics.registry.get_sample_value("lanewatch_degrade_adapter_failures_total", {"adapter": name})
+    return float(value or 0)
+
+
+async def _reconcile_once(tmp_path: Path, adapter: Adapter) -> tuple[bool, DegradeMetrics, Store]:
+    store = Store(tmp_path / "state")
+    metrics = DegradeMetrics(CollectorRegistry(), [adapter.name])
+    ok = await DegradeService(DEFAULT_POLICY, store, [adapter], metrics).reconcile()
+    return ok, metrics, store
+
+
+@pytest.mark.parametrize("validate", [True, False])
+async def test_envoy_routes_that_do_not_validate_leave_the_running_config(
+    validate: bool, tmp_path: Path
+) -> None:
+    async with router_setup("envoy", tmp_path, validate_with_envoy=validate) as (ups, router, adapter, s):
+        settings = router.settings
+        assert isinstance(settings, EnvoySettings)
+        await adapter.apply(SHIFTED, 1)
+        good = settings.route_file.read_text()
+        template = settings.route_template
+        bad_route = "        - match: {safe_regex: {regex: '('}}\n          route: {cluster: fast}\n"
+        template.write_text(template.read_text().replace("      routes:\n", "      routes:\n" + bad_route, 1))
+        with pytest.raises(AdapterError) as caught:
+            await adapter.apply({}, 2)
+        reason = "do not validate (envoy --mode validate)" if validate else "update_rejected"
+        assert reason in str(caught.value) and not caught.value.retryable
+        assert settings.route_file.read_text() == good
+        assert await share_at_fast(s, router, ups, 20) == 1.0  # Envoy still holds the shift
+        ok, metrics, store = await _reconcile_once(tmp_path, adapter)
+        assert not ok and _failures(metrics, adapter.name) == 1
+        [(_seq, _rev, entry)] = [e for e in store.recent(10) if e[2].event == "adapter_failed"]
+        assert reason in entry.detail["error"]
+
+
+async def test_an_nginx_include_the_check_refuses_is_put_back_and_not_reloaded(tmp_path: Path) -> None:
+    async with router_setup("nginx", tmp_path) as (ups, router, adapter, s):
+        await adapter.apply(SHIFTED, 1)
+        assert isinstance(router.settings, NginxSettings)
+        include = router.settings.include_file
+        good = include.read_text()
+        broken = router.settings.model_copy(update={"lane_variable": "$no_such_variable"}).build()
+        with pytest.raises(AdapterError, match="refused the rendered include") as caught:
+            await broken.apply({}, 2)
+        assert "no_such_variable" in str(caught.value) and "previous include is back" in str(caught.value)
+        assert include.read_text() == good
+        assert await share_at_fast(s, router, ups, 20) == 1.0  # nginx still holds the shift
+        ok, metrics, _store = await _reconcile_once(tmp_path, broken)
+        assert not ok and _failures(metrics, broken.name) == 1
+        assert include.read_text() == good

@@ -1,0 +1,143 @@
+"""The Envoy route file rendered from the shipped route template: exact text, refusals, read-back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.degrade.adapters import AdapterError
+from lanewatch.collector.degrade.adapters.envoy_render import (
+    EnvoyTemplate,
+    held_lanes,
+    parse_template,
+    render,
+    render_text,
+    validation_bootstrap,
+)
+from tests.layout import ROOT
+
+GOLDEN = Path(__file__).parent / "golden"
+SHIPPED = ROOT / "deploy" / "envoy" / "routes.template.yaml"
+DEGRADED = {
+    "slow": LaneDegrade(shift_to="fast", shift_percent=50, shed_classes=("batch",)),
+    "fast": LaneDegrade(shed_classes=("batch",)),
+}
+
+
+def _template() -> EnvoyTemplate:
+    return parse_template(SHIPPED.read_text())
+
+
+def test_the_shipped_template_names_its_lanes_and_classes() -> None:
+    t = _template()
+    assert (t.name, t.clusters, sorted(t.classes), t.retry_after_s) == (
+        "lanes",
+        {"slow": "slow", "fast": "fast"},
+        ["batch"],
+        30,
+    )
+
+
+@pytest.mark.parametrize(
+    ("lanes", "golden"),
+    [({}, "envoy-routes-none.yaml"), (DEGRADED, "envoy-routes-degraded.yaml")],
+)
+def test_render_is_the_golden_text(lanes: dict[str, LaneDegrade], golden: str) -> None:
+    assert render_text(render(_template(), lanes)) == (GOLDEN / golden).read_text()
+
+
+def test_no_degrade_renders_the_template_as_written() -> None:
+    t = _template()
+    assert render(t, {}) == t.route_config
+    assert yaml.safe_load(render_text(render(t, {})))["resources"][0]["@type"].endswith("RouteConfiguration")
+
+
+def test_a_full_shift_sends_every_request_of_the_lane_to_the_faster_cluster() -> None:
+    routes = render(_template(), {"slow": LaneDegrade(shift_to="fast", shift_percent=100)})
+    slow = routes["virtual_hosts"][0]["routes"][0]
+    assert slow["route"] == {
+        "timeout": "0s",
+        "weighted_clusters": {"clusters": [{"name": "slow", "weight": 0}, {"name": "fast", "weight": 1000}]},
+    }
+
+
+@pytest.mark.parametrize("lanes", [{}, DEGRADED, {"slow": LaneDegrade(shift_to="fast", shift_percent=12.5)}])
+def test_what_envoy_holds_reads_back_into_the_lanes(lanes: dict[str, LaneDegrade]) -> None:
+    t = _template()
+    assert held_lanes(t, render(t, lanes)) == lanes
+
+
+def test_a_shed_route_adds_the_class_rule_to_the_lane_route_match() -> None:
+    t = parse_template(SHIPPED.read_text().replace("  batch:\n", "  batch:\n    prefix: /batch/\n"))
+    shed = render(t, {"slow": LaneDegrade(shed_classes=("batch",))})["virtual_hosts"][0]["routes"][0]
+    assert shed["match"] == {
+        "prefix": "/batch/",
+        "headers": [
+            {"name": "x-lanewatch-lane", "string_match": {"exact": "slow"}},
+            {"name": "x-tenant-tier", "string_match": {"exact": "batch"}},
+        ],
+    }
+    assert shed["direct_response"]["status"] == 429
+    assert {
+        "header": {"key": "retry-after", "value": "30"},
+        "append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
+    } in (shed["response_headers_to_add"])
+
+
+@pytest.mark.parametrize(
+    ("lanes", "message"),
+    [
+        ({"turbo": LaneDegrade(shed_classes=("batch",))}, "lane 'turbo' has no route in the route template"),
+        ({"slow": LaneDegrade(shift_to="gpu9", shift_percent=50)}, "lanes.slow.shift_to: lane 'gpu9'"),
+        ({"slow": LaneDegrade(shed_classes=("bulk",))}, "class 'bulk' has no match rule"),
+    ],
+)
+def test_a_state_the_template_cannot_hold_is_refused(lanes: dict[str, LaneDegrade], message: str) -> None:
+    with pytest.raises(AdapterError, match=message) as caught:
+        render(_template(), lanes)
+    assert not caught.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("route_config: [", "not YAML"),
+        ("routes: {}\n", "unknown keys"),
+        ("route_config: {virtual_hosts: []}\n", "with a `name`"),
+        (
+            "route_config: {name: r, virtual_hosts: [{name: v, domains: ['*'], routes: []}]}\n",
+            "no route is marked",
+        ),
+        (
+            "route_config: {name: r, virtual_hosts: [{name: v, routes: [{match: {prefix: /}, "
+            "metadata: {filter_metadata: {lanewatch: {lane: 'a:b'}}}, route: {cluster: c}}]}]}\n",
+            "bad lane name",
+        ),
+        (
+            "route_config: {name: r, virtual_hosts: [{name: v, routes: [{match: {prefix: /}, "
+            "metadata: {filter_metadata: {lanewatch: {lane: a}}}, direct_response: {status: 200}}]}]}\n",
+            "needs a `match` and `route.cluster`",
+        ),
+        (SHIPPED.read_text().replace("  batch:", "  Batch:"), "bad class name"),
+        (
+            SHIPPED.read_text().replace("    headers:", "    method: POST\n    headers:", 1),
+            "classes.batch: a match rule",
+        ),
+        (SHIPPED.read_text().replace("retry_after_s: 30", "retry_after_s: -1"), "retry_after_s"),
+    ],
+)
+def test_a_template_that_does_not_parse_names_its_key(text: str, message: str) -> None:
+    with pytest.raises(AdapterError, match=message):
+        parse_template(text)
+
+
+def test_the_validation_bootstrap_holds_the_routes_inline_with_their_clusters() -> None:
+    routes = render(_template(), DEGRADED)
+    boot = validation_bootstrap(routes)
+    hcm = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert hcm["route_config"] == routes
+    assert [c["name"] for c in boot["static_resources"]["clusters"]] == ["fast", "slow"]
+    assert boot["node"] == {"id": "validate", "cluster": "validate"}
