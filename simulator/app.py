@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import itertools
@@ -26,6 +27,7 @@ from .lifecycle import Generation, GenerationResponse, Recorder, error_record, t
 from .metrics import EngineState, VllmMetrics
 from .profiles import Profile
 from .runner import EngineRunner
+from .specdecode import SpecDecodeConfig
 from .tracing import SpanSink
 from .truth import TruthStore
 
@@ -48,6 +50,7 @@ class SimConfig:
     faults: FaultSpec = field(default_factory=FaultSpec)
     api_key: str | None = None  # like `vllm serve --api-key`: required on /v1/*
     per_request_metrics: bool = False  # like `vllm serve --enable-per-request-metrics`
+    spec: SpecDecodeConfig | None = None  # like `vllm serve --speculative-config`; None: off
 
 
 class Simulator:
@@ -56,7 +59,7 @@ class Simulator:
     def __init__(self, cfg: SimConfig, registry: CollectorRegistry | None = None) -> None:
         self.cfg = cfg
         self.registry = registry or CollectorRegistry()
-        econf = cfg.profile.engine_config(cfg.max_num_seqs)
+        econf = dataclasses.replace(cfg.profile.engine_config(cfg.max_num_seqs), spec=cfg.spec, seed=cfg.seed)
         self.engine = Engine(econf)
         self.faults = FaultState(cfg.faults, cfg.seed)
         state = EngineState(
@@ -71,7 +74,8 @@ class Simulator:
             "gpu_memory_utilization": str(cfg.profile.gpu_memory_utilization),
             "num_gpu_blocks": str(econf.num_kv_blocks),
         }
-        metrics = VllmMetrics(self.registry, cfg.model, econf.max_model_len, state, cache_info)
+        k = cfg.spec.num_speculative_tokens if cfg.spec else None
+        metrics = VllmMetrics(self.registry, cfg.model, econf.max_model_len, state, cache_info, k)
         self.recorder = Recorder(TruthStore(), metrics, None, cfg.profile, cfg.per_request_metrics)
         self.runner = EngineRunner(self.engine, factors=self._factors, on_step=metrics.on_step)
         self.on_refuse: Callable[[float], None] = lambda _s: None
