@@ -51,6 +51,7 @@ class SimConfig:
     api_key: str | None = None  # like `vllm serve --api-key`: required on /v1/*
     per_request_metrics: bool = False  # like `vllm serve --enable-per-request-metrics`
     spec: SpecDecodeConfig | None = None  # like `vllm serve --speculative-config`; None: off
+    enable_prefix_caching: bool = True  # like `vllm serve --[no-]enable-prefix-caching`
 
 
 class Simulator:
@@ -59,7 +60,12 @@ class Simulator:
     def __init__(self, cfg: SimConfig, registry: CollectorRegistry | None = None) -> None:
         self.cfg = cfg
         self.registry = registry or CollectorRegistry()
-        econf = dataclasses.replace(cfg.profile.engine_config(cfg.max_num_seqs), spec=cfg.spec, seed=cfg.seed)
+        econf = dataclasses.replace(
+            cfg.profile.engine_config(cfg.max_num_seqs),
+            spec=cfg.spec,
+            seed=cfg.seed,
+            enable_prefix_caching=cfg.enable_prefix_caching,
+        )
         self.engine = Engine(econf)
         self.faults = FaultState(cfg.faults, cfg.seed)
         state = EngineState(

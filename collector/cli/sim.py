@@ -130,6 +130,11 @@ def sim(
         max=0.01,
         help="Front-end seconds per prompt token (tokenization; default: the profile's 1e-6).",
     ),
+    prefix_caching: bool = typer.Option(
+        True,
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="As vllm serve: reuse the KV blocks of prompts' shared leading blocks.",
+    ),
     keep_alive_s: int = typer.Option(
         30,
         "--keep-alive-s",
@@ -180,6 +185,7 @@ def sim(
         api_key,
         per_request_metrics,
         spec_config,
+        prefix_caching,
     )
     keyfile = key
     if tls:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import ssl
 import statistics
 import threading
 import time
@@ -188,3 +189,27 @@ def test_idle_keep_alive_connections_close_after_the_configured_time(
     assert closed_after is not None
     assert 0.9 <= closed_after < 4
     assert idle_open_for(plain, 3) is None  # the default (30 s) keeps it open
+
+
+def connect_and_handshake(sim: SimHandle) -> tuple[float, float]:
+    """Seconds to connect over TCP, then to complete the TLS handshake (and then GET /health)."""
+    context = ssl.create_default_context(cafile=str(sim.cert_path))
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=10) as raw:
+        connected = time.perf_counter()
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            shaken = time.perf_counter()
+            tls.sendall(b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
+            assert read_response(tls).startswith(b"HTTP/1.1 200")
+    return connected - start, shaken - connected
+
+
+def test_the_slow_handshake_fault_delays_tls_and_not_the_connect(tmp_path: Path) -> None:
+    with start_simulator(tmp_path, tls=True, faults={"tls_handshake_delay_s": 0.5}) as sim:
+        connect_s, tls_s = connect_and_handshake(sim)
+        assert connect_s < 0.2
+        assert 0.5 <= tls_s < 2.0
+        with sim.client() as c:
+            c.delete("/admin/faults", headers=sim.admin_headers).raise_for_status()
+        _connect_s, tls_s = connect_and_handshake(sim)
+        assert tls_s < 0.25

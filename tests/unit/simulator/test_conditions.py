@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 from typer.testing import CliRunner
 
 from lanewatch.simulator.engine import Engine, EngineRequest
@@ -101,8 +102,10 @@ def test_sim_command_passes_its_settings_to_the_server(monkeypatch: pytest.Monke
     cfg = seen["sim"].cfg
     assert (seen["config"].timeout_keep_alive, cfg.spec) == (30, None)
     assert cfg.profile == FAST
+    assert seen["sim"].engine.config.enable_prefix_caching
     args = ["sim", "--keep-alive-s", "2", "--max-num-batched-tokens", "512", "--frontend-s", "0.2"]
     args += ["--frontend-per-token-s", "0.0001", "--num-speculative-tokens", "3", "--spec-acceptance", "0.4"]
+    args += ["--no-enable-prefix-caching"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     cfg = seen["sim"].cfg
@@ -111,3 +114,5 @@ def test_sim_command_passes_its_settings_to_the_server(monkeypatch: pytest.Monke
     assert (cfg.profile.frontend_s, cfg.profile.frontend_per_token_s) == (0.2, 0.0001)
     assert (cfg.spec.num_speculative_tokens, cfg.spec.acceptance) == (3, 0.4)
     assert seen["sim"].engine.config.spec == cfg.spec
+    assert not seen["sim"].engine.config.enable_prefix_caching
+    assert 'enable_prefix_caching="False"' in generate_latest(seen["sim"].registry).decode()
