@@ -3,6 +3,7 @@ decoding's multi-token chunks, a slow front end, chunked-prefill stalls, idle ke
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import socket
@@ -17,6 +18,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from lanewatch.collector.config import Target
+from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import SimHandle, start_simulator
 from tests.waiting import eventually
 
@@ -58,8 +62,7 @@ def contents(chunks: list[tuple[float, dict[str, Any]]]) -> list[tuple[float, st
 
 
 def test_speculative_decoding_streams_a_steps_tokens_as_one_chunk_and_counts_drafts(tmp_path: Path) -> None:
-    flags = {"num_speculative_tokens": 3, "spec_acceptance": 1.0}
-    with start_simulator(tmp_path, **flags) as sim:
+    with start_simulator(tmp_path, num_speculative_tokens=3, spec_acceptance=1.0) as sim:
         body = {"messages": MESSAGES, "max_tokens": 13, "stream_options": {"include_usage": True}}
         chunks = stream_chunks(sim, body)
         words = [len(text.split()) for _t, text in contents(chunks)]
@@ -204,11 +207,21 @@ def connect_and_handshake(sim: SimHandle) -> tuple[float, float]:
     return connected - start, shaken - connected
 
 
+async def cold_probe(sim: SimHandle) -> RequestTiming:
+    target = Target(name="sim", url=sim.url, model=sim.model, cacert=sim.cert_path)
+    async with Prober(target, connection="cold") as p:
+        return await p.probe(ProbeSpec("short", "chat", 1, prompt="hello"))
+
+
 def test_the_slow_handshake_fault_delays_tls_and_not_the_connect(tmp_path: Path) -> None:
     with start_simulator(tmp_path, tls=True, faults={"tls_handshake_delay_s": 0.5}) as sim:
         connect_s, tls_s = connect_and_handshake(sim)
         assert connect_s < 0.2
         assert 0.5 <= tls_s < 2.0
+        probed = asyncio.run(cold_probe(sim))  # the probe puts it in its TLS phase
+        assert probed.ok, probed.error
+        assert probed.tls_s is not None and probed.connect_s is not None
+        assert probed.tls_s >= 0.5 and probed.connect_s < 0.2
         with sim.client() as c:
             c.delete("/admin/faults", headers=sim.admin_headers).raise_for_status()
         _connect_s, tls_s = connect_and_handshake(sim)
