@@ -226,7 +226,8 @@ def _generation_routes(app: FastAPI, sim: Simulator) -> None:
             sim.recorder.truth.add(error_record(rid, arrival_s, arrival_time, err.status, headers))
             return error_response(err)
         gen = Generation(params, plan, rid, sim.next_engine_id(rid), arrival_s, arrival_time, headers, draw)
-        return GenerationResponse(gen, sim.runner, sim.recorder, sim.faults.spec.queue_delay_s)
+        spec = sim.faults.spec
+        return GenerationResponse(gen, sim.runner, sim.recorder, spec.queue_delay_s, spec.frontend_delay_s)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:

@@ -6,6 +6,8 @@ as posting it once); `DELETE /admin/faults` clears it; `GET /admin/faults` shows
 
     {
       "queue_delay_s": 0.5,           # extra time each request waits in the engine's queue
+      "frontend_delay_s": 0.2,        # extra time each request spends in the API front end,
+                                      #   before the engine's queue (in TTFT, not in queue_s)
       "prefill_slowdown": 2.0,        # prefill steps take this many times longer (> 0)
       "decode_slowdown": 3.0,         # decode steps take this many times longer (> 0)
       "stall_s": 1.0,                 # a stream pauses this long mid-stream ...
@@ -48,6 +50,7 @@ class FaultSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     queue_delay_s: float = Field(default=0.0, ge=0, le=3600)
+    frontend_delay_s: float = Field(default=0.0, ge=0, le=3600)
     prefill_slowdown: float = Field(default=1.0, gt=0, le=1000)
     decode_slowdown: float = Field(default=1.0, gt=0, le=1000)
     stall_s: float = Field(default=0.0, ge=0, le=3600)

@@ -78,12 +78,18 @@ class GenerationResponse(Response):
     """Runs a generation through the engine and writes it, streamed or whole."""
 
     def __init__(
-        self, gen: Generation, runner: EngineRunner, recorder: Recorder, queue_delay_s: float
+        self,
+        gen: Generation,
+        runner: EngineRunner,
+        recorder: Recorder,
+        queue_delay_s: float,
+        frontend_delay_s: float = 0.0,
     ) -> None:
         self.gen = gen
         self.runner = runner
         self.recorder = recorder
         self.queue_delay_s = queue_delay_s
+        self.frontend_delay_s = frontend_delay_s  # the fault's, on top of the profile's front end
         self.background = None
         self.status_code = 200
 
@@ -109,7 +115,7 @@ class GenerationResponse(Response):
 
     async def _run(self, send: Send, gone: asyncio.Event) -> None:
         gen, profile = self.gen, self.recorder.profile
-        await asyncio.sleep(profile.frontend_delay_s(gen.params.prompt_tokens))
+        await asyncio.sleep(profile.frontend_delay_s(gen.params.prompt_tokens) + self.frontend_delay_s)
         queued = time.perf_counter()
         if gen.params.stream:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})

@@ -103,14 +103,27 @@ def front_end_residual(sim: SimHandle, rid: str) -> tuple[float, dict[str, Any]]
 def test_a_slow_front_end_shows_in_ttft_and_not_in_the_engines_phases(
     tmp_path: Path, plain: SimHandle
 ) -> None:
-    with start_simulator(tmp_path, frontend_s=0.5) as sim:
+    # margins of half the delay: a loaded host's event loop adds lag to every server-side figure
+    with start_simulator(tmp_path, frontend_s=1.0) as sim:
         client_ttft, truth = front_end_residual(sim, "front-slow")
-    assert client_ttft >= 0.5
-    assert truth["ttft_s"] >= 0.5
-    assert truth["queue_s"] + truth["prefill_s"] < 0.1  # the span's queue and prefill attributes
-    base_ttft, base = front_end_residual(plain, "front-default")
-    assert base["ttft_s"] - base["queue_s"] - base["prefill_s"] < 0.25
-    assert base_ttft < 0.25
+    assert client_ttft >= 1.0
+    assert truth["ttft_s"] >= 1.0
+    assert truth["queue_s"] + truth["prefill_s"] < 0.5  # the span's queue and prefill attributes
+    _base_ttft, base = front_end_residual(plain, "front-default")
+    assert base["ttft_s"] - base["queue_s"] - base["prefill_s"] < 0.5
+
+
+def test_the_front_end_fault_adds_its_delay_at_run_time(plain: SimHandle) -> None:
+    with plain.client() as c:
+        body = {"frontend_delay_s": 1.0}
+        c.post("/admin/faults", json=body, headers=plain.admin_headers).raise_for_status()
+        try:
+            client_ttft, truth = front_end_residual(plain, "front-fault")
+        finally:
+            c.delete("/admin/faults", headers=plain.admin_headers).raise_for_status()
+    assert client_ttft >= 1.0
+    assert truth["ttft_s"] - truth["queue_s"] - truth["prefill_s"] >= 1.0
+    assert truth["queue_s"] + truth["prefill_s"] < 0.5
 
 
 def decode_gaps_with_long_prompts(sim: SimHandle) -> list[list[float]]:
@@ -150,14 +163,14 @@ def _decoding(sim: SimHandle) -> bool:
 def test_long_prompts_stall_running_decodes_and_a_smaller_budget_shortens_the_stall(tmp_path: Path) -> None:
     with start_simulator(tmp_path, profile="slow") as sim:
         default = decode_gaps_with_long_prompts(sim)
-    with start_simulator(tmp_path, profile="slow", max_num_batched_tokens=512) as sim:
+    with start_simulator(tmp_path, profile="slow", max_num_batched_tokens=256) as sim:
         small = decode_gaps_with_long_prompts(sim)
     for gaps in default + small:
         assert len(gaps) == 49
     p50 = statistics.median(g for gaps in default for g in gaps)  # one slow decode step, ~30 ms
     worst = max(g for gaps in default for g in gaps)  # the step with a 2,048-token chunk, ~0.35 s
-    assert worst > 5 * p50
-    assert max(g for gaps in small for g in gaps) < worst / 2  # 512-token chunks, ~0.09 s
+    assert worst > 4 * p50
+    assert max(g for gaps in small for g in gaps) < worst / 2  # 256-token chunks: ~0.045 s by the model, up to ~0.09 s measured on a loaded host
 
 
 def read_response(sock: socket.socket) -> bytes:
@@ -214,15 +227,16 @@ async def cold_probe(sim: SimHandle) -> RequestTiming:
 
 
 def test_the_slow_handshake_fault_delays_tls_and_not_the_connect(tmp_path: Path) -> None:
-    with start_simulator(tmp_path, tls=True, faults={"tls_handshake_delay_s": 0.5}) as sim:
+    with start_simulator(tmp_path, tls=True, faults={"tls_handshake_delay_s": 1.0}) as sim:
         connect_s, tls_s = connect_and_handshake(sim)
-        assert connect_s < 0.2
-        assert 0.5 <= tls_s < 2.0
+        # margins of half the delay: a loaded host's event loop lags every handshake a little
+        assert connect_s < 0.5
+        assert 1.0 <= tls_s < 3.0
         probed = asyncio.run(cold_probe(sim))  # the probe puts it in its TLS phase
         assert probed.ok, probed.error
         assert probed.tls_s is not None and probed.connect_s is not None
-        assert probed.tls_s >= 0.5 and probed.connect_s < 0.2
+        assert probed.tls_s >= 1.0 and probed.connect_s < 0.5
         with sim.client() as c:
             c.delete("/admin/faults", headers=sim.admin_headers).raise_for_status()
         _connect_s, tls_s = connect_and_handshake(sim)
-        assert tls_s < 0.25
+        assert tls_s < 0.5
