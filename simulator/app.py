@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import itertools
@@ -26,6 +27,7 @@ from .lifecycle import Generation, GenerationResponse, Recorder, error_record, t
 from .metrics import EngineState, VllmMetrics
 from .profiles import Profile
 from .runner import EngineRunner
+from .specdecode import SpecDecodeConfig
 from .tracing import SpanSink
 from .truth import TruthStore
 
@@ -48,6 +50,8 @@ class SimConfig:
     faults: FaultSpec = field(default_factory=FaultSpec)
     api_key: str | None = None  # like `vllm serve --api-key`: required on /v1/*
     per_request_metrics: bool = False  # like `vllm serve --enable-per-request-metrics`
+    spec: SpecDecodeConfig | None = None  # like `vllm serve --speculative-config`; None: off
+    enable_prefix_caching: bool = True  # like `vllm serve --[no-]enable-prefix-caching`
 
 
 class Simulator:
@@ -56,7 +60,12 @@ class Simulator:
     def __init__(self, cfg: SimConfig, registry: CollectorRegistry | None = None) -> None:
         self.cfg = cfg
         self.registry = registry or CollectorRegistry()
-        econf = cfg.profile.engine_config(cfg.max_num_seqs)
+        econf = dataclasses.replace(
+            cfg.profile.engine_config(cfg.max_num_seqs),
+            spec=cfg.spec,
+            seed=cfg.seed,
+            enable_prefix_caching=cfg.enable_prefix_caching,
+        )
         self.engine = Engine(econf)
         self.faults = FaultState(cfg.faults, cfg.seed)
         state = EngineState(
@@ -71,7 +80,8 @@ class Simulator:
             "gpu_memory_utilization": str(cfg.profile.gpu_memory_utilization),
             "num_gpu_blocks": str(econf.num_kv_blocks),
         }
-        metrics = VllmMetrics(self.registry, cfg.model, econf.max_model_len, state, cache_info)
+        k = cfg.spec.num_speculative_tokens if cfg.spec else None
+        metrics = VllmMetrics(self.registry, cfg.model, econf.max_model_len, state, cache_info, k)
         self.recorder = Recorder(TruthStore(), metrics, None, cfg.profile, cfg.per_request_metrics)
         self.runner = EngineRunner(self.engine, factors=self._factors, on_step=metrics.on_step)
         self.on_refuse: Callable[[float], None] = lambda _s: None
@@ -216,7 +226,8 @@ def _generation_routes(app: FastAPI, sim: Simulator) -> None:
             sim.recorder.truth.add(error_record(rid, arrival_s, arrival_time, err.status, headers))
             return error_response(err)
         gen = Generation(params, plan, rid, sim.next_engine_id(rid), arrival_s, arrival_time, headers, draw)
-        return GenerationResponse(gen, sim.runner, sim.recorder, sim.faults.spec.queue_delay_s)
+        spec = sim.faults.spec
+        return GenerationResponse(gen, sim.runner, sim.recorder, spec.queue_delay_s, spec.frontend_delay_s)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:

@@ -10,7 +10,10 @@ time. What it models, after vllm/v1/core/sched/scheduler.py:
   and none is free, the last running request is preempted (its blocks freed, recomputed later);
 - prefix caching: a prompt's leading full blocks already in the cache are not prefilled again;
 - step time from `StepCost`: a fixed overhead, the larger of reading the weights once and
-  computing every scheduled token, and reading each decoding request's KV cache.
+  computing every scheduled token, and reading each decoding request's KV cache;
+- speculative decoding (specdecode.py, off unless configured): a decode step verifies up to
+  `num_speculative_tokens` drafted tokens (scheduled, computed and budgeted like vLLM's spec
+  tokens) and emits 1 + the accepted ones.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .kvcache import KVCache, block_hashes
+from .specdecode import SpecDecodeConfig, SpecStats, Verifier
 
 
 @dataclass(frozen=True)
@@ -32,9 +36,12 @@ class StepCost:
     token_s: float  # computing one token: 2 x params FLOPs at the effective FLOP/s
     kv_token_s: float  # reading one token of KV cache for one decoding request
 
-    def seconds(self, prefill_tokens: int, decode_seqs: int, decode_context: int, seqs: int) -> float:
-        """Time of a step with these prefill tokens and decoding requests (context = KV tokens read)."""
-        compute = (prefill_tokens + decode_seqs) * self.token_s
+    def seconds(
+        self, prefill_tokens: int, decode_seqs: int, decode_context: int, seqs: int, draft_tokens: int = 0
+    ) -> float:
+        """Time of a step with these prefill tokens and decoding requests (context = KV tokens read;
+        draft tokens = speculative tokens verified on top of one token per decoding request)."""
+        compute = (prefill_tokens + decode_seqs + draft_tokens) * self.token_s
         return (
             self.overhead_s
             + seqs * self.per_seq_overhead_s
@@ -54,6 +61,8 @@ class EngineConfig:
     max_model_len: int
     cost: StepCost
     enable_prefix_caching: bool = True
+    spec: SpecDecodeConfig | None = None  # speculative decoding; None: off, as vLLM's default
+    seed: int = 0  # for the spec-decode acceptance draws
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -76,8 +85,9 @@ class TokenOutput:
     """A token produced at the end of a step; `finished` is set on the request's last token."""
 
     request_id: str
-    index: int
+    index: int  # of the first token this step produced for the request
     finished: bool
+    count: int = 1  # tokens produced this step (more than one with speculative decoding)
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,7 @@ class StepResult:
     preemptions: int
     cache_queries: int
     cache_hits: int
+    spec: SpecStats | None = None  # speculative decoding's counts, when it is on
 
     @property
     def duration_s(self) -> float:
@@ -135,8 +146,16 @@ class _Seq:
 
 
 @dataclass
+class _Planned:
+    seq: _Seq
+    n: int  # tokens scheduled (for a decode: 1 + draft)
+    decode: bool
+    draft: int = 0  # speculative tokens verified in this decode
+
+
+@dataclass
 class _Plan:
-    seqs: list[tuple[_Seq, int]] = field(default_factory=list)
+    seqs: list[_Planned] = field(default_factory=list)
     preemptions: int = 0
     queries: int = 0
     hits: int = 0
@@ -150,6 +169,7 @@ class Engine:
         self.kv = KVCache(config.num_kv_blocks, config.block_size, config.enable_prefix_caching)
         self._waiting: deque[_Seq] = deque()
         self._running: list[_Seq] = []
+        self._verifier = Verifier(config.spec, config.seed) if config.spec else None
 
     @property
     def num_running(self) -> int:
@@ -203,10 +223,13 @@ class Engine:
         plan = self._schedule(now)
         if not plan.seqs:
             return None
-        decoding = [s for s, n in plan.seqs if _is_decode(s, n)]
-        prefill = sum(n for s, n in plan.seqs if not _is_decode(s, n))
-        context = sum(s.computed for s in decoding)
-        base = self.config.cost.seconds(prefill, len(decoding), context, len(plan.seqs))
+        decoding = [p for p in plan.seqs if p.decode]
+        prefill = sum(p.n for p in plan.seqs if not p.decode)
+        context = sum(p.seq.computed for p in decoding)
+        drafts = sum(p.draft for p in decoding)
+        base = self.config.cost.seconds(prefill, len(decoding), context, len(plan.seqs), drafts)
+        if drafts and self.config.spec is not None:
+            base += self.config.spec.proposer_s
         factor = (prefill * prefill_factor + len(decoding) * decode_factor) / (prefill + len(decoding))
         return self._advance(plan, now, now + base * factor)
 
@@ -216,10 +239,10 @@ class Engine:
         i = 0
         while i < len(self._running) and budget > 0:
             seq = self._running[i]
-            n = min(seq.num_tokens - seq.computed, budget)
-            if self._grow_or_preempt(seq, n, plan):
-                plan.seqs.append((seq, n))
-                budget -= n
+            planned = self._plan_running(seq, budget)
+            if self._grow_or_preempt(seq, planned.n, plan):
+                plan.seqs.append(planned)
+                budget -= planned.n
                 i += 1
             elif seq not in self._running:
                 break
@@ -234,9 +257,18 @@ class Engine:
             if seq.scheduled_s is None:
                 seq.scheduled_s = max(now, seq.req.queued_s)
             n = min(seq.num_tokens - seq.computed, budget)
-            plan.seqs.append((seq, n))
+            plan.seqs.append(_Planned(seq, n, decode=False))
             budget -= n
         return plan
+
+    def _plan_running(self, seq: _Seq, budget: int) -> _Planned:
+        """A running request's share of the step: a decode (with its draft) or a prefill chunk."""
+        n = min(seq.num_tokens - seq.computed, budget)
+        decode = seq.generated > 0 and seq.computed == seq.num_tokens - 1
+        if not decode or self._verifier is None:
+            return _Planned(seq, n, decode)
+        draft = min(self._verifier.draft_len(seq.req.output_tokens - seq.generated), budget - 1)
+        return _Planned(seq, 1 + draft, True, draft)
 
     def _grow_or_preempt(self, seq: _Seq, n: int, plan: _Plan) -> bool:
         rid = seq.req.request_id
@@ -272,9 +304,16 @@ class Engine:
         outputs: list[TokenOutput] = []
         finished: dict[str, RequestTimes] = {}
         prompt_tokens = 0
-        for seq, n in plan.seqs:
+        spec = SpecStats(self.config.spec.num_speculative_tokens) if self.config.spec else None
+        for p in plan.seqs:
+            seq = p.seq
             was_prefilling = seq.computed < seq.prompt_len
-            seq.computed += n
+            accepted = 0
+            if p.draft and self._verifier is not None and spec is not None:
+                accepted = self._verifier.accept(p.draft)
+                spec.observe(p.draft, accepted)
+            # rejected draft tokens leave no KV behind: the sampled token and accepted drafts do
+            seq.computed += p.n - p.draft + accepted
             if was_prefilling and seq.computed >= seq.prompt_len:
                 self.kv.publish(seq.req.request_id, seq.hashes)
             if seq.computed < seq.num_tokens:
@@ -284,9 +323,10 @@ class Engine:
                 # can be after the step's end: its first token is never before it (no negative prefill).
                 seq.first_token_s = max(end, seq.scheduled_s or end)
                 prompt_tokens += seq.prompt_len
-            seq.generated += 1
+            count = 1 + accepted
+            seq.generated += count
             done = seq.generated >= seq.req.output_tokens
-            outputs.append(TokenOutput(seq.req.request_id, seq.generated - 1, done))
+            outputs.append(TokenOutput(seq.req.request_id, seq.generated - count, done, count))
             if done:
                 finished[seq.req.request_id] = self._finish(seq, end)
         return StepResult(
@@ -295,11 +335,12 @@ class Engine:
             outputs=outputs,
             finished=finished,
             prompt_tokens=prompt_tokens,
-            generation_tokens=len(outputs),
-            scheduled_tokens=sum(n for _, n in plan.seqs),
+            generation_tokens=sum(o.count for o in outputs),
+            scheduled_tokens=sum(p.n for p in plan.seqs),
             preemptions=plan.preemptions,
             cache_queries=plan.queries,
             cache_hits=plan.hits,
+            spec=spec,
         )
 
     def _finish(self, seq: _Seq, end: float) -> RequestTimes:
@@ -315,8 +356,3 @@ class Engine:
             cached_tokens=seq.cached_tokens,
             preemptions=seq.preemptions,
         )
-
-
-def _is_decode(seq: _Seq, n: int) -> bool:
-    """A decode step computes just the token sampled last; anything else is (re)prefill."""
-    return seq.generated > 0 and n == 1 and seq.computed == seq.num_tokens - 1

@@ -6,6 +6,8 @@ as posting it once); `DELETE /admin/faults` clears it; `GET /admin/faults` shows
 
     {
       "queue_delay_s": 0.5,           # extra time each request waits in the engine's queue
+      "frontend_delay_s": 0.2,        # extra time each request spends in the API front end,
+                                      #   before the engine's queue (in TTFT, not in queue_s)
       "prefill_slowdown": 2.0,        # prefill steps take this many times longer (> 0)
       "decode_slowdown": 3.0,         # decode steps take this many times longer (> 0)
       "stall_s": 1.0,                 # a stream pauses this long mid-stream ...
@@ -18,8 +20,10 @@ as posting it once); `DELETE /admin/faults` clears it; `GET /admin/faults` shows
       "truncate_rate": 1.0,           #   this many content chunks, for this share of streams
       "malformed_after_tokens": 2,    # a stream carries one malformed SSE frame (broken JSON)
       "malformed_rate": 1.0,          #   after this many content chunks, for this share
-      "refuse_connections_s": 2.0     # stop listening for this long: new connections are
+      "refuse_connections_s": 2.0,    # stop listening for this long: new connections are
                                       #   refused (ECONNREFUSED); open ones keep working
+      "tls_handshake_delay_s": 0.3    # over TLS, each new connection's handshake starts this
+                                      #   late (its ClientHello waits unread); no effect over HTTP
     }
 
 Slowdowns scale the engine's step time (a step that mixes prefill and decode scales by the
@@ -46,6 +50,7 @@ class FaultSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     queue_delay_s: float = Field(default=0.0, ge=0, le=3600)
+    frontend_delay_s: float = Field(default=0.0, ge=0, le=3600)
     prefill_slowdown: float = Field(default=1.0, gt=0, le=1000)
     decode_slowdown: float = Field(default=1.0, gt=0, le=1000)
     stall_s: float = Field(default=0.0, ge=0, le=3600)
@@ -57,6 +62,7 @@ class FaultSpec(BaseModel):
     malformed_after_tokens: int | None = Field(default=None, ge=0)
     malformed_rate: Rate = Field(default=1.0, ge=0, le=1)
     refuse_connections_s: float = Field(default=0.0, ge=0, le=3600)
+    tls_handshake_delay_s: float = Field(default=0.0, ge=0, le=60)
 
     @field_validator("error_rates")
     @classmethod

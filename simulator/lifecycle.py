@@ -58,7 +58,8 @@ class Generation:
     faults: StreamFaults
     created: int = field(default_factory=lambda: int(time.time()))
     ttft_s: float | None = None
-    written: int = 0
+    written: int = 0  # output tokens written
+    chunks: int = 0  # content chunks written (one per engine step; the faults count these)
     times: RequestTimes | None = None
     reason: str = "abort"
 
@@ -77,12 +78,18 @@ class GenerationResponse(Response):
     """Runs a generation through the engine and writes it, streamed or whole."""
 
     def __init__(
-        self, gen: Generation, runner: EngineRunner, recorder: Recorder, queue_delay_s: float
+        self,
+        gen: Generation,
+        runner: EngineRunner,
+        recorder: Recorder,
+        queue_delay_s: float,
+        frontend_delay_s: float = 0.0,
     ) -> None:
         self.gen = gen
         self.runner = runner
         self.recorder = recorder
         self.queue_delay_s = queue_delay_s
+        self.frontend_delay_s = frontend_delay_s  # the fault's, on top of the profile's front end
         self.background = None
         self.status_code = 200
 
@@ -108,7 +115,7 @@ class GenerationResponse(Response):
 
     async def _run(self, send: Send, gone: asyncio.Event) -> None:
         gen, profile = self.gen, self.recorder.profile
-        await asyncio.sleep(profile.frontend_delay_s(gen.params.prompt_tokens))
+        await asyncio.sleep(profile.frontend_delay_s(gen.params.prompt_tokens) + self.frontend_delay_s)
         queued = time.perf_counter()
         if gen.params.stream:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -134,23 +141,25 @@ class GenerationResponse(Response):
             if prev_at is not None:
                 self.recorder.metrics.on_token_gap(tok.at_s - prev_at)
             prev_at = tok.at_s
-            if gen.written == 0 and p.api == "chat":
+            if gen.chunks == 0 and p.api == "chat":
                 await send({"type": "http.response.body", "body": w.role(), "more_body": True})
-            if gen.written == f.stall_after:
+            if gen.chunks == f.stall_after:
                 await asyncio.sleep(f.stall_s)
-            if gen.written == f.truncate_after:
+            if gen.chunks == f.truncate_after:
                 raise StreamTruncated(gen.request_id)
-            if gen.written == f.malformed_after:
+            if gen.chunks == f.malformed_after:
                 await send({"type": "http.response.body", "body": w.malformed(), "more_body": True})
             last = tok.times is not None
-            text = tokens.output_token(p.digest, tok.index)
+            # a step's tokens go out as one chunk, as vLLM streams a step's output
+            text = "".join(tokens.output_token(p.digest, i) for i in range(tok.index, tok.index + tok.count))
             frame = w.token(
                 text,
                 gen.plan.finish_reason if last else None,
-                tok.index + 1 if p.continuous_usage else None,
+                tok.index + tok.count if p.continuous_usage else None,
             )
             await send({"type": "http.response.body", "body": frame, "more_body": True})
-            gen.written += 1
+            gen.written += tok.count
+            gen.chunks += 1
             if gen.ttft_s is None:
                 gen.ttft_s = time.perf_counter() - gen.arrival_s
             if tok.times is not None:
@@ -168,7 +177,7 @@ class GenerationResponse(Response):
             if tok.index < 0:
                 return
             first_at = first_at or tok.at_s
-            gen.written += 1
+            gen.written += tok.count
             if tok.times is not None:
                 gen.times = tok.times
                 break

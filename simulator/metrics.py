@@ -3,9 +3,10 @@
 Every engine metric carries `model_name` and `engine` ("0"); `vllm:request_success` adds
 `finished_reason`, `vllm:num_requests_waiting_by_reason` adds `reason`,
 `vllm:prompt_tokens_by_source` adds `source`. Counters get `_total` from prometheus_client, as in
-vLLM. Gauges are read from the engine at scrape time. Not exposed, as vLLM does not expose them
-without the matching feature: LoRA (`vllm:lora_requests_info`) and speculative decoding
-(`vllm:spec_decode_*`).
+vLLM. Gauges are read from the engine at scrape time. Speculative decoding's four counters
+(vllm/v1/spec_decode/metrics.py: `vllm:spec_decode_num_drafts`, `_num_draft_tokens`,
+`_num_accepted_tokens`, and `_num_accepted_tokens_per_pos` with `position` "0" .. k-1) exist only
+when it is on, as in vLLM. Never exposed, as the simulator has no LoRA: `vllm:lora_requests_info`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from .engine import StepResult
+from .specdecode import SpecStats
 
 LABELS = ("model_name", "engine")
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
@@ -83,11 +85,17 @@ class VllmMetrics:
         max_model_len: int,
         state: EngineState,
         cache_info: dict[str, str],
+        num_speculative_tokens: int | None = None,
     ) -> None:
         self._values = (model_name, "0")
         self._gauges(registry, state, cache_info)
         self._counters(registry)
         self._histograms(registry, max_model_len)
+        self._spec = (
+            SpecDecodeMetrics(registry, self._values, num_speculative_tokens)
+            if num_speculative_tokens
+            else None
+        )
 
     def _gauges(self, reg: CollectorRegistry, state: EngineState, cache_info: dict[str, str]) -> None:
         v = self._values
@@ -235,6 +243,8 @@ class VllmMetrics:
             self.cache_hits.inc(step.cache_hits)
         if step.preemptions:
             self.preemptions.inc(step.preemptions)
+        if step.spec is not None and self._spec is not None:
+            self._spec.observe(step.spec)
 
     def on_token_gap(self, gap_s: float) -> None:
         """One inter-token latency sample."""
@@ -262,3 +272,30 @@ class VllmMetrics:
         self.prompt_tokens_cached.inc(cached_tokens)
         if r.output_tokens > 1:
             self.tpot.observe(r.decode_s / (r.output_tokens - 1))
+
+
+class SpecDecodeMetrics:
+    """vLLM's SpecDecodingProm: the spec-decode counters, same names, documentation and labels."""
+
+    def __init__(self, reg: CollectorRegistry, values: tuple[str, str], num_spec_tokens: int) -> None:
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, LABELS, registry=reg).labels(*values)
+
+        self.drafts = counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.")
+        self.draft_tokens = counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.")
+        self.accepted = counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.")
+        per_pos = Counter(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            (*LABELS, "position"),
+            registry=reg,
+        )
+        self.per_pos = [per_pos.labels(*values, str(pos)) for pos in range(num_spec_tokens)]
+
+    def observe(self, stats: SpecStats) -> None:
+        """Count one step's drafts."""
+        self.drafts.inc(stats.num_drafts)
+        self.draft_tokens.inc(stats.num_draft_tokens)
+        self.accepted.inc(stats.num_accepted_tokens)
+        for counter, n in zip(self.per_pos, stats.accepted_per_pos, strict=True):
+            counter.inc(n)

@@ -23,11 +23,13 @@ RESYNC_S = 0.005
 
 @dataclass(frozen=True)
 class Token:
-    """A token delivered to a request: its index, the step end, and the times on the last one."""
+    """Tokens delivered to a request at a step's end: the first one's index, how many (more than
+    one with speculative decoding), the step end, and the request's times on its last."""
 
     index: int
     at_s: float
     times: RequestTimes | None
+    count: int = 1
 
 
 ABORTED = Token(-1, 0.0, None)
@@ -111,7 +113,7 @@ class EngineRunner:
             if queue is None:
                 continue
             times = step.finished.get(out.request_id) if out.finished else None
-            queue.put_nowait(Token(out.index, step.end_s, times))
+            queue.put_nowait(Token(out.index, step.end_s, times, out.count))
             if out.finished:
                 del self._queues[out.request_id]
         self._on_step(step)

@@ -1,4 +1,5 @@
-"""Serves the simulator with uvicorn: plain HTTP or TLS, and the refused-connections fault.
+"""Serves the simulator with uvicorn: plain HTTP or TLS, the refused-connections fault and the
+slow-handshake fault.
 
 The event loop is asyncio's own (not uvloop): its timers never fire early, which keeps the
 engine's steps and the streams' timing honest. HTTP parsing is httptools.
@@ -9,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
+from asyncio.sslproto import SSLProtocol
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -76,6 +80,56 @@ class Listener:
         server.servers.append(srv)
 
 
+HANDSHAKE_TIMEOUT_S = 60  # asyncio's own default for a TLS server
+
+
+def delayed_tls_protocol(
+    inner: Callable[..., asyncio.Protocol], context: ssl.SSLContext, delay_s: Callable[[], float]
+) -> type[asyncio.Protocol]:
+    """A protocol class that does TLS itself, starting each handshake `delay_s()` late.
+
+    The listening server runs without `ssl=`; each connection first gets this gatekeeper, which
+    stops reading (the ClientHello waits in the kernel), then hands the connection to asyncio's
+    own TLS protocol wrapping uvicorn's HTTP protocol, exactly as `create_server(ssl=...)` does.
+    """
+
+    class DelayedTls(asyncio.Protocol):
+        def __init__(self, **kwargs: Any) -> None:
+            self._kwargs = kwargs  # what uvicorn builds its HTTP protocol with
+            self._timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            assert isinstance(transport, asyncio.Transport)
+            delay = delay_s()
+            if delay <= 0:
+                self._start(transport)
+                return
+            transport.pause_reading()
+            self._timer = asyncio.get_running_loop().call_later(delay, self._start, transport)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+
+        def _start(self, transport: asyncio.Transport) -> None:
+            self._timer = None
+            if transport.is_closing():
+                return
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            # a failed handshake sets its exception here; retrieve it (the connection is closed anyway)
+            waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
+            app = inner(**self._kwargs)
+            tls = SSLProtocol(
+                loop, app, context, waiter, server_side=True, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
+            )
+            transport.set_protocol(tls)
+            tls.connection_made(transport)
+            transport.resume_reading()
+
+    return DelayedTls
+
+
 def build_server(
     sim: Simulator, opts: ServeOptions, *, make_config: Callable[..., uvicorn.Config]
 ) -> uvicorn.Server:
@@ -98,6 +152,11 @@ def build_server(
         timeout_graceful_shutdown=2,  # streams still open then are cut, not waited for
     )
     config.load()
+    if config.ssl is not None:
+        # TLS moves into the protocol so that the slow-handshake fault can hold it back
+        delay = lambda: sim.faults.spec.tls_handshake_delay_s  # noqa: E731
+        config.http_protocol_class = delayed_tls_protocol(config.http_protocol_class, config.ssl, delay)
+        config.ssl = None
     logging.getLogger("uvicorn.error").addFilter(_DropTruncation())
     server = uvicorn.Server(config)
     sim.on_refuse = Listener(server, config, opts).refuse

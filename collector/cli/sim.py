@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .app import app
+
+if TYPE_CHECKING:
+    from lanewatch.simulator.profiles import Profile
 
 
 class ProfileName(StrEnum):
@@ -80,6 +84,64 @@ def sim(
     max_num_seqs: int | None = typer.Option(
         None, "--max-num-seqs", min=1, max=4096, help="Override the profile's max_num_seqs."
     ),
+    max_num_batched_tokens: int | None = typer.Option(
+        None,
+        "--max-num-batched-tokens",
+        min=16,
+        max=1_048_576,
+        help="As vllm serve: the per-step token budget that prefill chunks share with running decodes "
+        "(default: the profile's, fast 8192, slow 2048).",
+    ),
+    num_speculative_tokens: int = typer.Option(
+        0,
+        "--num-speculative-tokens",
+        min=0,
+        max=16,
+        help="Speculative decoding: draft tokens per decode step (0: off, as vLLM without "
+        "--speculative-config).",
+    ),
+    spec_acceptance: float = typer.Option(
+        0.7,
+        "--spec-acceptance",
+        min=0.0,
+        max=1.0,
+        help="With --num-speculative-tokens: the chance a drafted token is accepted given that the "
+        "ones before it were.",
+    ),
+    spec_draft_token_s: float = typer.Option(
+        0.0,
+        "--spec-draft-token-s",
+        min=0.0,
+        max=1.0,
+        help="With --num-speculative-tokens: the proposer's seconds per draft position per step (0: n-gram).",
+    ),
+    frontend_s: float | None = typer.Option(
+        None,
+        "--frontend-s",
+        min=0.0,
+        max=60.0,
+        help="Seconds the API front end takes per request before the engine's queue (default: the "
+        "profile's 0.004).",
+    ),
+    frontend_per_token_s: float | None = typer.Option(
+        None,
+        "--frontend-per-token-s",
+        min=0.0,
+        max=0.01,
+        help="Front-end seconds per prompt token (tokenization; default: the profile's 1e-6).",
+    ),
+    prefix_caching: bool = typer.Option(
+        True,
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="As vllm serve: reuse the KV blocks of prompts' shared leading blocks.",
+    ),
+    keep_alive_s: int = typer.Option(
+        30,
+        "--keep-alive-s",
+        min=1,
+        max=3600,
+        help="Close a kept-alive connection idle this long (vLLM's uvicorn: 5).",
+    ),
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve vLLM's OpenAI API, /metrics and OTLP spans from a simulated engine (no GPU needed)."""
@@ -89,6 +151,7 @@ def sim(
     from lanewatch.simulator.faults import FaultError, FaultSpec, parse_faults
     from lanewatch.simulator.profiles import PROFILES
     from lanewatch.simulator.server import ServeOptions, build_server
+    from lanewatch.simulator.specdecode import SpecDecodeConfig
 
     _check_tls(tls, cert_out, cert, key)
     if otlp_endpoint is not None and not otlp_endpoint.startswith(("http://", "https://")):
@@ -99,10 +162,15 @@ def sim(
         raise typer.BadParameter(f"must be one of {', '.join(PROTOCOLS)}", param_hint="--otlp-protocol")
     token = _read_token(admin_token_file) if admin_token_file else None
     try:
-        spec = parse_faults(_faults_json(faults)) if faults else FaultSpec()
+        fault_spec = parse_faults(_faults_json(faults)) if faults else FaultSpec()
     except FaultError as exc:
         raise typer.BadParameter(str(exc), param_hint="--faults") from None
-    prof = PROFILES[profile.value]
+    prof = _profile(PROFILES[profile.value], max_num_batched_tokens, frontend_s, frontend_per_token_s)
+    spec_config = (
+        SpecDecodeConfig(num_speculative_tokens, spec_acceptance, spec_draft_token_s)
+        if num_speculative_tokens
+        else None
+    )
     if api_key is not None and not api_key.strip():
         raise typer.BadParameter("is empty", param_hint="--api-key")
     cfg = SimConfig(
@@ -113,9 +181,11 @@ def sim(
         token,
         otlp_endpoint,
         otlp_protocol,
-        spec,
+        fault_spec,
         api_key,
         per_request_metrics,
+        spec_config,
+        prefix_caching,
     )
     keyfile = key
     if tls:
@@ -125,7 +195,7 @@ def sim(
         cert, keyfile = cert_out, tls_mod.private_key_file(pair)
     try:
         # a cap above the largest max_num_seqs plus its queue; pooled clients keep connections for 30 s
-        limits = ServeLimits(max_connections=4096, keep_alive_s=30)
+        limits = ServeLimits(max_connections=4096, keep_alive_s=keep_alive_s)
         opts = ServeOptions(host, port, cert, keyfile, log_level)
         server = build_server(Simulator(cfg), opts, make_config=partial(uvicorn_config, limits=limits))
     finally:
@@ -139,6 +209,20 @@ def sim(
     if tls:
         typer.echo(f"lanewatch sim: certificate written to {cert_out}", err=True)
     server.run()
+
+
+def _profile(
+    prof: Profile, budget: int | None, frontend_s: float | None, frontend_per_token_s: float | None
+) -> Profile:
+    """The profile with the command line's overrides."""
+    changes: dict[str, Any] = {}
+    if budget is not None:
+        changes["max_num_batched_tokens"] = budget
+    if frontend_s is not None:
+        changes["frontend_s"] = frontend_s
+    if frontend_per_token_s is not None:
+        changes["frontend_per_token_s"] = frontend_per_token_s
+    return dataclasses.replace(prof, **changes)
 
 
 def _check_tls(tls: bool, cert_out: Path | None, cert: Path | None, key: Path | None) -> None:

@@ -35,6 +35,17 @@ FEATURE_FAMILIES = {
     "vllm:spec_decode_num_draft_tokens": "speculative decoding (a draft model)",
     "vllm:spec_decode_num_accepted_tokens": "speculative decoding (a draft model)",
 }
+# Speculative decoding's counters as vLLM's source defines them (vllm/v1/spec_decode/metrics.py,
+# SpecDecodingProm: names, `labelnames` = the engine labels, plus `position` per draft position).
+# No captured page has them (the captures ran without a draft model), so the simulator's, which
+# it exposes only with speculative decoding on, are checked against this list instead; like
+# every counter on the captured pages, each comes with prometheus_client's `_created` gauge.
+SPEC_DECODE_SOURCE: dict[str, frozenset[str]] = {
+    "vllm:spec_decode_num_drafts": frozenset({"model_name", "engine"}),
+    "vllm:spec_decode_num_draft_tokens": frozenset({"model_name", "engine"}),
+    "vllm:spec_decode_num_accepted_tokens": frozenset({"model_name", "engine"}),
+    "vllm:spec_decode_num_accepted_tokens_per_pos": frozenset({"model_name", "engine", "position"}),
+}
 # What the simulator (which follows the newest vLLM) exposes that an older real page lacks, by
 # version; the drift check expects exactly these there. 0.27.0 has no per-request preemption histogram
 # (prometheus_client's parser also reads a histogram's `_created` samples as a family of their own).
@@ -132,13 +143,25 @@ def missing_reads(reads: Mapping[str, str], real: Mapping[str, Family]) -> list[
     return problems
 
 
-def simulator_exposition(max_model_len: int, model: str = "tiny") -> str:
-    """The simulator's whole /metrics page, serving `model` with the real server's max-model-len."""
+def spec_decode_families() -> dict[str, Family]:
+    """SPEC_DECODE_SOURCE as parsed families: each counter and its `_created` gauge."""
+    out: dict[str, Family] = {}
+    for name, keys in SPEC_DECODE_SOURCE.items():
+        out[name] = Family(name, "counter", keys, frozenset())
+        out[name + "_created"] = Family(name + "_created", "gauge", keys, frozenset())
+    return out
+
+
+def simulator_exposition(max_model_len: int, model: str = "tiny", spec_tokens: int | None = None) -> str:
+    """The simulator's whole /metrics page, serving `model` with the real server's max-model-len
+    (with speculative decoding of `spec_tokens` draft tokens when given)."""
     from lanewatch.simulator import FAST
     from lanewatch.simulator.app import SimConfig, Simulator
+    from lanewatch.simulator.specdecode import SpecDecodeConfig
 
     profile = dataclasses.replace(FAST, max_model_len=max_model_len)
-    sim = Simulator(SimConfig(profile=profile, model=model))
+    spec = SpecDecodeConfig(spec_tokens, 0.5) if spec_tokens else None
+    sim = Simulator(SimConfig(profile=profile, model=model, spec=spec))
     return generate_latest(sim.registry).decode()
 
 

@@ -26,6 +26,14 @@ from lanewatch.collector.cli import app
         (["--faults", '{"bogus": 1}'], "bogus"),
         (["--faults", "@/nonexistent/faults.json"], "--faults"),
         (["--max-num-seqs", "0"], "--max-num-seqs"),
+        (["--max-num-batched-tokens", "8"], "--max-num-batched-tokens"),
+        (["--num-speculative-tokens", "17"], "--num-speculative-tokens"),
+        (["--spec-acceptance", "1.5"], "--spec-acceptance"),
+        (["--spec-draft-token-s", "-1"], "--spec-draft-token-s"),
+        (["--frontend-s", "-0.1"], "--frontend-s"),
+        (["--frontend-per-token-s", "1"], "--frontend-per-token-s"),
+        (["--keep-alive-s", "0"], "--keep-alive-s"),
+        (["--faults", '{"tls_handshake_delay_s": -1}'], "tls_handshake_delay_s"),
     ],
 )
 def test_bad_flags_give_clear_errors(args: list[str], needle: str) -> None:
@@ -53,6 +61,12 @@ def test_help_lists_every_option() -> None:
         "--admin-token-file",
         "--faults",
         "--seed",
+        "--max-num-batched-tokens",
+        "--num-speculative-tokens",
+        "--spec-acceptance",
+        "--frontend-s",
+        "--keep-alive-s",
+        "--no-enable-prefix-caching",
     ):
         assert opt in result.output
 

@@ -22,11 +22,21 @@ def test_empty_body_means_no_faults() -> None:
         ({"error_rates": {"429": 0.7, "500": 0.7}}, "add up"),
         ({"stall_rate": 2}, "stall_rate"),
         ({"nonsense": 1}, "nonsense"),
+        ({"tls_handshake_delay_s": -0.1}, "tls_handshake_delay_s"),
+        ({"tls_handshake_delay_s": 61}, "tls_handshake_delay_s"),
+        ({"frontend_delay_s": -1}, "frontend_delay_s"),
     ],
 )
 def test_bad_bodies_name_the_field(body: dict[str, object], field: str) -> None:
     with pytest.raises(FaultError, match=field):
         parse_faults(body)
+
+
+def test_the_slow_handshake_and_front_end_are_off_by_default_and_set_in_seconds() -> None:
+    assert parse_faults({}).tls_handshake_delay_s == 0
+    assert parse_faults({}).frontend_delay_s == 0
+    assert parse_faults({"frontend_delay_s": 0.4}).frontend_delay_s == 0.4
+    assert parse_faults({"tls_handshake_delay_s": 0.25}).tls_handshake_delay_s == 0.25
 
 
 def test_not_an_object() -> None:

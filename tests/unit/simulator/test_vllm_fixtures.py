@@ -23,6 +23,7 @@ from tests.vllm.contract import (
     load_fixture,
     missing_reads,
     simulator_exposition,
+    spec_decode_families,
 )
 
 VERSION = "0.32.0"  # the newest captured version: the mutation tests run against it
@@ -58,6 +59,27 @@ def test_no_drift_between_the_simulator_and_each_captured_page(version: str) -> 
     page, _spans, server = load_fixture(version)
     sim = families(simulator_exposition(server["max_model_len"]))
     assert drift(sim, families(page)) == list(KNOWN_DRIFT.get(version, ()))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_with_spec_decoding_on_the_only_additions_are_vllms_spec_decode_families(version: str) -> None:
+    # The captures have no spec-decode families: those are checked against vLLM's source list.
+    page, _spans, server = load_fixture(version)
+    on = families(simulator_exposition(server["max_model_len"], spec_tokens=3))
+    off = families(simulator_exposition(server["max_model_len"]))
+    source = spec_decode_families()
+    assert set(on) - set(off) == set(source)
+    assert drift(on, {**families(page), **source}) == list(KNOWN_DRIFT.get(version, ()))
+    assert not set(source) & set(families(page))  # if a capture ever has them, compare with it
+
+
+def test_a_spec_decode_family_off_vllms_source_is_caught() -> None:
+    text = simulator_exposition(4096, spec_tokens=2).replace(
+        "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_total"
+    )
+    page, _spans, _server = load_fixture(VERSION)
+    problems = drift(families(text), {**families(page), **spec_decode_families()})
+    assert "vllm:spec_decode_num_draft: not on the real page" in problems
 
 
 @pytest.mark.parametrize("version", VERSIONS)
