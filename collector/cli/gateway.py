@@ -61,6 +61,12 @@ def gateway(
         help="Ship tap records to this collector's POST /v1/records (base URL, gateway.collector_url); "
         "it joins them to vLLM's spans and exports their metrics, so this gateway's /metrics does not.",
     ),
+    workers: str | None = typer.Option(
+        None,
+        "--workers",
+        help="Processes serving the one port (gateway.workers; default 1): a number, or auto for the "
+        "cores this process may use. They share one degrade state, one /metrics and the records.",
+    ),
     record_content: bool = typer.Option(
         False,
         "--record-content",
@@ -83,6 +89,7 @@ def gateway(
             admin_insecure,
             cacert,
             insecure,
+            workers,
         )
         flags = {
             "otlp_endpoint": Flag("--otlp-endpoint", otlp_endpoint),
@@ -124,6 +131,7 @@ def _gateway_config(
     admin_insecure: bool,
     cacert: Path | None,
     insecure: bool,
+    workers: str | None = None,
 ) -> GatewayConfig:
     """The file's gateway section with the command line's flags laid over it."""
     data = base.model_dump()
@@ -142,7 +150,11 @@ def _gateway_config(
     if port is not None:
         server["port"] = port
     data["server"] = server
-    for key, value in (("default_lane", default_lane), ("admin_token_file", admin_token_file)):
+    for key, value in (
+        ("default_lane", default_lane),
+        ("admin_token_file", admin_token_file),
+        ("workers", workers),
+    ):
         if value is not None:
             data[key] = value
     data["admin_insecure"] = data["admin_insecure"] or admin_insecure
