@@ -122,9 +122,10 @@ def test_a_degrade_put_is_honoured_by_every_request_after_its_answer(tmp_path: P
         assert {line["lane"] for line in lines} == {"fast", "slow"}
 
 
-def _both_served(w: Workers, total: int) -> tuple[list[dict[str, Any]], ...] | None:
+def _both_served(w: Workers, total: int) -> tuple[list[dict[str, Any]], ...]:
+    """Both workers' records once there are `total` and each wrote some; else ()."""
     lines = (w.lines(1), w.lines(2))
-    return lines if sum(map(len, lines)) == total and all(lines) else None
+    return lines if sum(map(len, lines)) == total and all(lines) else ()
 
 
 def test_one_scrape_counts_every_workers_requests_once(tmp_path: Path) -> None:
@@ -134,16 +135,15 @@ def test_one_scrape_counts_every_workers_requests_once(tmp_path: Path) -> None:
             assert _chat(w.gw.url, stream=i % 2 == 0, max_tokens=2).status_code == 200
         assert eventually(lambda: _both_served(w, sent), 20, f"{sent} records from the two workers")
 
-        def scrape() -> str | None:
+        def scrape() -> str:
             text = httpx.get(f"{w.gw.url}/metrics", headers=CLOSE).text
             tapped = sum(v for _, v in _samples(text, names.REQUESTS_TOTAL))
-            return text if tapped == sent else None
+            return text if tapped == sent else ""
 
         text = eventually(scrape, 20, f"the tap's {sent} requests in one scrape")
         pages = [text, *(httpx.get(f"{w.gw.url}/metrics", headers=CLOSE).text for _ in range(5))]
     for page in pages:  # whichever worker answers the scrape, it counts both workers' requests, once
-        admitted = _samples(page, names.GATEWAY_REQUESTS_TOTAL)
-        assert sum(v for _, v in admitted) == sent
+        assert sum(v for _, v in _samples(page, names.GATEWAY_REQUESTS_TOTAL)) == sent
         assert sum(v for _, v in _samples(page, names.E2E_SECONDS + "_count")) == sent
         assert sum(v for _, v in _samples(page, names.TTFT_SECONDS + "_count")) == sent // 2  # streamed
         assert _samples(page, names.GATEWAY_DEGRADE_STATE_VERSION) == [({}, 0.0)]
@@ -169,7 +169,7 @@ async def _stream(url: str, trace: str, tokens: int, started: asyncio.Event, ope
                     started.set()
                 data += chunk
             return resp.status == 200 and b"data: [DONE]" in data and b'"error"' not in data
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         return False
 
 
@@ -214,7 +214,7 @@ def test_a_killed_worker_loses_no_stream_of_the_other_and_no_record(tmp_path: Pa
         eventually(
             lambda: w.pids()[1] != victim, 60, "worker 1 started again", context=w.gw.log_path.read_text
         )
-        assert "worker 1 (pid %d) exited with status -9" % victim in w.gw.log_path.read_text()
+        assert f"worker 1 (pid {victim}) exited with status -9" in w.gw.log_path.read_text()
         # What the killed worker had counted by the last scrape stays in the sums (no counter reset);
         # what it admitted after that (its streams) died with it.
         assert _admitted(w) == 16 + len(on_two)
