@@ -12,6 +12,7 @@ import gc
 import logging
 import signal
 import sys
+from functools import partial
 from pathlib import Path
 
 from lanewatch.collector.common import eventloop
@@ -71,11 +72,13 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
         raise ConfigError(str(exc)) from None
     if count > 1:  # the settings are good: each worker builds its own gateway from them
         built.close_records()
+        from lanewatch.exporters.page_merge import merge_pages
+
         from .supervisor import run_supervised
 
-        await run_supervised(
-            cfg, export, records, count, lambda port: _banner(cfg, built.gateway, port, count)
-        )
+        gw = built.gateway
+        banner = partial(_banner, cfg, gw, workers=count)
+        await run_supervised(cfg, export, records, count, merge_pages, banner)
         return
     gw = built.gateway
     server = GatewayServer(gw)
@@ -106,7 +109,7 @@ async def until_signalled() -> None:
     await stop.wait()
 
 
-def _banner(cfg: GatewayConfig, gw: Gateway, port: int, workers: int) -> None:
+def _banner(cfg: GatewayConfig, gw: Gateway, port: int, workers: int = 1) -> None:
     """The one line that says the gateway is up (and its insecure admin API's warning)."""
     if cfg.admin_insecure and gw.admin_token is None:
         log.warning(ADMIN_INSECURE_WARNING)

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from lanewatch.collector.common.errors import StartupError
 from lanewatch.collector.config import ExportConfig, GatewayConfig
-from lanewatch.exporters.page_merge import merge_pages
 
 from .control import Link, LinkClosed, Message
 from .degrade_state import DegradeState, LaneDegrade, is_stale
@@ -36,6 +35,7 @@ from .workers import ACK_TIMEOUT_S, SCRAPE_TIMEOUT_S, logged_change, state_to_wi
 __all__ = ["Supervisor", "bind_port"]
 
 log = logging.getLogger("lanewatch.gateway.workers")
+Merge = Callable[[list[str], list[str]], str]  # (workers' pages, exited workers' pages) -> one page
 RESTART_MIN_S, RESTART_MAX_S, STABLE_S = 0.5, 10.0, 60.0
 START_TIMEOUT_S = 120.0  # a worker's start, its first round of learning lanes' models included
 STOP_MARGIN_S = 10.0  # past the drain timeout, a worker still running at shutdown is killed
@@ -73,9 +73,16 @@ class Supervisor:
     """Starts, restarts and stops the workers; holds the degrade state; merges /metrics."""
 
     def __init__(
-        self, cfg: GatewayConfig, export: ExportConfig, records: Path | None, count: int, port: int
+        self,
+        cfg: GatewayConfig,
+        export: ExportConfig,
+        records: Path | None,
+        count: int,
+        port: int,
+        merge: Merge,
     ) -> None:
         self.cfg, self.export, self.records, self.port = cfg, export, records, port
+        self._merge = merge  # exporters/page_merge.py merge_pages, handed over by the wiring (serve.py)
         self.slots = [Slot(i) for i in range(1, count + 1)]
         self.state = DegradeState()
         self.seq = 0  # orders the states sent: a worker never goes back to an older one
@@ -178,7 +185,7 @@ class Supervisor:
             slot.link.close()
         slot.link, slot.hello = None, False
         if slot.last_page:
-            self.retired = merge_pages([], [self.retired, slot.last_page])
+            self.retired = self._merge([], [self.retired, slot.last_page])
         slot.last_page = None
 
     async def _kill(self, slot: Slot, why: str) -> None:
@@ -261,7 +268,7 @@ class Supervisor:
             if page:
                 pages.append(page)
         retired = [self.retired] if self.retired else []
-        return await asyncio.to_thread(merge_pages, pages, retired)
+        return await asyncio.to_thread(self._merge, pages, retired)
 
     @staticmethod
     async def _ask(slot: Slot, message: Message, timeout_s: float) -> Message:
@@ -271,7 +278,12 @@ class Supervisor:
 
 
 async def run_supervised(
-    cfg: GatewayConfig, export: ExportConfig, records: Path | None, count: int, banner: Callable[[int], None]
+    cfg: GatewayConfig,
+    export: ExportConfig,
+    records: Path | None,
+    count: int,
+    merge: Merge,
+    banner: Callable[[int], None],
 ) -> None:
     """Serve with `count` workers until SIGINT or SIGTERM; StartupError for a taken port or a worker
     that cannot start. `banner` is told the port once every worker listens."""
@@ -283,7 +295,7 @@ async def run_supervised(
     except OSError as exc:
         raise StartupError(f"cannot listen on {host}:{cfg.server.port}: {exc.strerror or exc}") from None
     with held:
-        supervisor = Supervisor(cfg, export, records, count, int(held.getsockname()[1]))
+        supervisor = Supervisor(cfg, export, records, count, int(held.getsockname()[1]), merge)
         signalled = asyncio.create_task(until_signalled())
         try:
             await supervisor.start()
