@@ -28,9 +28,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lanewatch.exporters import names
+from tests.servers import free_port, lanewatch_command, started
 from tests.waiting import eventually
 
-from .gateway_harness import GatewayProcess, chat_body, start_gateway, start_test_upstream
+from .gateway_harness import GatewayProcess, chat_body, start_test_upstream
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +39,7 @@ TOKEN = "workers-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}", "Connection": "close"}
 CLOSE = {"Connection": "close"}
 SHIFT = {"lanes": {"slow": {"shift_to": "fast", "shift_percent": 100}}}
-START_S = 60.0  # two workers starting on a loaded 2-core machine
+START_S = 120.0  # three processes starting on a loaded 2-core machine (measured: 32 s at load 9)
 
 
 @dataclass(frozen=True)
@@ -64,21 +65,25 @@ class Workers:
 
 @contextmanager
 def two_workers(tmp_path: Path, first_ms: float = 1, gap_ms: float = 1) -> Iterator[Workers]:
-    """A gateway with `--workers 2` over one test upstream as lanes fast and slow."""
+    """A gateway with `--workers 2` over one test upstream as lanes fast and slow, once both listen."""
     token = tmp_path / "admin.token"
     token.write_text(TOKEN)
     records = tmp_path / "tap.jsonl"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_path = tmp_path / "gateway.log"
     with start_test_upstream(tmp_path, first_ms=first_ms, gap_ms=gap_ms) as up:
-        lanes = [f"fast={up}", f"slow={up}"]
-        flags = ["--workers", "2", "--admin-token-file", str(token), "--records", str(records)]
-        with start_gateway(tmp_path, lanes, *flags) as gw:
-            eventually(
-                lambda: "; 2 workers" in gw.log_path.read_text(),
-                START_S,
-                "both workers listening",
-                context=gw.log_path.read_text,
-            )
-            yield Workers(gw, records)
+        args = [*lanewatch_command(), "gateway", "--host", "127.0.0.1", "--port", str(port)]
+        args += ["--upstream", f"fast={up}", "--upstream", f"slow={up}", "--workers", "2"]
+        args += ["--admin-token-file", str(token), "--records", str(records)]
+        with started(args, log_path) as proc:
+
+            def listening() -> bool:
+                assert proc.poll() is None, log_path.read_text()
+                return "; 2 workers" in log_path.read_text()
+
+            eventually(listening, START_S, "both workers listening", context=log_path.read_text)
+            yield Workers(GatewayProcess(url, proc, log_path), records)
 
 
 def _chat(url: str, **body: Any) -> httpx.Response:
@@ -251,9 +256,6 @@ def test_sigterm_drains_every_worker(tmp_path: Path) -> None:
 def test_a_taken_port_is_one_line_with_workers() -> None:
     import socket
 
-    from lanewatch.collector.cli import app  # noqa: F401  (the CLI is importable)
-    from tests.servers import lanewatch_command
-
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -263,7 +265,7 @@ def test_a_taken_port_is_one_line_with_workers() -> None:
             [*lanewatch_command(), *args, "--upstream", "fast=http://127.0.0.1:9"],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=120,
         )
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"lanewatch gateway: cannot listen on 127.0.0.1:{port}: "), done.stderr
