@@ -99,3 +99,20 @@ async def test_a_question_waiting_when_the_other_side_goes_fails_at_once() -> No
     right.close()
     with pytest.raises(LinkClosed, match="gone"):
         await asyncio.wait_for(waiting, 5)
+
+
+def test_settings_reach_a_worker_unchanged() -> None:
+    """The supervisor sends its settings as JSON; the worker builds the same gateway from them."""
+    rich = {
+        "lanes": {**LANES, "fast": {"upstreams": ["https://a:1"], "models": ["m1"], "cacert": "/ca.pem"}},
+        "rules": {"models": {"m1": "fast"}, "message_regex": [{"pattern": "(?i)sum", "lane": "slow"}]},
+        "admin_token_file": "/t",
+        "collector_url": "http://c:9464/v1/records",
+        "workers": "auto",
+        "shift_mode": "random",
+        "drain_timeout_s": 2.5,
+    }
+    cfg = GatewayConfig.model_validate(rich)
+    assert GatewayConfig.model_validate(cfg.model_dump(mode="json")) == cfg
+    export = ExportConfig(max_series=500, record_content=True)
+    assert ExportConfig.model_validate(export.model_dump(mode="json")) == export
