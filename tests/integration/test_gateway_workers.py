@@ -244,7 +244,7 @@ def test_sigterm_drains_every_worker(tmp_path: Path) -> None:
         def terminate() -> None:
             proc.send_signal(signal.SIGTERM)
 
-        results = asyncio.run(_streams_around(w.gw.url, 60, 30, terminate))
+        results = asyncio.run(_streams_around(w.gw.url, 20, 30, terminate))
         code = proc.wait(timeout=30)
         served = w.lines(1), w.lines(2)
     assert all(results.values()), f"{sum(not ok for ok in results.values())} streams cut at SIGTERM"
