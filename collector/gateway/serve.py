@@ -72,6 +72,7 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
         raise ConfigError(str(exc)) from None
     if count > 1:  # the settings are good: each worker builds its own gateway from them
         built.close_records()
+        _check_records(records, count)
         from lanewatch.exporters.page_merge import merge_pages
 
         from .supervisor import run_supervised
@@ -98,6 +99,17 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
     finally:
         await server.shutdown(cfg.drain_timeout_s)
         built.close_records()
+
+
+def _check_records(records: Path | None, count: int) -> None:
+    """Every worker's records file opens (worker 1's did): a ConfigError now, not a worker's failure."""
+    for slot in range(2, count + 1):
+        path = records_path(records, slot, count)
+        if path is not None:
+            try:
+                RecordsWriter(path).close()
+            except OSError as exc:
+                raise ConfigError(str(exc)) from None
 
 
 async def until_signalled() -> None:

@@ -101,6 +101,13 @@ class Supervisor:
                 await self.stop()
                 raise StartupError(error)
         self._keepers = [asyncio.create_task(self._keep(slot)) for slot in self.slots]
+        for slot in self.slots:
+            self._log_listening(slot)
+
+    @staticmethod
+    def _log_listening(slot: Slot) -> None:
+        pid = slot.process.pid if slot.process is not None else 0
+        log.info("worker %d (pid %d) listening", slot.index, pid)
 
     async def stop(self) -> None:
         """Ask every worker to drain and exit; kill those still running past the drain timeout."""
@@ -207,11 +214,13 @@ class Supervisor:
             return self._hello(slot)
         if op == "ready":
             slot.ready.set()
-            pid = slot.process.pid if slot.process is not None else 0
-            log.info("worker %d (pid %d) listening", slot.index, pid)
+            if self._keepers:  # started again; the first start is logged once all listen
+                self._log_listening(slot)
             return {}
         if op == "failed":
             slot.failed = str(message.get("error"))
+            if self._keepers:  # at the first start the error is the gateway's one line instead
+                log.error("worker %d could not start: %s", slot.index, slot.failed)
             return {}
         if op == "put":
             return await self._put(message)

@@ -270,3 +270,19 @@ def test_a_taken_port_is_one_line_with_workers() -> None:
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"lanewatch gateway: cannot listen on 127.0.0.1:{port}: "), done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_workers_records_file_that_cannot_open_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "tap.worker2.jsonl").mkdir()  # worker 1's file opens; worker 2's cannot
+    args = ["gateway", "--port", str(free_port()), "--workers", "2", "--records", str(tmp_path / "tap.jsonl")]
+    done = subprocess.run(
+        [*lanewatch_command(), *args, "--upstream", "fast=http://127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert (
+        done.stderr
+        == f"lanewatch gateway: records file {tmp_path}/tap.worker2.jsonl: cannot open: Is a directory\n"
+    )
