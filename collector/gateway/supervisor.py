@@ -98,7 +98,7 @@ class Supervisor:
         for slot in self.slots:
             error = await self._started(slot)
             if error is not None:
-                await self.stop()
+                await self.shutdown()
                 raise StartupError(error)
         self._keepers = [asyncio.create_task(self._keep(slot)) for slot in self.slots]
         for slot in self.slots:
@@ -109,7 +109,7 @@ class Supervisor:
         pid = slot.process.pid if slot.process is not None else 0
         log.info("worker %d (pid %d) listening", slot.index, pid)
 
-    async def stop(self) -> None:
+    async def shutdown(self) -> None:
         """Ask every worker to drain and exit; kill those still running past the drain timeout."""
         self.stopping = True
         for task in self._keepers:
@@ -312,4 +312,4 @@ async def run_supervised(
             await signalled
         finally:
             signalled.cancel()
-            await supervisor.stop()
+            await supervisor.shutdown()
