@@ -310,6 +310,9 @@ class ModelDiscoveryConfig(Section):
     max_models: int = Field(default=32, ge=1, le=1000)  # kept per lane (each is a metric series)
 
 
+MAX_WORKERS = 256  # gateway.workers
+
+
 class GatewayConfig(Section):
     """The lane router and passive tap (collector/gateway/)."""
 
@@ -349,6 +352,22 @@ class GatewayConfig(Section):
     collector_token_file: Path | None = None  # bearer token for the collector's ingest.token_file
     shipping: ShippingConfig = ShippingConfig()
     model_discovery: ModelDiscoveryConfig = ModelDiscoveryConfig()
+    # Processes accepting on the one port (docs/gateway.md#workers); "auto": the cores this process
+    # may run on. At SIGTERM each stops accepting and gives open requests drain_timeout_s to finish.
+    workers: int | Literal["auto"] = 1
+    drain_timeout_s: float = Field(default=10.0, ge=0, le=3600)
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: object) -> int | str:
+        # One clear message instead of one per member of the union.
+        if value == "auto":
+            return "auto"
+        if isinstance(value, str) and value.isdecimal() and value.isascii():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
+            raise ValueError(f"must be a whole number from 1 to {MAX_WORKERS}, or 'auto'; got {value!r}")
+        return value
 
     @field_validator("collector_url")
     @classmethod

@@ -67,6 +67,12 @@ def gateway(
         help="Honour x-lanewatch-class and x-lanewatch-lane from clients in this network (CIDR, "
         "repeatable; gateway.hints.trusted_networks). Without it the operator's rules class every request.",
     ),
+    workers: str | None = typer.Option(
+        None,
+        "--workers",
+        help="Processes serving the one port (gateway.workers; default 1): a number, or auto for the "
+        "cores this process may use. They share one degrade state, one /metrics and the records.",
+    ),
     record_content: bool = typer.Option(
         False,
         "--record-content",
@@ -90,6 +96,7 @@ def gateway(
             cacert,
             insecure,
             trust_hints,
+            workers,
         )
         flags = {
             "otlp_endpoint": Flag("--otlp-endpoint", otlp_endpoint),
@@ -132,6 +139,7 @@ def _gateway_config(
     cacert: Path | None,
     insecure: bool,
     trust_hints: list[str],
+    workers: str | None = None,
 ) -> GatewayConfig:
     """The file's gateway section with the command line's flags laid over it."""
     data = base.model_dump()
@@ -150,7 +158,11 @@ def _gateway_config(
     if port is not None:
         server["port"] = port
     data["server"] = server
-    for key, value in (("default_lane", default_lane), ("admin_token_file", admin_token_file)):
+    for key, value in (
+        ("default_lane", default_lane),
+        ("admin_token_file", admin_token_file),
+        ("workers", workers),
+    ):
         if value is not None:
             data[key] = value
     data["admin_insecure"] = data["admin_insecure"] or admin_insecure

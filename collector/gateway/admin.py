@@ -11,17 +11,32 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.headers import AUTHORIZATION
 
 from .core import Gateway
-from .degrade_state import DegradeError, DegradePut, is_stale, parse_put, shifts_to_unknown_models
+from .degrade_state import (
+    DegradeError,
+    DegradePut,
+    DegradeState,
+    is_stale,
+    parse_put,
+    shifts_to_unknown_models,
+)
 from .errors import error_body, error_response
 from .front import FrontConn, Request, Response
 
-__all__ = ["denied", "get_degrade", "put_degrade"]
+__all__ = [
+    "checked_put",
+    "denied",
+    "get_degrade",
+    "log_change",
+    "put_degrade",
+    "stale_refusal",
+    "state_response",
+]
 
 log = logging.getLogger("lanewatch.gateway.admin")
 MAX_ADMIN_BODY = 64 * 1024
@@ -43,7 +58,8 @@ def denied(gw: Gateway, headers: Mapping[str, str]) -> Response | None:
     return None
 
 
-def _state(gw: Gateway) -> Response:
+def state_response(gw: Gateway) -> Response:
+    """200 and the degrade state with the lanes' models (the GET answer)."""
     body = {**gw.degrade.to_json(gw.lane_order), "models": _models(gw)}
     return Response(200, json.dumps(body).encode())
 
@@ -72,8 +88,7 @@ def _conflict(gw: Gateway, reason: str, message: str, param: str) -> Response:
 def _refusal(gw: Gateway, put: DegradePut) -> Response | None:
     """The 409 for a stale revision or a shift to a lane of unknown models; None when the PUT may apply."""
     if is_stale(gw.degrade, put.revision):
-        message = f"revision {put.revision} is older than the degrade state's revision {gw.degrade.revision}"
-        return _conflict(gw, "stale_revision", message, "revision")
+        return stale_refusal(gw, put.revision)
     unknown = shifts_to_unknown_models(put.lanes, gw.models.served)
     if unknown:
         lane, target = unknown[0]
@@ -88,11 +103,23 @@ def _refusal(gw: Gateway, put: DegradePut) -> Response | None:
 
 async def get_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Response:
     """The whole degrade state, lane order and version."""
-    return _denied(gw, request) or _state(gw)
+    return _denied(gw, request) or state_response(gw)
 
 
 async def put_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Response:
     """Replace the degrade state; 400 with a reason (and no change) on bad input."""
+    put = checked_put(gw, request)
+    if isinstance(put, Response):
+        return put
+    before = gw.degrade.version
+    state = gw.set_degrade(put.lanes, put.revision)
+    if state.version != before:
+        log_change(state, gw.lane_order)
+    return state_response(gw)
+
+
+def checked_put(gw: Gateway, request: Request) -> DegradePut | Response:
+    """A PUT's body, validated against this gateway's lanes, models and revision; or the refusal."""
     denied = _denied(gw, request)
     if denied is not None:
         return denied
@@ -105,11 +132,15 @@ async def put_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Respon
         reason = str(exc) if isinstance(exc, DegradeError) else f"body is not valid JSON: {str(exc)[:200]}"
         gw.stats.degrade_refused["invalid"] += 1
         return error_response(400, reason)
-    refused = _refusal(gw, put)
-    if refused is not None:
-        return refused
-    before = gw.degrade.version
-    state = gw.set_degrade(put.lanes, put.revision)
-    if state.version != before:
-        log.warning("degrade state v%d: %s", state.version, json.dumps(state.to_json(gw.lane_order)["lanes"]))
-    return _state(gw)
+    return _refusal(gw, put) or put
+
+
+def stale_refusal(gw: Gateway, revision: int | None) -> Response:
+    """The 409 for a PUT at `revision`, older than the state's."""
+    message = f"revision {revision} is older than the degrade state's revision {gw.degrade.revision}"
+    return _conflict(gw, "stale_revision", message, "revision")
+
+
+def log_change(state: DegradeState, lane_order: Sequence[str]) -> None:
+    """Log a new degrade state once, at warning level."""
+    log.warning("degrade state v%d: %s", state.version, json.dumps(state.to_json(lane_order)["lanes"]))

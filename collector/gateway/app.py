@@ -25,8 +25,11 @@ ADMIN_PATH = "/admin/degrade"
 GatewayHandler = Callable[[Gateway, Request, FrontConn], Awaitable[Response | None]]
 
 
-def router(gw: Gateway) -> Callable[[str, str], Handler | Response]:
-    """(method, path) → the handler, or the 404/405 answer in OpenAI error JSON."""
+def router(
+    gw: Gateway, overrides: Mapping[str, Mapping[str, Handler]] | None = None
+) -> Callable[[str, str], Handler | Response]:
+    """(method, path) → the handler, or the 404/405 answer in OpenAI error JSON; `overrides`
+    replace the handlers of their paths (a worker's /metrics and admin API, workers.py)."""
 
     def chat(request: Request, conn: FrontConn) -> Response | Awaitable[Response | None]:
         return handle_completion(gw, request, conn, "chat")
@@ -48,6 +51,7 @@ def router(gw: Gateway) -> Callable[[str, str], Handler | Response]:
         "/metrics": {"GET": bind(metrics)},
         ADMIN_PATH: {"GET": bind(get_degrade), "PUT": bind(put_degrade)},
     }
+    routes.update({path: dict(methods) for path, methods in (overrides or {}).items()})
 
     def resolve(method: str, path: str) -> Handler | Response:
         methods = routes.get(path)
@@ -74,7 +78,7 @@ def head_check(gw: Gateway) -> HeadCheck:
 class GatewayServer:
     """A gateway serving on a port: health checks and sessions started, connections accepted."""
 
-    def __init__(self, gw: Gateway) -> None:
+    def __init__(self, gw: Gateway, overrides: Mapping[str, Mapping[str, Handler]] | None = None) -> None:
         self.gw = gw
         cfg = gw.cfg
         limits = FrontLimits(
@@ -84,7 +88,7 @@ class GatewayServer:
             max_connections=cfg.max_connections or default_max_connections(),
         )
         self._front = FrontServer(
-            router(gw),
+            router(gw, overrides),
             limits,
             lambda status, message: error_body(status, message),
             gw.stats.count_refused,
@@ -92,15 +96,16 @@ class GatewayServer:
         )
         self.port = 0
 
-    async def start(self, host: str, port: int) -> int:
+    async def start(self, host: str, port: int, reuse_port: bool = False) -> int:
         """Start the gateway's background work, then listen; returns the port."""
         await self.gw.start()
-        self.port = await self._front.start(host, port)
+        self.port = await self._front.start(host, port, reuse_port)
         return self.port
 
-    async def shutdown(self) -> None:
-        """Stop accepting, drop connections (their handlers finish and record), stop the gateway."""
-        await self._front.shutdown()
+    async def shutdown(self, drain_s: float = 0.0) -> None:
+        """Stop accepting, give requests in flight `drain_s` to finish, drop the rest (their handlers
+        finish and record), stop the gateway."""
+        await self._front.shutdown(drain_s)
         await self.gw.shutdown()
 
 

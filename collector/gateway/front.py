@@ -385,7 +385,7 @@ class FrontConn(asyncio.Protocol):
     def _done(self) -> None:
         """The answer is complete: close, or read the next request."""
         self._task, self._busy, self.started, self._chunked = None, False, False, False
-        if self._close_after or self.closed:
+        if self._close_after or self.closed or self._server.draining:
             self.close()
             return
         self.idle_since = asyncio.get_running_loop().time()  # also bounds how long a request may take

@@ -32,14 +32,20 @@ class FrontServer:
         self.tasks: set[asyncio.Task[None]] = set()
         self.refused_total = 0  # connections answered 503 for being over max_connections
         self._refused_logged = 0
+        self.draining = False  # shutting down: a connection closes once its answer is complete
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen; returns the port (useful with 0)."""
+    async def start(self, host: str, port: int, reuse_port: bool = False) -> int:
+        """Listen; returns the port (useful with 0). `reuse_port`: share the port with the other
+        workers (SO_REUSEPORT: the kernel spreads new connections over the listening sockets)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: FrontConn(self._route, self._limits, self._error_body, self), host, port, backlog=1024
+            lambda: FrontConn(self._route, self._limits, self._error_body, self),
+            host,
+            port,
+            backlog=1024,
+            reuse_port=reuse_port or None,
         )
         self._sweeper = loop.create_task(self._sweep())
         return int(self._server.sockets[0].getsockname()[1])
@@ -71,12 +77,19 @@ class FrontServer:
                 elif conn.idle_since is not None and now - conn.idle_since > limit:
                     conn.close()
 
-    async def shutdown(self) -> None:
-        """Stop listening, drop every connection and wait for the handlers to finish."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
+    async def shutdown(self, drain_s: float = 0.0) -> None:
+        """Stop listening; give requests in flight `drain_s` to finish (idle connections close at
+        once, busy ones after their answer), then drop every connection and wait for the handlers."""
         if self._server is not None:
             self._server.close()
+        if drain_s > 0 and self.tasks:
+            self.draining = True
+            for conn in list(self.conns):
+                if conn.idle_since is not None:  # between requests: nothing to finish
+                    conn.close()
+            await asyncio.wait(set(self.tasks), timeout=drain_s)
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for conn in list(self.conns):
             conn.abort()
         if self.tasks:

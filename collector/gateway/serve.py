@@ -12,6 +12,7 @@ import gc
 import logging
 import signal
 import sys
+from functools import partial
 from pathlib import Path
 
 from lanewatch.collector.common import eventloop
@@ -24,8 +25,16 @@ from lanewatch.collector.record.timing import RequestTiming
 from .app import GatewayServer
 from .core import Gateway, RecordSink
 from .shipper import RecordShipper
+from .workers import records_path, worker_count
 
-__all__ = ["ADMIN_INSECURE_WARNING", "Built", "StartupError", "build_gateway", "serve"]
+__all__ = [
+    "ADMIN_INSECURE_WARNING",
+    "Built",
+    "StartupError",
+    "build_gateway",
+    "serve",
+    "until_signalled",
+]
 
 log = logging.getLogger("lanewatch.gateway")
 ADMIN_INSECURE_WARNING = (
@@ -56,10 +65,22 @@ def serve(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> Non
 
 
 async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> None:
+    count = worker_count(cfg)
     try:  # unreadable or empty secret files raise SecretError, a ConfigError, as they are
-        built = build_gateway(cfg, export, records)
+        built = build_gateway(cfg, export, records_path(records, 1, count))
     except OSError as exc:  # a records path that cannot be opened
         raise ConfigError(str(exc)) from None
+    if count > 1:  # the settings are good: each worker builds its own gateway from them
+        built.close_records()
+        _check_records(records, count)
+        from lanewatch.exporters.page_merge import merge_pages
+
+        from .supervisor import run_supervised
+
+        gw = built.gateway
+        banner = partial(_banner, cfg, gw, workers=count)
+        await run_supervised(cfg, export, records, count, merge_pages, banner)
+        return
     gw = built.gateway
     server = GatewayServer(gw)
     try:
@@ -69,27 +90,49 @@ async def _run(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -
         built.close_records()
         where = f"{cfg.server.host}:{cfg.server.port}"
         raise StartupError(f"cannot listen on {where}: {exc.strerror or exc}") from None
-    if cfg.admin_insecure and gw.admin_token is None:
-        log.warning(ADMIN_INSECURE_WARNING)
-    admin = "on" if gw.admin_token or cfg.admin_insecure else "off"
-    print(
-        f"lanewatch gateway on http://{cfg.server.host}:{cfg.server.port} lanes {', '.join(gw.lane_order)} "
-        f"(default {gw.routes.default_lane}); admin API {admin}",
-        file=sys.stderr,
-        flush=True,
-    )
+    _banner(cfg, gw, cfg.server.port, 1)
     # Everything built so far lives as long as the process: keep it out of the collector's
     # scans, so a full collection does not stall the streams that are passing through.
     gc.freeze()
+    try:
+        await until_signalled()
+    finally:
+        await server.shutdown(cfg.drain_timeout_s)
+        built.close_records()
+
+
+def _check_records(records: Path | None, count: int) -> None:
+    """Every worker's records file opens (worker 1's did): a ConfigError now, not a worker's failure."""
+    for slot in range(2, count + 1):
+        path = records_path(records, slot, count)
+        if path is not None:
+            try:
+                RecordsWriter(path).close()
+            except OSError as exc:
+                raise ConfigError(str(exc)) from None
+
+
+async def until_signalled() -> None:
+    """Until SIGINT or SIGTERM."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await server.shutdown()
-        built.close_records()
+    await stop.wait()
+
+
+def _banner(cfg: GatewayConfig, gw: Gateway, port: int, workers: int = 1) -> None:
+    """The one line that says the gateway is up (and its insecure admin API's warning)."""
+    if cfg.admin_insecure and gw.admin_token is None:
+        log.warning(ADMIN_INSECURE_WARNING)
+    admin = "on" if gw.admin_token or cfg.admin_insecure else "off"
+    procs = f"; {workers} workers" if workers > 1 else ""
+    print(
+        f"lanewatch gateway on http://{cfg.server.host}:{port} lanes {', '.join(gw.lane_order)} "
+        f"(default {gw.routes.default_lane}); admin API {admin}{procs}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None) -> Built:
