@@ -52,6 +52,7 @@ from lanewatch.exporters.probe_schedule import ProbeScheduleMetrics
 from lanewatch.exporters.prometheus import (
     GpuMetrics,
     JoinMetrics,
+    LogRecordMetrics,
     RequestMetrics,
     ServerMetrics,
     WindowMetrics,
@@ -164,7 +165,10 @@ class CollectorService:
         self._listeners: list[Sink] = []
         self._ingest_token = ingest_token
         self._span_calls = 0
-        self.logs_refused = 0  # OTLP log records refused (not access-log entries, bad values, past the bound)
+        # OTLP log records taken as records, and refused (not access-log entries, bad values, past the bound)
+        self.logs_received = self.logs_refused = 0
+        if cfg.otlp.enabled and cfg.otlp.logs:
+            LogRecordMetrics(self._live, lambda: (self.logs_received, self.logs_refused))
         self.grpc_port: int | None = None  # the OTLP/gRPC receiver's bound port, once serving
 
     @classmethod
@@ -222,6 +226,7 @@ class CollectorService:
     def receive_logs(self, admission: LogsAdmission) -> None:
         """Records from Envoy's access log (OTLP logs): the same path as the tap's; refused ones counted."""
         self.logs_refused += admission.rejected
+        self.logs_received += len(admission.records)
         self.receive_records(admission.records)
 
     def count_refused(self, refused: Mapping[str, int]) -> None:

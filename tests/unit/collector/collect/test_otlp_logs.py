@@ -25,9 +25,11 @@ from lanewatch.collector.collect.otlp_grpc import handle_grpc_logs
 from lanewatch.collector.collect.otlp_logs import LOGS_PATH, decode_logs_json, handle_logs_export
 from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.exporters import names
 from tests.unit.collector.collect.test_envoy_log import ENTRY, PARENT, TRACE
 
 from .test_service import Clock, config, service
+from .test_span_ingest import sample
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
 TOKEN = "logs-ingest-token"
@@ -132,7 +134,8 @@ def test_the_collector_app_takes_logs_only_with_the_ingest_token(tmp_path: Path)
     assert ok.status_code == 200
     assert ExportLogsServiceResponse.FromString(ok.content).partial_success.rejected_log_records == 1
     assert [r.request_id for r in seen] == ["env-0", "env-1"]  # failed requests: no span to wait for
-    assert svc.logs_refused == 1
+    assert sample(svc, names.OTLP_LOG_RECORDS_REFUSED_TOTAL) == 1
+    assert sample(svc, names.OTLP_LOG_RECORDS_RECEIVED_TOTAL) == 2
     svc.shutdown()
 
 
