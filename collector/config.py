@@ -133,6 +133,11 @@ class OtlpReceiverConfig(Section):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)  # HTTP body and gRPC message limit
     # llm_request spans taken from one POST (vLLM's exporter sends 512 at most by default)
     max_spans_per_request: int = Field(default=2048, ge=1)
+    # OTLP logs (Envoy's access-log entries, docs/envoy-tap.md): POST /v1/logs, and LogsService/Export
+    # on the gRPC listener; each entry becomes a record of source `envoy`
+    logs: bool = True
+    max_log_records_per_request: int = Field(default=2048, ge=1)
+    envoy_default_class: ClassName = "interactive"  # of an entry whose request_class is absent or bad
     # OTLP/gRPC (vLLM's default protocol) on a port of its own, `[HOST:]PORT` (4317 by convention);
     # None: HTTP only. Host defaults to 127.0.0.1.
     grpc_listen: str | None = None

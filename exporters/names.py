@@ -17,7 +17,7 @@ TARGET: Final = "target"  # configured target name (one vLLM endpoint or a gatew
 LANE: Final = "lane"  # routing lane, e.g. fast / slow
 REQUEST_CLASS: Final = "request_class"  # request class, e.g. short / summary / story
 MODEL: Final = "model"
-SOURCE: Final = "source"  # probe | tap
+SOURCE: Final = "source"  # probe | tap | envoy
 PHASE: Final = "phase"
 ERROR_KIND: Final = "error_kind"
 TOKEN_TYPE: Final = "token_type"  # input | output (OTel gen_ai.token.type)
@@ -70,6 +70,10 @@ OTLP_UNJOINED_RECORDS_TOTAL: Final = f"{PREFIX}_otlp_unjoined_records_total"
 # | join (its record could not take it); refused spans never reach a record
 OTLP_SPANS_REFUSED_TOTAL: Final = f"{PREFIX}_otlp_spans_refused_total"
 OTLP_REFUSAL_REASONS: Final = ("invalid", "limit", "join")
+# OTLP log records (Envoy's access log): taken as records, or refused one by one (not an access-log
+# entry, a value the mapping refuses, past the per-call bound)
+OTLP_LOG_RECORDS_RECEIVED_TOTAL: Final = f"{PREFIX}_otlp_log_records_received_total"
+OTLP_LOG_RECORDS_REFUSED_TOTAL: Final = f"{PREFIX}_otlp_log_records_refused_total"
 
 # ---------------------------------------------------------------- vLLM scrape (re-exported per target)
 SCRAPE_UP: Final = f"{PREFIX}_scrape_up"  # gauge 0/1 per target

@@ -210,6 +210,18 @@ class GpuMetrics(_SourceCollector[Sequence["GpuSample"]]):
             yield _gauge(name, doc, names.GPU_LABELS, rows)
 
 
+class LogRecordMetrics(_SourceCollector[tuple[int, int]]):
+    """OTLP log records (Envoy's access log) taken as records and refused: (received, refused)."""
+
+    def collect(self) -> Iterator[Metric]:
+        """Render the two counters."""
+        received, refused = self._source()
+        doc = "OTLP log records (access-log entries) taken as request records."
+        yield CounterMetricFamily(names.OTLP_LOG_RECORDS_RECEIVED_TOTAL, doc, value=received)
+        doc = "OTLP log records refused one by one: never a record."
+        yield CounterMetricFamily(names.OTLP_LOG_RECORDS_REFUSED_TOTAL, doc, value=refused)
+
+
 class JoinMetrics(_SourceCollector["JoinStats"]):
     """Counters of the OTLP span join."""
 

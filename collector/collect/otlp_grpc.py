@@ -21,6 +21,11 @@ connection is closed after `max_connection_age_s` (with a grace for calls in fli
 calls have come, the receiver gives freed heap back to the OS every TRIM_EVERY_S
 (common/heap.py), so a flood of calls reset at once does not leave the process its size.
 
+The same listener serves `LogsService/Export` when given a logs sink: Envoy's OpenTelemetry
+access logger sends its entries there (otlp_logs.py decodes and admits them, envoy_log.py maps
+them), under the same token, message size, call slots and read deadline; refused log records
+are counted in the answer's `partial_success.rejected_log_records`.
+
 `GrpcSpanReceiver` runs on the running event loop (the collector's); `ThreadedGrpcReceiver`
 runs one on a thread with its own loop, for `lanewatch probe`, which keeps receiving off
 the loop that times the probes, as its HTTP receiver does.
@@ -39,6 +44,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from lanewatch.collector.collect.envoy_log import DEFAULT_CLASS
 from lanewatch.collector.collect.otlp import (
     OFF_LOOP_BYTES,
     Admission,
@@ -46,6 +52,13 @@ from lanewatch.collector.collect.otlp import (
     ServerSpan,
     admit_spans,
     decode_protobuf,
+)
+from lanewatch.collector.collect.otlp_logs import (
+    LOGS_SERVICE,
+    MAX_LOG_RECORDS,
+    LogsAdmission,
+    admit_logs,
+    decode_logs_protobuf,
 )
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.heap import trim
@@ -65,6 +78,7 @@ TRIM_EVERY_S = 5.0  # after calls came: how often freed heap goes back to the OS
 
 SpansSink = Callable[[list[ServerSpan]], None]
 RefusedSink = Callable[[Mapping[str, int]], None]  # spans refused, by reason (otlp.REFUSED_*)
+LogsSink = Callable[[LogsAdmission], None]  # the records of one logs call, and its refused count
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +114,27 @@ def handle_grpc_export(
     return GrpcExport(grpc.StatusCode.OK, admission=admit_spans(spans, max_spans))
 
 
+def handle_grpc_logs(
+    body: bytes,
+    max_message_bytes: int,
+    max_records: int | None = MAX_LOG_RECORDS,
+    default_class: str = DEFAULT_CLASS,
+) -> tuple[grpc.StatusCode, str, LogsAdmission]:
+    """Decode and admit one LogsService/Export request: OK with its records, or the status and why not."""
+    if len(body) > max_message_bytes:
+        return (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"message larger than {max_message_bytes} bytes",
+            LogsAdmission(),
+        )
+    try:
+        entries = decode_logs_protobuf(body)
+    except OtlpError as exc:
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc), LogsAdmission()
+    admission = admit_logs(entries, max_records, default_class)
+    return grpc.StatusCode.OK, "", admission
+
+
 def peer_host(peer: str) -> str:
     """The host of a gRPC peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`); the string otherwise."""
     kind, _, rest = peer.partition(":")
@@ -124,6 +159,8 @@ class GrpcLimits:
 
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_spans: int = MAX_SPANS
+    max_log_records: int = MAX_LOG_RECORDS
+    default_class: str = DEFAULT_CLASS  # of an access-log record without a request class
     max_concurrent: int = MAX_CONCURRENT
     streams_per_connection: int = STREAMS_PER_CONNECTION
     read_timeout_s: float = READ_TIMEOUT_S
@@ -154,12 +191,14 @@ class GrpcSpanReceiver:
         token: str | None = None,
         on_refused: RefusedSink | None = None,
         limits: GrpcLimits | None = None,
+        on_logs: LogsSink | None = None,
     ) -> None:
         self.host = host
         self.port = 0
         self._requested_port = port
         self._on_spans = on_spans
         self._on_refused = on_refused
+        self._on_logs = on_logs
         self._token = token
         # `limits` whole, or the two older keyword limits with the defaults for the rest
         self.limits = limits or GrpcLimits(max_message_bytes=max_message_bytes, max_concurrent=max_concurrent)
@@ -176,6 +215,13 @@ class GrpcSpanReceiver:
         # call starts, so the token is checked and the read deadline runs before any message arrives.
         handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.stream_unary_rpc_method_handler(self._export)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler}),))
+        if self._on_logs is not None:
+            logs: grpc.RpcMethodHandler[bytes, bytes] = grpc.stream_unary_rpc_method_handler(
+                self._export_logs
+            )
+            server.add_generic_rpc_handlers(
+                (grpc.method_handlers_generic_handler(LOGS_SERVICE, {METHOD: logs}),)
+            )
         host = f"[{self.host}]" if ":" in self.host else self.host
         address = f"{host}:{self._requested_port}"
         try:
@@ -209,10 +255,7 @@ class GrpcSpanReceiver:
     async def _export(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> bytes:
-        self._calls += 1
-        if not authorized(context.invocation_metadata(), self._token):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        body = await self._read_one(context)
+        body = await self._admitted_body(context)
         args = (body, self.limits.max_message_bytes, self.limits.max_spans, peer_host(context.peer()))
         if len(body) > OFF_LOOP_BYTES:
             result = await asyncio.to_thread(handle_grpc_export, *args)
@@ -229,6 +272,32 @@ class GrpcSpanReceiver:
                 self._on_refused(refused)
         self._on_spans(result.spans)
         return result.response()
+
+    async def _export_logs(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> bytes:
+        body = await self._admitted_body(context)
+        lim = self.limits
+        args = (body, lim.max_message_bytes, lim.max_log_records, lim.default_class)
+        if len(body) > OFF_LOOP_BYTES:
+            code, message, admission = await asyncio.to_thread(handle_grpc_logs, *args)
+        else:
+            code, message, admission = handle_grpc_logs(*args)
+        if code is not grpc.StatusCode.OK:
+            await context.abort(code, message)
+        if admission.rejected:
+            log.warning("rejected %d access-log records (%s)", admission.rejected, admission.reason)
+        if self._on_logs is not None:
+            self._on_logs(admission)
+        out: bytes = admission.response().SerializeToString()
+        return out
+
+    async def _admitted_body(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        """The call's message, once its token is checked (the call ends without the right one)."""
+        self._calls += 1
+        if not authorized(context.invocation_metadata(), self._token):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        return await self._read_one(context)
 
     async def _read_one(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         """The call's one message, within the read deadline (the call ends otherwise)."""

@@ -26,6 +26,12 @@ from lanewatch.collector.collect.otlp import (
     too_large,
     unauthorized,
 )
+from lanewatch.collector.collect.otlp_logs import (
+    MAX_LOG_RECORDS,
+    LogsAdmission,
+    LogsResult,
+    handle_logs_export,
+)
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
 
@@ -39,6 +45,7 @@ MAX_SPANS_PER_REQUEST = 2048  # as the collector's otlp.max_spans_per_request de
 
 SpansSink = Callable[[list[ServerSpan]], None]
 RefusedSink = Callable[[Mapping[str, int]], None]  # spans refused, by reason (otlp.REFUSED_*)
+LogsSink = Callable[[LogsAdmission], None]  # the records of one logs request, and its refused count
 
 
 def traces_endpoint(
@@ -85,6 +92,46 @@ def traces_endpoint(
         return Response(result.body, status_code=result.status, media_type=result.media_type)
 
     return traces
+
+
+def logs_endpoint(
+    max_body_bytes: int,
+    receive: LogsSink,
+    token: str | None = None,
+    max_records: int | None = MAX_LOG_RECORDS,
+    default_class: str = "interactive",
+) -> Callable[[Request], Awaitable[Response]]:
+    """The POST /v1/logs handler: Envoy's access-log entries, as records, go to `receive` (otlp_logs.py).
+
+    The same token as /v1/traces and /v1/records; each log record is refused alone and counted
+    in the answer's partial success.
+    """
+
+    async def logs(request: Request) -> Response:
+        ctype = request.headers.get("content-type")
+        if token is not None and not bearer_ok(request.headers.get("authorization"), token):
+            denied = unauthorized(ctype)
+            headers = {"WWW-Authenticate": "Bearer"}
+            return Response(denied.body, status_code=401, media_type=denied.media_type, headers=headers)
+        body = await read_limited(request, max_body_bytes)
+        if body is None:
+            big = too_large(ctype, max_body_bytes)
+            return Response(big.body, status_code=big.status, media_type=big.media_type)
+        encoding = request.headers.get("content-encoding")
+        args = (body, ctype, encoding, max_body_bytes, max_records, default_class)
+        if len(body) > OFF_LOOP_BYTES or (encoding or "").strip().lower() == "gzip":
+            result: LogsResult = await asyncio.to_thread(handle_logs_export, *args)
+        else:
+            result = handle_logs_export(*args)
+        if result.admission.rejected:
+            log.warning(
+                "rejected %d access-log records (%s)", result.admission.rejected, result.admission.reason
+            )
+        if result.status == 200:
+            receive(result.admission)
+        return Response(result.body, status_code=result.status, media_type=result.media_type)
+
+    return logs
 
 
 def parse_listen(value: str) -> tuple[str, int]:

@@ -35,7 +35,8 @@ from lanewatch.collector.collect.family_notices import FamilyNotices
 from lanewatch.collector.collect.gpu import GpuSample, GpuSampler, load_nvml
 from lanewatch.collector.collect.label_sets import closed_classes, closed_lanes
 from lanewatch.collector.collect.otlp import ServerSpan
-from lanewatch.collector.collect.otlp_http import TRACES_PATH, traces_endpoint
+from lanewatch.collector.collect.otlp_http import TRACES_PATH, logs_endpoint, traces_endpoint
+from lanewatch.collector.collect.otlp_logs import LOGS_PATH, LogsAdmission
 from lanewatch.collector.collect.records_http import RECORDS_PATH, records_endpoint
 from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
 from lanewatch.collector.common.secrets import read_secret_or_none
@@ -52,6 +53,7 @@ from lanewatch.exporters.probe_schedule import ProbeScheduleMetrics
 from lanewatch.exporters.prometheus import (
     GpuMetrics,
     JoinMetrics,
+    LogRecordMetrics,
     RequestMetrics,
     ServerMetrics,
     WindowMetrics,
@@ -167,6 +169,10 @@ class CollectorService:
         self._listeners: list[Sink] = []
         self._ingest_token = ingest_token
         self._span_calls = 0
+        # OTLP log records taken as records, and refused (not access-log entries, bad values, past the bound)
+        self.logs_received = self.logs_refused = 0
+        if cfg.otlp.enabled and cfg.otlp.logs:
+            LogRecordMetrics(self._live, lambda: (self.logs_received, self.logs_refused))
         self.grpc_port: int | None = None  # the OTLP/gRPC receiver's bound port, once serving
 
     @classmethod
@@ -220,6 +226,12 @@ class CollectorService:
         self._span_calls += 1  # the join's fair bound counts spans by sender, then by call
         for span in spans:
             self._emit_all(self.joiner.add_span(span, self.clock(), self._span_calls))
+
+    def receive_logs(self, admission: LogsAdmission) -> None:
+        """Records from Envoy's access log (OTLP logs): the same path as the tap's; refused ones counted."""
+        self.logs_refused += admission.rejected
+        self.logs_received += len(admission.records)
+        self.receive_records(admission.records)
 
     def count_refused(self, refused: Mapping[str, int]) -> None:
         """Spans a receiver refused (by reason): counted, never joined."""
@@ -432,6 +444,16 @@ class CollectorService:
                 self.count_refused,
             )
             app.add_api_route(TRACES_PATH, endpoint, methods=["POST"])
+        if self.cfg.otlp.enabled and self.cfg.otlp.logs:
+            otlp = self.cfg.otlp
+            logs = logs_endpoint(
+                otlp.max_body_bytes,
+                self.receive_logs,
+                self._ingest_token,
+                otlp.max_log_records_per_request,
+                otlp.envoy_default_class,
+            )
+            app.add_api_route(LOGS_PATH, logs, methods=["POST"])
         ing = self.cfg.ingest
         if ing.enabled:
             ingest = records_endpoint(
@@ -506,6 +528,8 @@ async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | N
     limits = GrpcLimits(
         max_message_bytes=otlp.max_body_bytes,
         max_spans=otlp.max_spans_per_request,
+        max_log_records=otlp.max_log_records_per_request,
+        default_class=otlp.envoy_default_class,
         max_concurrent=otlp.grpc_max_concurrent,
         streams_per_connection=otlp.grpc_streams_per_connection,
         read_timeout_s=otlp.grpc_read_timeout_s,
@@ -517,6 +541,7 @@ async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | N
         token=service.ingest_token,
         on_refused=service.count_refused,
         limits=limits,
+        on_logs=service.receive_logs if otlp.logs else None,
     )
     service.grpc_port = await receiver.start()
     return receiver
@@ -534,6 +559,7 @@ async def run_until_signalled(cfg: LanewatchConfig, announce: Callable[[str], No
     service = CollectorService.from_config(cfg)
     paths = ["/metrics", "/healthz"]
     paths += ["/v1/traces"] if cfg.otlp.enabled else []
+    paths += ["/v1/logs"] if cfg.otlp.enabled and cfg.otlp.logs else []
     paths += ["/v1/records"] if cfg.ingest.enabled else []
 
     def listening(bound: int) -> None:

@@ -21,6 +21,7 @@ The join never raises: a span whose times no record may take is refused alone an
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -150,9 +151,18 @@ def match_rank(record: RequestTiming, span: ServerSpan) -> int:
 
 
 def joined(record: RequestTiming, span: ServerSpan) -> RequestTiming | None:
-    """The record carrying the span's server-side phases; None when the record refuses them."""
+    """The record carrying the span's server-side phases; None when the record refuses them.
+
+    A record that counted no tokens (a router's access log sees bytes, not tokens) takes the
+    span's prompt and completion counts too, as usage vLLM reported.
+    """
     try:
-        return record.with_server_phases(span.queue_s, span.prefill_s, span.decode_s)
+        out = record.with_server_phases(span.queue_s, span.prefill_s, span.decode_s)
+        if out.output_tokens is None and span.completion_tokens is not None:
+            out = dataclasses.replace(out, output_tokens=span.completion_tokens, tokens_from_usage=True)
+        if out.prompt_tokens is None and span.prompt_tokens is not None:
+            out = dataclasses.replace(out, prompt_tokens=span.prompt_tokens)
+        return out
     except RecordError:  # the receivers admit only good spans; this is the last line, not the check
         return None
 

@@ -33,7 +33,7 @@ from lanewatch.collector.record.rules import (
     clean_text,
 )
 
-Source = Literal["probe", "tap"]
+Source = Literal["probe", "tap", "envoy"]  # envoy: its access log (collect/envoy_log.py)
 Api = Literal["chat", "completions"]
 # Where a record's queue, prefill and decode came from: vLLM's `llm_request` span, or the
 # per-request metrics vLLM put in the response (`--enable-per-request-metrics`).

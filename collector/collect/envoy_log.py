@@ -1,0 +1,206 @@
+"""Envoy's access-log entries to `RequestTiming` (source `envoy`): a pure mapping, no I/O.
+
+Envoy's OpenTelemetry access logger (`envoy.access_loggers.open_telemetry`) sends one OTLP
+log record per finished request; its `attributes` are what the operator's config puts there,
+each a string from Envoy's format operators. lanewatch reads these keys (deploy/envoy/access-log.yaml
+sets them all):
+
+- `upstream_cluster` (`%UPSTREAM_CLUSTER%`): `lane` (UNROUTED without one);
+- `upstream_host` (`%UPSTREAM_HOST%`): `target` (the lane without one);
+- `response_code` (`%RESPONSE_CODE%`): `status` (0, no response sent: none);
+- `response_flags` (`%RESPONSE_FLAGS%`): `error`, with the status (FLAG_ERRORS);
+- `ttft_us` or `ttft_ms` (`%COMMON_DURATION(DS_RX_BEG:US_RX_BODY_BEG:us)%`): `ttft_s`, the
+  upstream's first body byte;
+- `ttfb_us` or `ttfb_ms` (`%COMMON_DURATION(DS_RX_BEG:US_RX_BEG:us)%`): `ttfb_s`, its headers;
+- `duration_us` or `duration_ms` (`%DURATION%`): `e2e_s`;
+- `request_id` (`%REQ(X-REQUEST-ID)%`): `request_id`;
+- `traceparent` (`%REQ(TRACEPARENT)%`, the one Envoy sent upstream): `trace_id`, and its
+  parent-id as `span_id` (the span vLLM's `llm_request` span is under);
+- `request_class` (`%REQ(<a header a trusted hop sets>)%`): `request_class`; the default when
+  absent or not a class name;
+- `model` (`%REQ(<header>)%`): `model`, else `route_name` (`%ROUTE_NAME%`), else UNKNOWN_MODEL;
+- `path` (`%REQ(:PATH)%`): `api` (`completions` for /v1/completions, else `chat`).
+
+`%RESPONSE_DURATION%` and `US_RX_BEG` mark the upstream's response headers, which vLLM sends
+before the first token: they are the record's ttfb, never its TTFT. Envoy writes `-` for a
+value it does not have (and for a misspelled time point, which validation does not catch):
+the field is then absent (None), never 0. A number that does not parse, or is negative, refuses
+the record alone with `RecordError` naming the attribute; text is bounded by the record's rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from lanewatch.collector.common.names import CLASS_NAME_PATTERN, LANE_NAME_PATTERN
+from lanewatch.collector.record.rules import RecordError
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming, error_kind_for_status
+
+__all__ = [
+    "DEFAULT_CLASS",
+    "DURATION_KEYS",
+    "FLAG_ERRORS",
+    "UNKNOWN_MODEL",
+    "UNROUTED",
+    "EnvoyLogEntry",
+    "error_kind",
+    "is_access_log",
+    "record_from_log",
+    "trace_context",
+]
+
+MISSING: Final = "-"  # what Envoy logs for a value it does not have
+UNROUTED: Final = "unrouted"  # the lane of a request Envoy sent to no cluster (no route, say)
+UNKNOWN_MODEL: Final = "unknown"
+DEFAULT_CLASS: Final = "interactive"
+MAX_NUMBER_CHARS: Final = 32  # a longer "number" is refused before it is parsed
+# The durations, each read from `<key>_us` (microseconds) or else `<key>_ms`.
+DURATION_KEYS: Final = ("ttft", "ttfb", "duration")
+# Response flags that say how a request failed, most telling first; the status decides otherwise.
+FLAG_ERRORS: Final[tuple[tuple[str, ErrorKind], ...]] = (
+    ("DC", ErrorKind.CLIENT_DISCONNECT),  # downstream connection terminated
+    ("DF", ErrorKind.DNS),  # DNS resolution of the upstream failed
+    ("UF", ErrorKind.CONNECT),  # upstream connection failure
+    ("UT", ErrorKind.TIMEOUT),  # upstream request timeout
+    ("DT", ErrorKind.TIMEOUT),  # the stream's max duration passed
+    ("SI", ErrorKind.STALL),  # stream idle timeout
+    ("UPE", ErrorKind.BAD_STREAM),  # upstream protocol error
+    ("UC", ErrorKind.TRUNCATED),  # upstream connection terminated (mid-stream after a 200)
+    ("UR", ErrorKind.TRUNCATED),  # upstream remote reset
+    ("LR", ErrorKind.TRUNCATED),  # local reset
+    ("RL", ErrorKind.HTTP_429),  # rate limited locally
+)
+_FLAG_TOKENS: Final = re.compile(r"[A-Z]{1,8}")
+_TRACEPARENT: Final = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_LANE: Final = re.compile(LANE_NAME_PATTERN)
+_CLASS: Final = re.compile(CLASS_NAME_PATTERN)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvoyLogEntry:
+    """One OTLP log record as the receivers decoded it: string attributes and the record's own ids."""
+
+    attributes: Mapping[str, Any]
+    time_unix_nano: int = 0  # Envoy sets it to the request's start
+    trace_id: str = ""  # 32 hex digits when Envoy's tracing was on, else ""
+    span_id: str = ""  # 16 hex digits: Envoy's span for the request
+
+
+def is_access_log(attributes: Mapping[str, Any]) -> bool:
+    """True when a log record carries the duration an access-log entry has (`duration_us` or `_ms`)."""
+    return "duration_us" in attributes or "duration_ms" in attributes
+
+
+def record_from_log(entry: EnvoyLogEntry, default_class: str = DEFAULT_CLASS) -> RequestTiming:
+    """The record of one Envoy access-log entry; RecordError naming the attribute it cannot take."""
+    attrs = entry.attributes
+    cluster = _text(attrs, "upstream_cluster")
+    lane = _lane(cluster)
+    status = _status(attrs)
+    flags = _text(attrs, "response_flags")
+    trace_id, span_id = trace_context(_text(attrs, "traceparent"))
+    if trace_id is None:
+        trace_id, span_id = _own_ids(entry)
+    extras = {k: v for k in ("upstream_host", "response_flags", "route_name") if (v := _text(attrs, k))}
+    return RequestTiming(
+        source="envoy",
+        target=_text(attrs, "upstream_host") or lane,
+        lane=lane,
+        request_class=_request_class(_text(attrs, "request_class"), default_class),
+        model=_text(attrs, "model") or _text(attrs, "route_name") or UNKNOWN_MODEL,
+        api="completions" if (_text(attrs, "path") or "").startswith("/v1/completions") else "chat",
+        started_at=entry.time_unix_nano / 1e9 if entry.time_unix_nano > 0 else 0.0,
+        request_id=_text(attrs, "request_id"),
+        trace_id=trace_id,
+        span_id=span_id,
+        status=status,
+        error=error_kind(status, flags),
+        ttfb_s=_duration(attrs, "ttfb"),
+        ttft_s=_duration(attrs, "ttft"),
+        e2e_s=_duration(attrs, "duration"),
+        attrs=extras,
+    )
+
+
+def error_kind(status: int | None, flags: str | None) -> ErrorKind | None:
+    """How a request failed, from Envoy's response flags first, then its status; None for success."""
+    present = set(_FLAG_TOKENS.findall(flags or ""))
+    for flag, kind in FLAG_ERRORS:
+        if flag in present:
+            return kind
+    return ErrorKind.OTHER if status is None else error_kind_for_status(status)
+
+
+def trace_context(traceparent: str | None) -> tuple[str | None, str | None]:
+    """(trace id, parent id) of a valid W3C traceparent, else (None, None)."""
+    match = _TRACEPARENT.fullmatch((traceparent or "").strip().lower())
+    if match is None or match[1] == "ff" or not match[2].strip("0") or not match[3].strip("0"):
+        return None, None
+    return match[2], match[3]
+
+
+def _own_ids(entry: EnvoyLogEntry) -> tuple[str | None, str | None]:
+    """The log record's own trace and span ids (Envoy's span for the request), when valid."""
+    trace_id, span_id = entry.trace_id.lower(), entry.span_id.lower()
+    if len(trace_id) != 32 or not trace_id.strip("0"):
+        return None, None
+    return trace_id, span_id if len(span_id) == 16 and span_id.strip("0") else None
+
+
+def _text(attrs: Mapping[str, Any], key: str) -> str | None:
+    """The attribute as text; None when absent, empty or Envoy's `-`."""
+    value = attrs.get(key)
+    if value is None or isinstance(value, bool):
+        return None
+    text = str(value).strip()
+    return None if text in ("", MISSING) else text
+
+
+def _number(attrs: Mapping[str, Any], key: str) -> float | None:
+    text = _text(attrs, key)
+    if text is None:
+        return None
+    try:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise ValueError
+        value = float(text)
+    except ValueError:
+        raise RecordError(key, f"not a number: {text[:40]!r}") from None
+    if not (0.0 <= value < float("inf")):
+        raise RecordError(key, "not a finite, non-negative number")
+    return value
+
+
+def _duration(attrs: Mapping[str, Any], key: str) -> float | None:
+    """Seconds from `<key>_us`, else `<key>_ms`; None when neither has a value."""
+    micros = _number(attrs, f"{key}_us")
+    if micros is not None:
+        return micros / 1e6
+    millis = _number(attrs, f"{key}_ms")
+    return None if millis is None else millis / 1e3
+
+
+def _status(attrs: Mapping[str, Any]) -> int | None:
+    code = _number(attrs, "response_code")
+    if code is None or code == 0:  # 0: Envoy sent no response (the client went away first)
+        return None
+    if code != int(code) or not 100 <= code <= 599:
+        raise RecordError("response_code", f"not an HTTP status: {code!r}")
+    return int(code)
+
+
+def _lane(cluster: str | None) -> str:
+    if cluster is None:
+        return UNROUTED
+    if not _LANE.fullmatch(cluster):
+        raise RecordError("upstream_cluster", f"not a lane name: {cluster[:40]!r}")
+    return cluster
+
+
+def _request_class(value: str | None, default: str) -> str:
+    """The header's class when it is a class name; the default otherwise (a client's junk adds no label)."""
+    cls = (value or "").lower()
+    return cls if _CLASS.fullmatch(cls) else default

@@ -1,0 +1,165 @@
+"""OTLP logs in (Envoy's access log): POST /v1/logs on the collector's app, and the gRPC decision.
+
+The same auth, limits and per-record refusal as the span path: a bad log record is refused alone
+and counted in `partial_success.rejected_log_records`; the others become records of source `envoy`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import grpc
+from fastapi.testclient import TestClient
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+
+from lanewatch.collector.collect.otlp_grpc import handle_grpc_logs
+from lanewatch.collector.collect.otlp_logs import LOGS_PATH, decode_logs_json, handle_logs_export
+from lanewatch.collector.collect.service import CollectorService
+from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.exporters import names
+from tests.unit.collector.collect.test_envoy_log import ENTRY, PARENT, TRACE
+
+from .test_service import Clock, config, service
+from .test_span_ingest import sample
+
+PROTOBUF = {"content-type": "application/x-protobuf"}
+TOKEN = "logs-ingest-token"
+
+
+def log_record(**changes: Any) -> LogRecord:
+    attrs = {**ENTRY, **changes}
+    return LogRecord(
+        time_unix_nano=1_796_136_333_820_014_000,
+        attributes=[
+            KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in attrs.items() if v is not None
+        ],
+        trace_id=bytes.fromhex(TRACE),
+        span_id=bytes.fromhex(PARENT),
+    )
+
+
+def logs_body(records: list[LogRecord]) -> bytes:
+    request = ExportLogsServiceRequest(
+        resource_logs=[ResourceLogs(scope_logs=[ScopeLogs(log_records=records)])]
+    )
+    encoded: bytes = request.SerializeToString()
+    return encoded
+
+
+def good(n: int) -> list[LogRecord]:
+    return [log_record(request_id=f"env-{i}", response_code="503", response_flags="UF") for i in range(n)]
+
+
+def test_protobuf_log_records_become_envoy_records() -> None:
+    result = handle_logs_export(logs_body(good(3)), "application/x-protobuf", None, 1 << 20)
+    assert result.status == 200 and not ExportLogsServiceResponse.FromString(result.body).HasField(
+        "partial_success"
+    )
+    records = result.admission.records
+    assert [r.request_id for r in records] == ["env-0", "env-1", "env-2"]
+    assert all(r.source == "envoy" and r.lane == "fast" and r.status == 503 for r in records)
+
+
+def test_one_bad_log_record_is_refused_alone_with_a_partial_success() -> None:
+    body = logs_body(
+        [*good(2), log_record(ttft_us="-7"), LogRecord(body=AnyValue(string_value="hello")), *good(1)]
+    )
+    result = handle_logs_export(body, "application/x-protobuf", None, 1 << 20)
+    assert result.status == 200 and len(result.admission.records) == 3
+    answer = ExportLogsServiceResponse.FromString(result.body)
+    assert answer.partial_success.rejected_log_records == 2
+    assert "log record 2" in answer.partial_success.error_message
+    assert "ttft_us" in answer.partial_success.error_message
+
+
+def test_one_call_takes_at_most_the_bound() -> None:
+    result = handle_logs_export(logs_body(good(5)), "application/x-protobuf", None, 1 << 20, max_records=3)
+    assert len(result.admission.records) == 3 and result.admission.over_limit == 2
+    assert ExportLogsServiceResponse.FromString(result.body).partial_success.rejected_log_records == 2
+
+
+def test_json_and_gzip_are_taken_and_bad_bodies_are_400_413_415() -> None:
+    doc = MessageToDict(ExportLogsServiceRequest.FromString(logs_body(good(2))))
+    for lr in doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"]:
+        lr["traceId"], lr["spanId"] = TRACE, PARENT  # OTLP JSON ids are hex
+    raw = json.dumps(doc).encode()
+    assert [r.trace_id for r in decode_logs_json(raw)] == [TRACE, TRACE]
+    as_json = handle_logs_export(raw, "application/json", None, 1 << 20)
+    assert as_json.status == 200 and len(as_json.admission.records) == 2
+    assert as_json.admission.records[0].span_id == PARENT
+    zipped = handle_logs_export(gzip.compress(logs_body(good(2))), "application/x-protobuf", "gzip", 1 << 20)
+    assert zipped.status == 200 and len(zipped.admission.records) == 2
+    assert handle_logs_export(b"\x0a\xff\xff", "application/x-protobuf", None, 1 << 20).status == 400
+    assert handle_logs_export(b'{"resourceLogs": 3}', "application/json", None, 1 << 20).status == 400
+    assert handle_logs_export(logs_body(good(9)), "application/x-protobuf", None, 1024).status == 413
+    assert handle_logs_export(b"x", "text/plain", None, 1 << 20).status == 415
+
+
+def test_grpc_decision_matches_http() -> None:
+    body = logs_body([*good(2), log_record(response_code="9999")])
+    code, _, admission = handle_grpc_logs(body, 1 << 20)
+    assert code is grpc.StatusCode.OK and len(admission.records) == 2 and admission.invalid == 1
+    assert "response_code" in admission.response().partial_success.error_message
+    assert handle_grpc_logs(b"\x0a\xff\xff", 1 << 20)[0] is grpc.StatusCode.INVALID_ARGUMENT
+    assert handle_grpc_logs(body, len(body) - 1)[0] is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def token_service(tmp_path: Path, **otlp: Any) -> tuple[CollectorService, list[RequestTiming]]:
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    cfg = config(tmp_path, ingest={"token_file": str(tmp_path / "token")}, otlp={"join_wait_s": 2.0, **otlp})
+    return service(cfg, Clock())
+
+
+def test_the_collector_app_takes_logs_only_with_the_ingest_token(tmp_path: Path) -> None:
+    svc, seen = token_service(tmp_path)
+    client = TestClient(svc.app())
+    refused = client.post(LOGS_PATH, content=logs_body(good(2)), headers=PROTOBUF)
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+    wrong = client.post(
+        LOGS_PATH, content=logs_body(good(2)), headers={**PROTOBUF, "authorization": "Bearer no"}
+    )
+    assert wrong.status_code == 401 and seen == []
+    auth = {**PROTOBUF, "authorization": f"Bearer {TOKEN}"}
+    body = logs_body([*good(2), log_record(upstream_cluster="bad lane!")])
+    ok = client.post(LOGS_PATH, content=body, headers=auth)
+    assert ok.status_code == 200
+    assert ExportLogsServiceResponse.FromString(ok.content).partial_success.rejected_log_records == 1
+    assert [r.request_id for r in seen] == ["env-0", "env-1"]  # failed requests: no span to wait for
+    assert sample(svc, names.OTLP_LOG_RECORDS_REFUSED_TOTAL) == 1
+    assert sample(svc, names.OTLP_LOG_RECORDS_RECEIVED_TOTAL) == 2
+    svc.shutdown()
+
+
+def test_a_log_record_of_a_200_waits_for_its_span_like_the_taps(tmp_path: Path) -> None:
+    from lanewatch.collector.collect.otlp import ServerSpan
+
+    svc, seen = token_service(tmp_path)
+    auth = {**PROTOBUF, "authorization": f"Bearer {TOKEN}"}
+    assert (
+        TestClient(svc.app()).post(LOGS_PATH, content=logs_body([log_record()]), headers=auth).status_code
+        == 200
+    )
+    assert seen == []
+    span = ServerSpan(TRACE, 0.01, 0.02, 0.3, prompt_tokens=12, completion_tokens=40, parent_span_id=PARENT)
+    svc.receive_spans([span])
+    [joined] = seen
+    assert (joined.queue_s, joined.prefill_s, joined.decode_s) == (0.01, 0.02, 0.3)
+    assert (joined.output_tokens, joined.prompt_tokens, joined.tokens_from_usage) == (40, 12, True)
+    svc.shutdown()
+
+
+def test_logs_can_be_turned_off(tmp_path: Path) -> None:
+    svc, _ = service(config(tmp_path, otlp={"logs": False}), Clock())
+    assert (
+        TestClient(svc.app()).post(LOGS_PATH, content=logs_body(good(1)), headers=PROTOBUF).status_code == 404
+    )
+    svc.shutdown()
