@@ -1,6 +1,7 @@
 """The demo's diagnosis of the fault: once the faulted lane's page fires, the demo diagnoses that
 lane from its own Prometheus over the fault so far, as `lanewatch diagnose --prometheus URL
---lane L --window W` does, for the live view and summary.json.
+--lane L --window W` does (W the time since the fault, at least MIN_WINDOW_S), for the live view
+and summary.json.
 
 It runs beside the demo's loop under a deadline (the degrade controller's own runner,
 collector/degrade/why.py), so a slow Prometheus never holds up the story.
@@ -24,7 +25,10 @@ from .events import Event
 __all__ = ["FaultDiagnosis", "diagnosis_context", "finding_line"]
 
 STORY_ALERT = "LanewatchTTFTBurnRate"  # the page the story waits for (summary.py's too)
-MIN_WINDOW_S = 15  # a rate needs a few scrapes (1 s apart) in its range
+# The fault pages ~11 s in; at the demo's ~2 requests/s the slow lane needs a longer range than
+# that for the diagnosis's min_requests, so the range reaches back before the fault (its 3 s queue
+# still dominates the lane's mean TTFT).
+MIN_WINDOW_S = 60
 TIMEOUT_S = 10.0
 
 

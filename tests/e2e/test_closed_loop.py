@@ -80,6 +80,7 @@ def assert_the_queue_is_named(out: Path, panels: PanelCheck, log: str) -> None:
     in the controller's audit entry for the shift."""
     diagnosis = json.loads((out / "summary.json").read_text(encoding="utf-8"))["diagnosis"]
     assert diagnosis is not None and "error" not in diagnosis, diagnosis
+    assert diagnosis["findings"], diagnosis
     top = diagnosis["findings"][0]
     assert diagnosis["lane"] == "slow" and top["check"] in QUEUE_CHECKS, diagnosis
     assert top["explains"]["of"] == "ttft" and top["explains"]["share"] > 0.5, diagnosis
@@ -87,6 +88,6 @@ def assert_the_queue_is_named(out: Path, panels: PanelCheck, log: str) -> None:
     entries = [e for e in panels.audit if e["event"] == "diagnosis" and e["lane"] == "slow"]
     assert entries, f"no diagnosis in the audit log: {panels.audit}"
     first = entries[0]["detail"]
-    assert "shift" in first["actions"] and first["findings"], first
+    assert "shift" in first["actions"] and first["findings"], entries
     assert first["findings"][0]["check"] in QUEUE_CHECKS, first
     print(f"diagnosis during the fault: {top}; in the audit: {first['findings'][0]['check']}")
