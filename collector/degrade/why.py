@@ -2,7 +2,8 @@
 
 It runs on a thread of its own, beside the apply, under one deadline: a slow or down Prometheus
 costs an audit note ("timed out", "cannot query"), never a delayed or failed degrade. The thread
-is a daemon, so a Prometheus that hangs past the deadline cannot hold up the controller's exit.
+is a daemon, so a Prometheus that hangs past the deadline cannot hold up the controller's exit,
+and a lane has one at most: while it still hangs, the lane's next action gets a note at once.
 """
 
 from __future__ import annotations
@@ -52,10 +53,15 @@ class PrometheusWhy:
         self.url, self.window, self.timeout_s = url, window, timeout_s
         self._context = context
         self._transport = transport
+        self._running: dict[str, threading.Thread] = {}  # at most one thread per lane, even past its deadline
 
     async def __call__(self, lane: str) -> dict[str, Any]:
         """The audit detail: the top findings of `lane`, or a note saying why there are none."""
         started = time.monotonic()
+        source = {"source": f"prometheus {self.url} over {self.window}"}
+        busy = self._running.get(lane)
+        if busy is not None and busy.is_alive():  # a hung Prometheus never piles up threads
+            return {**source, "error": "an earlier diagnosis of this lane still waits on Prometheus"}
         loop = asyncio.get_running_loop()
         done: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -67,14 +73,15 @@ class PrometheusWhy:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_settle, done, result)
 
-        threading.Thread(target=work, name=f"lanewatch-why-{lane}", daemon=True).start()
+        thread = self._running[lane] = threading.Thread(
+            target=work, name=f"lanewatch-why-{lane}", daemon=True
+        )
+        thread.start()
         try:
             detail = await asyncio.wait_for(asyncio.shield(done), self.timeout_s)
         except TimeoutError:
             detail = {"error": f"Prometheus did not answer within {self.timeout_s:g} s"}
-        return {"source": f"prometheus {self.url} over {self.window}", **detail} | {
-            "elapsed_s": round(time.monotonic() - started, 3)
-        }
+        return {**source, **detail, "elapsed_s": round(time.monotonic() - started, 3)}
 
     def _diagnose(self, lane: str) -> dict[str, Any]:
         c = self._context

@@ -111,6 +111,15 @@ async def test_a_hanging_prometheus_delays_nothing_and_times_out_into_a_note(con
         (detail,) = _diagnoses(controller)
         assert detail["error"] == "Prometheus did not answer within 0.3 s"
         assert float(str(detail["elapsed_s"])) < 10
+        # the next action while that thread still hangs starts no second one: a note at once
+        controller.clock.now += 10
+        await controller.service.tick()  # escalates: another action on the lane
+        await controller.service.explained()
+        assert (
+            _diagnoses(controller)[-1]["error"]
+            == "an earlier diagnosis of this lane still waits on Prometheus"
+        )
+        assert [t.name for t in threading.enumerate()].count("lanewatch-why-slow") == 1
     finally:
         release.set()
 
