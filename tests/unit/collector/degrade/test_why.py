@@ -128,3 +128,10 @@ def test_serve_refuses_a_prometheus_that_is_not_a_url(tmp_path: Path) -> None:
     flags = ["--insecure-dev", "--gateway", "http://127.0.0.1:1", "--prometheus", "prom:9090"]
     done = CliRunner().invoke(app, ["degrade", "serve", *flags])
     assert done.exit_code == 2 and "--prometheus" in done.output
+
+
+def test_serve_refuses_an_slo_spec_it_cannot_read(tmp_path: Path) -> None:
+    flags = ["--insecure-dev", "--gateway", "http://127.0.0.1:1", "--prometheus", "http://127.0.0.1:9"]
+    missing = tmp_path / "none.yaml"
+    done = CliRunner().invoke(app, ["degrade", "serve", *flags, "--slo-spec", str(missing)])
+    assert done.exit_code == 2 and "--slo-spec" in done.output
