@@ -15,7 +15,7 @@ from lanewatch.collector.common.names import repeats
 from lanewatch.collector.common.yamlfile import ConfigIssue
 from lanewatch.exporters import names
 
-from . import burnrate, goodput, lanes, mitigation, thresholds
+from . import burnrate, diagnosis, goodput, lanes, mitigation, thresholds
 from .duration import format_duration
 from .model import HISTOGRAMS, Spec
 from .rulemodel import RuleGroup
@@ -106,6 +106,7 @@ PROCESSORS: tuple[Processor, ...] = (
     lanes.lane_alerts,
     goodput.goodput_recordings,
     thresholds.threshold_alerts,
+    diagnosis.diagnosis_recordings,
 )
 
 

@@ -428,6 +428,11 @@ class DegradeConfig(Section):
     reconcile_interval_s: float = Field(default=15.0, gt=0)  # re-apply the intended state this often
     tick_s: float = Field(default=1.0, gt=0)  # how often holds, cooldowns and recoveries are checked
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # When it acts, the controller diagnoses the alert's lane from this Prometheus into the audit
+    # log (docs/degrade.md); the diagnosis runs beside the apply and never delays or fails it.
+    prometheus_url: HttpUrl | None = None
+    diagnose_window: str = Field(default="5m", pattern=r"^([0-9]+(ms|s|m|h|d|w))+$")
+    diagnose_timeout_s: float = Field(default=5.0, gt=0, le=60)
 
     @model_validator(mode="before")
     @classmethod

@@ -6,6 +6,7 @@ from typing import Any
 
 from lanewatch.exporters import names
 
+from .diagnosis import diagnosis_panels
 from .panels import Query, dashboard, timeseries
 from .templating import LANE, RATE, REQUEST, sel
 
@@ -117,6 +118,6 @@ def dashboard_lanes() -> Any:
         names.DASHBOARD_LANES_UID,
         "lanewatch / Lanes",
         "Fast versus slow lanes: P99 TTFT and their convergence, flatness across request classes, "
-        "and the fixed-cost versus per-token fit.",
-        [*_lane_panels(), *_fit_panels()],
+        "and the fixed-cost versus per-token fit; the diagnosis's signals against its thresholds.",
+        [*_lane_panels(), *_fit_panels(), *diagnosis_panels()],
     )

@@ -26,6 +26,7 @@ from .charts import (
     timeline_chart,
 )
 from .report_data import ALL_CLASSES, SPAN_KINDS, Box, Event, LanePoints, ReportData, TableRow, spans
+from .report_diagnosis import diagnosis_section
 from .svg import LegendItem, esc, fmt_seconds, lane_colors
 
 PART_COLORS: dict[str, str] = {
@@ -73,6 +74,7 @@ def render_report(data: ReportData) -> str:
             '<section><p class="explain">The records file holds no records: nothing to chart.</p></section>'
         )
     else:
+        body.append(diagnosis_section(data.diagnosis, data.judged))  # the answer first, then the charts
         body += [_flat_section(data, colors), _phase_section(data), _token_section(data, colors)]
         body += [_timeline_section(data, colors), _tables_section(data)]
         if data.goodput:

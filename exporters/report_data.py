@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lanewatch.collector.common.errors import ConfigError
+from lanewatch.collector.diagnose import LaneDiagnosis
 from lanewatch.collector.record.goodput import Goodput, Tally, tally
 from lanewatch.collector.record.timing import BREAKDOWN_PARTS, SERVER_WAIT, RequestTiming, breakdown
 from lanewatch.collector.record.window import (
@@ -24,6 +25,8 @@ from lanewatch.collector.record.window import (
     group_stats,
     quantile,
 )
+
+from .report_diagnosis import diagnosis_of
 
 # Stacking order of the phase breakdown: server_wait stands where queue..residual would.
 PART_ORDER: tuple[str, ...] = (*BREAKDOWN_PARTS[:6], "residual", SERVER_WAIT, "decode")
@@ -166,6 +169,8 @@ class ReportData:
     rows: tuple[TableRow, ...]
     goodput: tuple[GoodputRow, ...] = ()  # empty without an SLO spec to judge by
     reasons: tuple[FailureReason, ...] = ()
+    diagnosis: tuple[LaneDiagnosis, ...] = ()  # `lanewatch diagnose` over the same records
+    judged: bool = False  # whether an SLO spec anchored the goodput and the diagnosis
 
 
 def parse_events(summary: object) -> tuple[Event, ...]:
@@ -228,6 +233,8 @@ def build_report(
         rows=table_rows(records, lanes, classes),
         goodput=goodput_rows(judge, records, classes) if judge is not None else (),
         reasons=failure_reasons(records),
+        diagnosis=diagnosis_of(records, judge) if records else (),
+        judged=judge is not None,
     )
 
 

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from .app import app
 from .fail import RUNTIME, fail
+
+if TYPE_CHECKING:
+    from lanewatch.collector.degrade.why import DiagnosisContext
+    from lanewatch.collector.diagnose import Thresholds
 
 degrade_app = typer.Typer(
     rich_markup_mode=None,
@@ -73,6 +78,21 @@ def serve(
         "--reconcile-interval-s",
         help="Seconds between re-applies of the state to routers (default: 15).",
     ),
+    prometheus: str | None = typer.Option(
+        None,
+        "--prometheus",
+        help="Prometheus base URL: each action's audit entry carries a diagnosis of the lane from it.",
+        show_default=False,
+    ),
+    diagnose_window: str | None = typer.Option(
+        None, "--diagnose-window", help="The range that diagnosis covers (default: 5m).", show_default=False
+    ),
+    slo_spec: Path | None = typer.Option(
+        None,
+        "--slo-spec",
+        help="SLO spec anchoring that diagnosis (default: the bundled alerts/slos.yaml).",
+        show_default=False,
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve POST /alertmanager, GET /healthz and GET /metrics until SIGINT or SIGTERM."""
@@ -105,20 +125,39 @@ def serve(
         "webhook_secret_file": Flag("--webhook-secret-file", webhook_secret_file),
         "tick_s": Flag("--tick-s", tick_s),
         "reconcile_interval_s": Flag("--reconcile-interval-s", reconcile_interval_s),
+        "prometheus_url": Flag("--prometheus", prometheus),
+        "diagnose_window": Flag("--diagnose-window", diagnose_window),
     }
-    for name, url in (("--gateway", gateway), ("--webhook-url", webhook_url)):
+    for name, url in (("--gateway", gateway), ("--webhook-url", webhook_url), ("--prometheus", prometheus)):
         try:
             check_http_url(url) if url is not None else None
         except ValueError as exc:
             fail("degrade serve", f"{name}: {exc}")
     try:
-        base = load_config(config).degrade  # the file's degrade section, then LANEWATCH__DEGRADE__*
+        loaded = load_config(config)
+        base = loaded.degrade  # the file's degrade section, then LANEWATCH__DEGRADE__*
         if adapter:  # the file's entries of each kind named, else that kind with its defaults
             flags["adapters"] = Flag("--adapter", choose(base.adapters, adapter))
         cfg = override(base, {k: f for k, f in flags.items() if f.value is not None}, "degrade.")
-        asyncio.run(run_controller(cfg))
+        context = _diagnosis_context(slo_spec, loaded.diagnose) if cfg.prometheus_url else None
+        asyncio.run(run_controller(cfg, context))
     except (ConfigError, OverrideError, SetupError, StoreError) as exc:
         fail("degrade serve", exc)
+
+
+def _diagnosis_context(slo_spec: Path | None, thresholds: Thresholds) -> DiagnosisContext:
+    """The SLOs, lane pairs and thresholds the controller's diagnoses are anchored to."""
+    from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
+    from lanewatch.collector.degrade.why import DiagnosisContext
+    from lanewatch.collector.diagnose import slo_targets
+    from lanewatch.collector.record.goodput import from_spec
+
+    try:
+        spec = load_spec(slo_spec or DEFAULT_SPEC)
+    except SpecError as exc:
+        fail("degrade serve", f"--slo-spec: {exc}")
+    pairs = tuple((c.fast, c.slow) for c in spec.convergence)
+    return DiagnosisContext(slo_targets(from_spec(spec)), pairs, thresholds)
 
 
 @degrade_app.command("adapters")

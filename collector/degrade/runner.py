@@ -23,8 +23,9 @@ from .policy import Policy, load_policy
 from .server import create_app
 from .service import DegradeService
 from .store import Store, lock_state_dir
+from .why import DiagnosisContext, PrometheusWhy, Why
 
-__all__ = ["SetupError", "build_adapters", "read_secret", "serve"]
+__all__ = ["SetupError", "build_adapters", "build_why", "read_secret", "serve"]
 
 log = logging.getLogger("lanewatch.degrade")
 
@@ -101,8 +102,17 @@ async def _check_lane_order(adapters: list[Adapter], policy: Policy) -> None:
             )
 
 
-async def serve(cfg: DegradeConfig) -> None:
-    """Run the controller until SIGINT or SIGTERM."""
+def build_why(cfg: DegradeConfig, context: DiagnosisContext) -> Why | None:
+    """The diagnosis each action takes into the audit log, when a Prometheus is configured."""
+    if cfg.prometheus_url is None:
+        return None
+    return PrometheusWhy(
+        cfg.prometheus_url, context, window=cfg.diagnose_window, timeout_s=cfg.diagnose_timeout_s
+    )
+
+
+async def serve(cfg: DegradeConfig, context: DiagnosisContext | None = None) -> None:
+    """Run the controller until SIGINT or SIGTERM; `context` anchors the diagnoses of its actions."""
     token = _token(cfg)
     policy = load_policy(cfg.policy_file).with_hysteresis(
         cfg.min_hold_s, cfg.recovery_stable_s, cfg.escalation_cooldown_s
@@ -111,7 +121,8 @@ async def serve(cfg: DegradeConfig) -> None:
     lock = lock_state_dir(cfg.state_dir)
     store = Store(cfg.state_dir)
     metrics = DegradeMetrics(CollectorRegistry(), [a.name for a in adapters])
-    service = DegradeService(policy, store, adapters, metrics)
+    why = build_why(cfg, context or DiagnosisContext())
+    service = DegradeService(policy, store, adapters, metrics, why=why)
     service.resume()
     app = create_app(service, metrics, token, cfg.max_body_bytes)
     config = uvicorn_config(

@@ -25,6 +25,7 @@ from .policy import Policy
 from .state import AuditEntry, ControllerState, LaneSpec, desired_state
 from .store import Store
 from .webhook import Notification
+from .why import Why
 
 __all__ = ["DegradeService", "Handled"]
 
@@ -50,8 +51,11 @@ class DegradeService:
         adapters: Sequence[Adapter],
         metrics: DegradeMetrics,
         clock: Callable[[], float] = time.time,
+        why: Why | None = None,
     ) -> None:
         self.policy = policy
+        self._why = why
+        self._explaining: set[asyncio.Task[None]] = set()
         self._store = store
         self._adapters = list(adapters)
         self._metrics = metrics
@@ -142,7 +146,40 @@ class DegradeService:
             log.info("%s %s on lane %s: %s", a.direction, a.action, a.lane, a.detail)
         if decision.actions:
             self._kick.set()
+            self._explain(decision, self._revision)
         return True
+
+    def _explain(self, decision: Decision, revision: int) -> None:
+        """Diagnose each lane this decision degraded further, beside the apply (never before it)."""
+        if self._why is None:
+            return
+        acted: dict[str, list[str]] = {}
+        for a in decision.actions:
+            if a.direction != "restore":
+                acted.setdefault(a.lane, []).append(a.action)
+        for lane, actions in sorted(acted.items()):
+            task = asyncio.get_running_loop().create_task(self._diagnosis(self._why, lane, actions, revision))
+            self._explaining.add(task)
+            task.add_done_callback(self._explaining.discard)
+
+    async def _diagnosis(self, why: Why, lane: str, actions: list[str], revision: int) -> None:
+        try:
+            detail = await why(lane)
+        except Exception as exc:  # a diagnosis is a note: it never touches the degrade itself
+            log.exception("diagnosis of lane %s failed", lane)
+            detail = {"error": str(exc)[:300] or type(exc).__name__}
+        findings = detail.get("findings") or []
+        if findings:
+            log.info("lane %s: top finding %s (%s)", lane, findings[0]["check"], findings[0]["title"])
+        elif "error" in detail:
+            log.warning("lane %s: no diagnosis: %s", lane, detail["error"])
+        entry = {"revision": revision, "actions": actions, **detail}
+        self._store_audit(AuditEntry(self._clock(), "diagnosis", lane, None, entry))
+
+    async def explained(self) -> None:
+        """Wait for the diagnoses under way (tests, shutdown)."""
+        while self._explaining:
+            await asyncio.gather(*self._explaining, return_exceptions=True)
 
     async def reconcile(self) -> bool:
         """Apply the current state through every adapter; True when all of them hold it."""
@@ -231,6 +268,9 @@ class DegradeService:
 
     async def shutdown(self) -> None:
         """Release the adapters and the store."""
+        for task in list(self._explaining):  # a diagnosis still waiting on Prometheus is dropped
+            task.cancel()
+        await asyncio.gather(*self._explaining, return_exceptions=True)
         for adapter in self._adapters:
             await adapter.shutdown()
         self._store.close()

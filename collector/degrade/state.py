@@ -80,6 +80,7 @@ class AuditEntry:
     event: (
         str  # apply | escalate | restore | fired | resolved | expired | resumed
         # | adapter_failed | adapter_ok | adapter_skipped (an action the adapter cannot take)
+        # | diagnosis (why it acted: the lane's top findings from Prometheus, or why none)
     )
     lane: str | None = None
     action: str | None = None

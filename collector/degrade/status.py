@@ -54,6 +54,7 @@ def status_text(snap: Snapshot, entries: Entries, adapters: Reports | None = Non
         if spec.shed_classes:
             parts.append(f"shed {','.join(spec.shed_classes)}")
         lines.append(f"lane {lane}: {'; '.join(parts)}")
+        lines += _why(entries, lane)
     for (lane, kind), t in sorted(snap.state.tracks.items()):
         held = (
             f"{len(t.firing)} firing alert(s)"
@@ -69,6 +70,26 @@ def status_text(snap: Snapshot, entries: Entries, adapters: Reports | None = Non
         words += [f"action={e.action}"] if e.action else []
         lines.append("  " + " ".join([*words, json.dumps(e.detail, sort_keys=True)]))
     return "\n".join(lines)
+
+
+def _why(entries: Entries, lane: str) -> list[str]:
+    """The lane's latest diagnosis (audit event `diagnosis`): its top findings, or why there are none."""
+    latest = next((e for _, _, e in reversed(entries) if e.event == "diagnosis" and e.lane == lane), None)
+    if latest is None:
+        return []
+    d = latest.detail
+    if d.get("error"):
+        return [f"  why: no diagnosis ({d['error']})"]
+    findings = d.get("findings") or []
+    if not findings:
+        return [f"  why: no finding from {d.get('source', 'Prometheus')}"]
+    out = []
+    for f in findings:
+        share = f.get("explains")
+        explains = f" (explains {share['share']:.0%} of {share['of'].upper()})" if share else ""
+        evidence = ", ".join(f"{s['signal']} {s['value']:g}" for s in f.get("evidence", []))
+        out.append(f"  why: {f['check']}: {f['title']}{explains}" + (f"; {evidence}" if evidence else ""))
+    return out
 
 
 def status_json(snap: Snapshot, entries: Entries, adapters: Reports | None = None) -> str:

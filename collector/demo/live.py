@@ -51,6 +51,7 @@ class Snapshot:
     events: Sequence[Event] = ()
     notes: Sequence[str] = ()
     started_at: float = 0.0
+    diagnosis: str | None = None  # the faulted lane's top finding, once diagnosed
 
 
 def _ms(s: Summary | None, q: str) -> str:
@@ -90,6 +91,8 @@ def _state_table(snap: Snapshot) -> Table:
         "alerts firing", Text(", ".join(snap.alerts) or "none", style="red" if snap.alerts else "green")
     )
     table.add_row("degrade", _degrade_text(snap.degrade))
+    if snap.diagnosis is not None:
+        table.add_row("top finding", Text(snap.diagnosis, style="bold"))
     if snap.shifted is not None:
         share, n = snap.shifted
         table.add_row("slow-lane traffic", f"{share:.0%} served by the fast lane (last {n} requests)")

@@ -23,6 +23,7 @@ from rich.live import Live
 
 from .burst import Burst, BurstSpec
 from .configs import LANES, MODEL, MODELS, Layout, TemplateError
+from .diagnosis import FaultDiagnosis, diagnosis_context
 from .engines import (
     SIM_SIZING,
     VLLM_SIZING,
@@ -112,6 +113,9 @@ class _Run:
             timeout_s=stack.sizing.request_timeout_s,
         )
         self.burst: Burst | None = None  # the real-engine fault, while it runs
+        prometheus = stack.layout.prometheus_url if stack.has_prometheus else None
+        self.diagnosis = FaultDiagnosis(prometheus, self.plan.lane, diagnosis_context(_slo_spec(opts)))
+        self._told_diagnosis = False
         self.notes: list[str] = []
         self._last_status = 0.0
 
@@ -135,13 +139,17 @@ class _Run:
             if self.burst is not None:
                 await self.burst.stop()
             await traffic
+            await self.diagnosis.finish()
 
     async def _ticks(self, stop: asyncio.Event, live: Live | None) -> bool:
         while not stop.is_set():
             self.stack.supervisor.check()
             self.recorder.poll()
-            for event in await self.watch.poll():
+            new = await self.watch.poll()
+            for event in new:
                 self._tell(event, live)
+            self.diagnosis.on_events(new, self.watch.events)
+            self._tell_diagnosis(live)
             elapsed = time.monotonic() - self.watch.t0
             step = next_step(self.plan, elapsed, self.watch.happened())
             if step is Step.FINISH:
@@ -181,6 +189,13 @@ class _Run:
         if live is None:
             self.console.print(line, highlight=False)
 
+    def _tell_diagnosis(self, live: Live | None) -> None:
+        line = self.diagnosis.line
+        if line is not None and not self._told_diagnosis:
+            self._told_diagnosis = True
+            if live is None:
+                self.console.print(f"top finding: {line}", highlight=False, style="bold")
+
     def snapshot(self, elapsed: float) -> Snapshot:
         """What the view shows now."""
         t = self.traffic
@@ -197,6 +212,7 @@ class _Run:
             events=self.watch.events,
             notes=self.notes,
             started_at=time.time() - elapsed,
+            diagnosis=self.diagnosis.line,
         )
 
     def _snapshot_now(self, stage: str) -> Snapshot:
@@ -331,7 +347,7 @@ def _write_outputs(
     started: float,
     console: Console,
 ) -> list[Path]:
-    from lanewatch.alerts.spec import DEMO_SPEC, load_spec
+    from lanewatch.alerts.spec import load_spec
     from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
     from lanewatch.exporters.report_file import ReportInputError, write_report
 
@@ -350,9 +366,9 @@ def _write_outputs(
         "bad_record_lines": recorder.bad_lines,
     }
     shed = [(s.t, s.routed, s.request_class) for s in result.served if s.status == 429]
-    spec = opts.sizing.slo_spec or DEMO_SPEC  # the SLOs Prometheus judged the run by
-    judge = goodput_from_spec(load_spec(spec))
-    summary = build_summary(recorder.kept, result.events, info, judge, shed)
+    judge = goodput_from_spec(load_spec(_slo_spec(opts)))
+    diagnosis = run.diagnosis.result if run is not None else None
+    summary = build_summary(recorder.kept, result.events, info, judge, shed, diagnosis)
     records, summary_path, report = (
         opts.out / "records.jsonl",
         opts.out / "summary.json",
@@ -366,6 +382,13 @@ def _write_outputs(
     except ReportInputError as exc:
         console.print(f"no report: {exc}", style="yellow")
     return written
+
+
+def _slo_spec(opts: Options) -> Path:
+    """The SLO spec the demo's Prometheus judges the run by."""
+    from lanewatch.alerts.spec import DEMO_SPEC
+
+    return opts.sizing.slo_spec or DEMO_SPEC
 
 
 def _traffic_info(run: _Run | None) -> dict[str, Any]:

@@ -15,10 +15,12 @@ import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from lanewatch.alerts.spec import DEMO_SPEC
 from lanewatch.collector.common.errors import StartupError
 
 from .configs import LANES, MODELS, Layout, write_configs, write_secrets
@@ -32,6 +34,9 @@ READY_TIMEOUT_S = 90.0  # python start-up on a loaded 2-core machine takes secon
 # on a machine busy with other work it has taken several minutes.
 VLLM_READY_TIMEOUT_S = 600.0
 PROMETHEUS_BINARY = "prometheus"
+# The range of the controller's diagnosis when it acts (~12 s into the fault): long enough for the
+# diagnosis's min_requests at the demo's rate, as collector/demo/diagnosis.py's.
+DEGRADE_DIAGNOSE_WINDOW = "60s"
 ALERTMANAGER_BINARY = "prometheus-alertmanager"
 
 
@@ -73,10 +78,13 @@ def lane_envs(layout: Layout, vllm: VllmInstall | None) -> dict[str, dict[str, s
     }
 
 
-def commands(layout: Layout, tools: Tools, vllm: VllmInstall | None = None) -> dict[str, list[str]]:
+def commands(
+    layout: Layout, tools: Tools, vllm: VllmInstall | None = None, slo_spec: Path | None = None
+) -> dict[str, list[str]]:
     """Each process's command line, in start order (lanes first: the rest probe or route to them).
 
-    A lane in `layout.vllm_lanes` runs `vllm serve` from `vllm`, which must then be given."""
+    A lane in `layout.vllm_lanes` runs `vllm serve` from `vllm`, which must then be given.
+    `slo_spec` anchors the controller's diagnoses (default: the demo's SLOs)."""
     lw = lanewatch_command()
     cmds: dict[str, list[str]] = {}
     for lane in LANES:
@@ -111,6 +119,11 @@ def commands(layout: Layout, tools: Tools, vllm: VllmInstall | None = None) -> d
         "--state-dir", str(layout.workdir / "degrade-state"), "--policy", str(layout.policy_yaml),
         "--tick-s", "0.5", "--reconcile-interval-s", "5", "--log-level", "warning",
     ]  # fmt: skip
+    if tools.prometheus:  # each action's audit entry carries a diagnosis over the fault so far
+        cmds["degrade"] += [
+            "--prometheus", layout.prometheus_url, "--diagnose-window", DEGRADE_DIAGNOSE_WINDOW,
+            "--slo-spec", str(slo_spec or DEMO_SPEC),
+        ]  # fmt: skip
     if tools.alertmanager:
         cmds["alertmanager"] = [
             tools.alertmanager, f"--config.file={layout.alertmanager_yaml}",
@@ -200,7 +213,7 @@ class Stack:
             fast_max_tokens=self.sizing.fast_max_tokens,
         )
         self.tokens = write_secrets(self.layout)
-        cmds = commands(self.layout, self.tools, self.vllm)
+        cmds = commands(self.layout, self.tools, self.vllm, spec)
         envs = lane_envs(self.layout, self.vllm)
         urls = ready_urls(self.layout)
         lanes = [lane_process(self.layout, lane) for lane in LANES]

@@ -140,8 +140,10 @@ def build_summary(
     run: Mapping[str, Any],
     goodput: Goodput | None = None,
     shed: Sequence[tuple[float, str, str]] = (),
+    diagnosis: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The summary.json document: `run` (how the demo ran), lanes, loop timings, goodput, events."""
+    """The summary.json document: `run` (how the demo ran), lanes, loop timings, goodput, the
+    diagnosis of the faulted lane during the fault (docs/demo.md), events."""
     out = {
         **run,
         "story_complete": story_complete(events),
@@ -150,6 +152,7 @@ def build_summary(
     }
     if goodput is not None:
         out["goodput"] = goodput_by_phase(goodput, records, events, shed)
+    out["diagnosis"] = dict(diagnosis) if diagnosis is not None else None
     out["events"] = [e.to_json() for e in events]
     return out
 

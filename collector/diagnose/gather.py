@@ -15,7 +15,7 @@ import httpx
 
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.diagnose.evidence import LaneEvidence, SloTargets, Window
-from lanewatch.collector.diagnose.prometheus import PrometheusError, PrometheusSource
+from lanewatch.collector.diagnose.prometheus import TIMEOUT_S, PrometheusError, PrometheusSource
 from lanewatch.collector.diagnose.queries import LaneQueries, valid_duration
 from lanewatch.collector.diagnose.records import lanes_from_records
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -45,6 +45,7 @@ def gather(
     pairs: Sequence[tuple[str, str]] = (),
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     transport: httpx.BaseTransport | None = None,
+    timeout_s: float = TIMEOUT_S,
 ) -> tuple[Window, tuple[str, ...]]:
     """The evidence window and the Prometheus queries asked (none without --prometheus)."""
     if sources.records is None and sources.prometheus is None:
@@ -58,7 +59,7 @@ def gather(
         wanted = sources.lanes or tuple(sorted(set(lanes) | set(slos)))
         # a fast lane is judged against its slow partner: fetch the partner too, as evidence
         wanted += tuple(s for f, s in pairs if f in wanted and s not in wanted)
-        lanes, queries = _from_prometheus(sources, wanted, lanes, slos, thresholds, transport)
+        lanes, queries = _from_prometheus(sources, wanted, lanes, slos, thresholds, transport, timeout_s)
         described.append(f"prometheus {sources.prometheus} over {sources.window}")
     if sources.lanes:
         unknown = [lane for lane in sources.lanes if lane not in lanes]
@@ -87,11 +88,12 @@ def _from_prometheus(
     slos: Mapping[str, SloTargets],
     t: Thresholds,
     transport: httpx.BaseTransport | None,
+    timeout_s: float = TIMEOUT_S,
 ) -> tuple[dict[str, LaneEvidence], tuple[str, ...]]:
     assert sources.prometheus is not None
     if not sources.prometheus.startswith(("http://", "https://")):
         raise DiagnoseInputError(f"--prometheus: {sources.prometheus!r} is not an http(s) URL")
-    prom = PrometheusSource(sources.prometheus, transport=transport)
+    prom = PrometheusSource(sources.prometheus, timeout_s=timeout_s, transport=transport)
     out = dict(lanes)
     try:
         for name in wanted:

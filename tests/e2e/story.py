@@ -8,9 +8,12 @@ import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import httpx
+from typer.testing import CliRunner
 
+from lanewatch.collector.cli import app
 from lanewatch.collector.collect.gpu import load_nvml
 from lanewatch.collector.demo import KINDS, DemoResult, Stack
 from lanewatch.collector.demo.configs import MODELS
@@ -90,9 +93,15 @@ class PanelCheck:
         self.start = start
         self.empty: dict[tuple[str, str], bool] = {}
         self.fired: set[tuple[str, str]] = set()
+        self.audit: list[dict[str, Any]] = []  # the controller's audit log, as `degrade status --json`
 
     async def __call__(self, stack: Stack) -> None:
-        """Query every panel and the alerts from the stack's Prometheus."""
+        """Query every panel and the alerts from the stack's Prometheus; read the controller's audit."""
+        state_dir = stack.layout.workdir / "degrade-state"
+        args = ["degrade", "status", "--state-dir", str(state_dir), "--last", "200", "--json"]
+        done = CliRunner().invoke(app, args)
+        assert done.exit_code == 0, done.output
+        self.audit = json.loads(done.output)["audit"]
         async with httpx.AsyncClient(timeout=10.0) as client:
             for panel in dashboard_panels():
                 has = await panel_has_data(client, stack.layout.prometheus_url, panel, self.start)

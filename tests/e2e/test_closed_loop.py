@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import time
 from pathlib import Path
 
@@ -67,3 +68,26 @@ def test_fault_pages_shifts_and_recovers_and_every_panel_has_data(tmp_path: Path
     panels.assert_every_panel_has_data(expected_empty())
 
     check_outputs(tmp_path / "out", result)
+    assert_the_queue_is_named(tmp_path / "out", panels, log)
+
+
+QUEUE_CHECKS = ("queue/unsplit", "queue/compute", "queue/kv-memory")
+
+
+def assert_the_queue_is_named(out: Path, panels: PanelCheck, log: str) -> None:
+    """Diagnosed from the demo's Prometheus during the fault, as `lanewatch diagnose --prometheus`
+    does, the slow lane's queue is the top finding: in summary.json, in the live view's line, and
+    in the controller's audit entry for the shift."""
+    diagnosis = json.loads((out / "summary.json").read_text(encoding="utf-8"))["diagnosis"]
+    assert diagnosis is not None and "error" not in diagnosis, diagnosis
+    assert diagnosis["findings"], diagnosis
+    top = diagnosis["findings"][0]
+    assert diagnosis["lane"] == "slow" and top["check"] in QUEUE_CHECKS, diagnosis
+    assert top["explains"]["of"] == "ttft" and top["explains"]["share"] > 0.5, diagnosis
+    assert f"top finding: slow lane: {top['check']}" in log
+    entries = [e for e in panels.audit if e["event"] == "diagnosis" and e["lane"] == "slow"]
+    assert entries, f"no diagnosis in the audit log: {panels.audit}"
+    first = entries[0]["detail"]
+    assert "shift" in first["actions"] and first["findings"], entries
+    assert first["findings"][0]["check"] in QUEUE_CHECKS, first
+    print(f"diagnosis during the fault: {top}; in the audit: {first['findings'][0]['check']}")

@@ -129,7 +129,17 @@ def test_degrade_never_imports_the_gateway() -> None:
 
 
 def test_exporters_read_records_and_analysis_only() -> None:
-    assert _violations("exporters", ("lanewatch.exporters", *FROM_COLLECTOR)) == []
+    # The report's Diagnosis section runs the pure diagnosis over its records; never its I/O edge.
+    allowed = ("lanewatch.exporters", *FROM_COLLECTOR, "lanewatch.collector.diagnose")
+    edge = tuple(module_name(ROOT / path) for path in DIAGNOSE_EDGE)
+    assert _violations("exporters", allowed) == []
+    users = [
+        f"{p.relative_to(ROOT)} imports {n}"
+        for p in _files("exporters")
+        for n in _runtime_imports(p)
+        if any(n == e or n.startswith(f"{e}.") for e in edge)
+    ]
+    assert users == []
 
 
 def test_common_stands_alone() -> None:
