@@ -1,4 +1,4 @@
-"""The records reader's fast lane: canonical lines skip the full validation and read the same."""
+"""The records reader on large files: chunks, bad values found in C passes and named, sampled records."""
 
 from __future__ import annotations
 
@@ -26,38 +26,6 @@ FAILED = RequestTiming(
     source="probe", target="t", lane="slow", request_class="story", model="m", status=429,
     error=ErrorKind.HTTP_429, error_message="shed",
 )  # fmt: skip
-
-
-class _NoValidation:
-    def validate_json(self, _line: object) -> RequestTiming:
-        raise AssertionError("the full validation ran")
-
-
-@pytest.mark.parametrize("record", [FULL, FAILED, replace(FULL, itl_s=(), attrs={})])
-def test_a_canonical_line_is_read_without_the_full_validation(
-    record: RequestTiming, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(files, "_RECORD", _NoValidation())
-    got = parse_record_line(record_line(record), 1)
-    assert got == record
-    assert type(got.itl_s) is tuple and got.error is record.error and type(got.attrs) is dict
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ('"connect_s":0.002', '"connect_s":0'),  # an int where seconds belong: validation makes it 0.0
-        ('"itl_s":[0.01,0.02,0.0]', '"itl_s":[0.01,2,0.0]'),
-        ('"started_at":1700000000.0', '"started_at":1700000000'),
-        ('"model":"m"', '"model":"\\ud800"'),  # a lone surrogate, repaired
-        ('"attrs":{"served_lane":"slow"}', '"attrs":{"served_lane":"slow","n":"\\u00e9"}'),
-    ],
-)
-def test_other_lines_read_as_the_full_validation_reads_them(old: str, new: str) -> None:
-    line = record_line(FULL)
-    assert old in line
-    line = line.replace(old, new)
-    assert parse_record_line(line, 1) == files._validated(line, 1)
 
 
 def test_a_sampled_record_keeps_its_exact_totals() -> None:
