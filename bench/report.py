@@ -316,7 +316,7 @@ def _diagnose_section(r: Mapping[str, Any]) -> list[str]:
         f"{r['gaps']:,} ITL gaps, two lanes): **{r['cpu_s']} CPU s** ({r['wall_s']} s wall), the "
         f"interpreter's start included; top finding `{r['top']}`.",
         f"- In one process: reading and validating the file {r['read_cpu_s']} s, summarising the records "
-        f"{r['summarise_cpu_s']} s, the checks {r['checks_cpu_s']} s.",
+        f"{r['summarise_cpu_s']} s, the checks {r['checks_cpu_s']} s.{_load(r)}",
     ]
 
 
@@ -325,8 +325,14 @@ def _diagnose_prometheus_section(r: Mapping[str, Any]) -> list[str]:
         f"- `lanewatch diagnose --prometheus URL --lane fast --lane slow --window {r['window']} --json` "
         f"against a real Prometheus holding 12 minutes of backfilled data ({r['series']:,} series): "
         f"**{r['cpu_s']} CPU s** (lanewatch {r['lanewatch_cpu_s']} s, the interpreter's start included; "
-        f"Prometheus {r['prometheus_cpu_s']} s), {r['wall_s']} s wall; top finding `{r['top']}`.",
+        f"Prometheus {r['prometheus_cpu_s']} s), {r['wall_s']} s wall; top finding `{r['top']}`.{_load(r)}",
     ]
+
+
+def _load(r: Mapping[str, Any]) -> str:
+    """The load average a part was measured under, when it recorded one."""
+    load = r.get("load_avg")
+    return f" Load average (1, 5, 15 min) as it ran: {load}." if load else ""
 
 
 def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -> str:
