@@ -24,6 +24,7 @@ from . import (
     collector_cost,
     degrade_loop,
     diagnose_cost,
+    diagnose_prometheus,
     fleet_cost,
     ingest_cost,
     probe_accuracy,
@@ -34,7 +35,7 @@ from .machine import machine_facts, tool_versions
 from .nginx import find_nginx
 from .report import evaluate_goals, render
 
-PARTS = ("tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade", "diagnose")
+PARTS = ("tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade", "diagnose", "diagnoseprom")
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,11 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
         r = diagnose_cost.run_diagnose_cost(sizes.diagnose_records, tmp / "diagnose")
         details["diagnose"] = r
         keys |= diagnose_cost.flat_keys(r)
+    if "diagnoseprom" in parts:
+        _log("diagnose: one Prometheus window, two lanes")
+        r = diagnose_prometheus.run_diagnose_prometheus(tmp / "diagnoseprom")
+        details["diagnoseprom"] = r
+        keys |= diagnose_prometheus.flat_keys(r)
     end = machine_facts()
     return {
         "date": facts["date"],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -46,6 +47,7 @@ def run_diagnose_cost(n: int, tmp: Path) -> dict[str, Any]:
     tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / "records.jsonl"
     write_file(path, n)
+    load = [round(x, 2) for x in os.getloadavg()]  # the machine may be shared: say how busy it was
     cpu0, wall0 = _children_cpu_s(), time.monotonic()
     done = subprocess.run(
         [*COMMAND, "diagnose", str(path), "--json"], capture_output=True, text=True, timeout=600
@@ -72,6 +74,7 @@ def run_diagnose_cost(n: int, tmp: Path) -> dict[str, Any]:
         "checks_cpu_s": round(t3 - t2, 4),
         "found": doc["found"],
         "top": found[0].check if found else None,
+        "load_avg": load,
     }
 
 

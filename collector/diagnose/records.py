@@ -11,6 +11,7 @@ import bisect
 import itertools
 import math
 import operator
+import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -22,6 +23,9 @@ from lanewatch.collector.record.window import fit_fixed_per_token, quantile
 __all__ = ["lane_stats", "lanes_from_records"]
 
 LATENCIES = ("ttft", "tpot", "e2e")
+# ITL quantiles over more gaps than this come from a seeded random sample of this many (the
+# mean stays exact): sorting 5 million gaps would cost more than the rest of a diagnosis.
+MAX_POOLED_GAPS = 1 << 18
 
 
 def lanes_from_records(
@@ -58,7 +62,8 @@ def lane_stats(records: Sequence[RequestTiming], slo: SloTargets, t: Thresholds)
     quantiles, means = _latencies(ok, src, (0.5, t.slo_quantile))
     parts, server_phases = _parts(ok, src)
     tokens = sorted(r.output_tokens for r in ok if r.output_tokens is not None)
-    stall_share, with_long_prompt = _stalls(ok, quantiles.get("itl_p50"), t)
+    peaks = [max(r.itl_s) if r.itl_s else 0.0 for r in ok]  # each record's slowest gap: one C pass
+    stall_share, with_long_prompt = _stalls(ok, peaks, quantiles.get("itl_p50"), t)
     return LaneStats(
         requests=len(records),
         ok_requests=n_ok,
@@ -71,7 +76,7 @@ def lane_stats(records: Sequence[RequestTiming], slo: SloTargets, t: Thresholds)
         class_e2e_means=_class_means(ok),
         class_source=f"records: mean(e2e_s) per request_class; {src}",
         fit_fixed_share=_fit_share(ok, src),
-        fluidity=_fluidity(ok, slo.tpot_s),
+        fluidity=_fluidity(ok, peaks, slo.tpot_s),
         stall_share_of_e2e=stall_share,
         stalls_with_long_prompt=with_long_prompt,
         new_connections_after_idle=_idle_reconnects(records, t.keepalive_s),
@@ -88,30 +93,50 @@ def _latencies(
 ) -> tuple[dict[str, Value], dict[str, Value]]:
     quantiles: dict[str, Value] = {}
     means: dict[str, Value] = {}
+    gaps, gaps_src = _pooled_gaps(ok)
     series: dict[str, list[float]] = {
         "ttft": sorted(r.ttft_s for r in ok if r.ttft_s is not None),
         "tpot": sorted(v for r in ok if (v := r.tpot_s) is not None),
         "e2e": sorted(r.e2e_s for r in ok if r.e2e_s is not None),
-        "itl": _pooled_gaps(ok),
+        "itl": gaps,
     }
     for name, xs in series.items():
         if not xs:
             continue
+        of = gaps_src if name == "itl" else ""
         means[name] = Value(sum(xs) / len(xs), f"records: mean({name}); {src}")  # sorted: small first
         for q in qs:
             quantiles[f"{name}_{_q_name(q)}"] = Value(
-                quantile(xs, q), f"records: {_q_name(q)}({name}); {src}"
+                quantile(xs, q), f"records: {_q_name(q)}({name}){of}; {src}"
             )
+    if gaps and gaps_src:  # sampled: the mean from every gap, not the sample
+        count = sum(len(r.itl_s) for r in ok)
+        means["itl"] = Value(
+            math.fsum(map(math.fsum, (r.itl_s for r in ok))) / count, f"records: mean(itl); {src}"
+        )
     return quantiles, means
 
 
-def _pooled_gaps(ok: Sequence[RequestTiming]) -> list[float]:
-    """Every ITL gap of the records, sorted (extended per record: C loops, not a generator)."""
+def _pooled_gaps(ok: Sequence[RequestTiming]) -> tuple[list[float], str]:
+    """The ITL gaps of the records, sorted: all of them, or a seeded sample past MAX_POOLED_GAPS.
+
+    Extended per record (C loops, not a generator). The sample takes each record's gaps from a
+    random phase at one stride, so a stall pattern that repeats with the stride is not missed.
+    """
+    total = sum(len(r.itl_s) for r in ok)
     gaps: list[float] = []
+    if total <= MAX_POOLED_GAPS:
+        for r in ok:
+            gaps.extend(r.itl_s)
+        gaps.sort()
+        return gaps, ""
+    stride = -(-total // MAX_POOLED_GAPS)
+    phase = random.Random(0).randrange
     for r in ok:
-        gaps.extend(r.itl_s)
+        if r.itl_s:
+            gaps.extend(r.itl_s[phase(stride) :: stride])
     gaps.sort()
-    return gaps
+    return gaps, f" over a seeded sample of {len(gaps):,} of {total:,} gaps"
 
 
 def _parts(ok: Sequence[RequestTiming], src: str) -> tuple[dict[str, Value], bool]:
@@ -165,18 +190,19 @@ def _prefill_slope(ok: Sequence[RequestTiming]) -> Value | None:
     )
 
 
-def _fluidity(ok: Sequence[RequestTiming], tpot_slo: float | None) -> Value | None:
+def _fluidity(ok: Sequence[RequestTiming], peaks: Sequence[float], tpot_slo: float | None) -> Value | None:
     """Metron's fluidity index over decode tokens: token i is due i x TPOT SLO after the first one."""
     if tpot_slo is None:
         return None
     longest = max((len(r.itl_s) for r in ok), default=0)
     deadlines = [i * tpot_slo for i in range(1, longest + 1)]
     due = missed = 0
-    for r in ok:
+    for r, peak in zip(ok, peaks, strict=True):
         # token i (after the first) arrives at the i-th running sum of gaps and is due at i x SLO:
         # early tokens bank slack for later ones. map stops with the gaps; the loop stays in C.
         due += len(r.itl_s)
-        missed += sum(map(operator.gt, itertools.accumulate(r.itl_s), deadlines))
+        if peak > tpot_slo:  # no gap over the SLO: every running sum stays within its deadline
+            missed += sum(map(operator.gt, itertools.accumulate(r.itl_s), deadlines))
     if not due:
         return None
     return Value(
@@ -185,7 +211,7 @@ def _fluidity(ok: Sequence[RequestTiming], tpot_slo: float | None) -> Value | No
 
 
 def _stalls(
-    ok: Sequence[RequestTiming], itl_p50: Value | None, t: Thresholds
+    ok: Sequence[RequestTiming], peaks: Sequence[float], itl_p50: Value | None, t: Thresholds
 ) -> tuple[Value | None, Value | None]:
     """Stalls (gaps >= tail ratio x ITL p50): their share of E2E, and the share at a long-prompt arrival."""
     none: tuple[Value | None, Value | None] = (None, None)
@@ -199,8 +225,8 @@ def _stalls(
     arrivals = sorted(r.started_at for r in ok if (r.prompt_tokens or 0) >= long_at and long_at > prompts[0])
     stalls = overlapping = 0
     excess = 0.0
-    for r in ok:
-        if not r.itl_s or max(r.itl_s) < limit:  # most records never stall: skip their gaps in C
+    for r, peak in zip(ok, peaks, strict=True):
+        if peak < limit:  # most records never stall: their gaps are never looked at one by one
             continue
         at = r.started_at + (r.ttft_s or 0.0)
         for gap in r.itl_s:

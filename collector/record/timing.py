@@ -152,7 +152,10 @@ class RequestTiming:
         for value in _DURATIONS(self):
             if value is not None and not (0.0 <= value < _INF):  # NaN fails every comparison
                 raise RecordError(_bad_field(self), "not a finite, non-negative number of seconds")
-        if self.itl_s and (i := bad_durations(self.itl_s)) is not None:
+        # Two C passes over the gaps first (NaN and infinities make the sum non-finite); the
+        # per-gap loop that names the bad one runs only when they fail.
+        gaps = self.itl_s
+        if gaps and not (min(gaps) >= 0.0 and sum(gaps) < _INF) and (i := bad_durations(gaps)) is not None:
             raise RecordError(f"itl_s.{i}", "not a finite, non-negative number of seconds")
         if len(self.itl_s) > MAX_ITL_SAMPLES or self.itl_stats is not None:
             _bound_itl(self)
@@ -282,28 +285,32 @@ def breakdown(r: RequestTiming) -> dict[str, float]:
     (decode here is first token to end of stream as the client saw it). Without:
     dns, connect, tls, send, server_wait, decode. Empty when e2e or ttft is missing.
     """
-    if r.e2e_s is None or r.ttft_s is None:
+    e2e, ttft = r.e2e_s, r.ttft_s
+    if e2e is None or ttft is None:
         return {}
-    ttft = min(max(r.ttft_s, 0.0), r.e2e_s)
-    parts: dict[str, float] = {}
+    ttft = min(max(ttft, 0.0), e2e)
+    # Inline clamps, not a call per part: a diagnosis splits every record of a file.
+    # budget never goes below 0: each part takes at most what is left of it.
     budget = ttft
-    for name in CLIENT_PHASES:
-        value = _clamp(getattr(r, f"{name}_s") or 0.0, budget)
-        parts[name] = value
-        budget -= value
-    if r.has_server_phases:
+    dns = min(max(r.dns_s or 0.0, 0.0), budget)
+    budget -= dns
+    connect = min(max(r.connect_s or 0.0, 0.0), budget)
+    budget -= connect
+    tls = min(max(r.tls_s or 0.0, 0.0), budget)
+    budget -= tls
+    send = min(max(r.send_s or 0.0, 0.0), budget)
+    budget -= send
+    parts = {"dns": dns, "connect": connect, "tls": tls, "send": send}
+    if r.queue_s is not None and r.prefill_s is not None and r.decode_s is not None:
         # Server clocks run apart from ours; clamp so the parts never exceed the
         # client-side window between request sent and first token seen.
-        parts["queue"] = _clamp(r.queue_s or 0.0, budget)
-        budget -= parts["queue"]
-        parts["prefill"] = _clamp(r.prefill_s or 0.0, budget)
-        budget -= parts["prefill"]
-        parts["residual"] = max(budget, 0.0)
+        queue = min(max(r.queue_s, 0.0), budget)
+        budget -= queue
+        prefill = min(max(r.prefill_s, 0.0), budget)
+        parts["queue"] = queue
+        parts["prefill"] = prefill
+        parts["residual"] = max(budget - prefill, 0.0)
     else:
         parts[SERVER_WAIT] = max(budget, 0.0)
-    parts["decode"] = max(r.e2e_s - ttft, 0.0)
+    parts["decode"] = max(e2e - ttft, 0.0)
     return parts
-
-
-def _clamp(value: float, budget: float) -> float:
-    return min(max(value, 0.0), max(budget, 0.0))

@@ -8,6 +8,7 @@ functions work on plain sequences so the report and the exporters share them.
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -130,14 +131,18 @@ def fit_fixed_per_token(tokens: Sequence[float], e2e: Sequence[float]) -> Linear
     if n != len(e2e) or n < 2:
         return None
     mx, my = math.fsum(tokens) / n, math.fsum(e2e) / n
-    sxx = math.fsum((x - mx) ** 2 for x in tokens)
+    # Deviations once, then products in C (map): a diagnosis fits every record of a file.
+    dx = [x - mx for x in tokens]
+    sxx = math.fsum(map(operator.mul, dx, dx))
     if sxx == 0:
         return None
-    sxy = math.fsum((x - mx) * (y - my) for x, y in zip(tokens, e2e, strict=True))
+    dy = [y - my for y in e2e]
+    sxy = math.fsum(map(operator.mul, dx, dy))
     slope = sxy / sxx
     fixed = my - slope * mx
-    syy = math.fsum((y - my) ** 2 for y in e2e)
-    ss_res = math.fsum((y - fixed - slope * x) ** 2 for x, y in zip(tokens, e2e, strict=True))
+    syy = math.fsum(map(operator.mul, dy, dy))
+    res = list(map(operator.sub, dy, map(slope.__mul__, dx)))  # y - fixed - slope x
+    ss_res = math.fsum(map(operator.mul, res, res))
     r2 = 1.0 - ss_res / syy if syy > 0 else 1.0
     share = fixed / my if my > 0 else 0.0
     return LinearFit(fixed, slope, share, r2, n)

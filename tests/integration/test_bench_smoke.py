@@ -29,7 +29,13 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str
     """One smoke run of every part: (results.json, results.md)."""
     if find_nginx() is None:  # it lives in /usr/sbin, which a user's PATH may lack
         require_binary("nginx")
-    for binary in ("prometheus-alertmanager", "prometheus-blackbox-exporter", "curl"):
+    for binary in (
+        "prometheus-alertmanager",
+        "prometheus-blackbox-exporter",
+        "prometheus",
+        "promtool",
+        "curl",
+    ):
         require_binary(binary)
     out = tmp_path_factory.mktemp("bench")
     run = subprocess.run(
