@@ -59,6 +59,12 @@ def demo(
         "[default: $LANEWATCH_CACHE or ~/.cache/lanewatch, then vllm-0.32.0].",
         show_default=False,
     ),
+    router: str = typer.Option(
+        "gateway",
+        "--router",
+        help="What the traffic goes through: gateway (lanewatch gateway, its tap) or envoy (a real "
+        "Envoy whose route file the controller's envoy adapter writes; records from its access log).",
+    ),
     fast_on_sim: bool = typer.Option(
         False,
         "--fast-lane-sim",
@@ -84,6 +90,7 @@ def demo(
 
     from lanewatch.collector.demo import Options, Plan, run_demo
     from lanewatch.collector.demo.engines import ENGINES, SIM_SIZING, VLLM_SIZING
+    from lanewatch.collector.demo.run import ROUTERS
 
     console = Console(highlight=False)
     if live is None:
@@ -98,6 +105,12 @@ def demo(
     if engine != "vllm" and (vllm_root is not None or fast_on_sim):
         typer.echo("--vllm-root and --fast-lane-sim need --engine vllm", err=True)
         raise typer.Exit(2)
+    if router not in ROUTERS:
+        typer.echo(f"--router {router}: expected one of {', '.join(ROUTERS)}", err=True)
+        raise typer.Exit(2)
+    if router == "envoy" and engine != "sim":
+        typer.echo("--router envoy runs with --engine sim only", err=True)
+        raise typer.Exit(2)
     sizing = VLLM_SIZING if engine == "vllm" else SIM_SIZING
     opts = Options(
         sizing.plan(Plan(duration_s=duration or sizing.duration_s, warmup_s=warmup)),
@@ -109,6 +122,7 @@ def demo(
         engine=engine,
         vllm_root=vllm_root,
         fast_on_sim=fast_on_sim,
+        router=router,
     )
 
     async def main() -> int:

