@@ -43,12 +43,15 @@ def test_the_scenario_matrix_on_the_page_is_the_one_tested() -> None:
 
 
 def test_the_scenario_matrix_covers_every_check_and_healthy_runs() -> None:
-    from tests.integration.diagnose_matrix import PROMETHEUS_SCENARIOS, SCENARIOS
+    from tests.integration.diagnose_matrix import PROMETHEUS_SCENARIOS, SCENARIOS, UNIT_ONLY
 
     covered = {sc.expected for sc in SCENARIOS.values()} | {
         sc.expected for sc in PROMETHEUS_SCENARIOS.values()
     }
-    assert {c.id for c in CHECKS} <= covered
+    assert {c.id for c in CHECKS} <= covered | set(UNIT_ONLY)
+    assert not covered & set(UNIT_ONLY)
+    page = PAGE.read_text(encoding="utf-8")
+    assert all(f"`{check}` is checked on built evidence only" in page for check in UNIT_ONLY)
     healthy = [name for name, sc in SCENARIOS.items() if sc.expected is None]
     assert {SCENARIOS[n].lane for n in healthy} == {"fast", "slow"}
     assert any(len(SCENARIOS[n].runs[0].probes) > 1 for n in healthy)  # under load, not only idle
