@@ -14,8 +14,9 @@ from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass
 
 REQUESTS = 24  # over the 20 a verdict needs
 
-# a fixed prompt that every request shares (an exact `prompt` is sent as written): ~12,000 tokens
-SHARED_PROMPT = " ".join(["the harbor lamp keeps the river stone"] * 1100)
+# a fixed prompt that every request shares (an exact `prompt` is sent as written): ~14,000 tokens,
+# which the slow profile prefills in over its 2 s TTFT SLO
+SHARED_PROMPT = " ".join(["the harbor lamp keeps the river stone"] * 2000)
 CLASSES: tuple[RequestClass, ...] = (
     *DEFAULT_CLASSES,
     RequestClass(name="tiny2", prompt_words=8, max_tokens=2),
