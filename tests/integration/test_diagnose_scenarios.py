@@ -1,67 +1,88 @@
 """The scenario matrix: the simulator runs each condition it can produce, the prober records it (vLLM's
-spans joined), and `lanewatch diagnose` on the records names the intended check as its top finding,
-with no other finding the scenario did not cause. Healthy runs yield no finding at all.
+spans joined where one probe runs at a time), and `lanewatch diagnose` on the records names the
+intended check as its top finding, with no other finding the scenario did not cause. Healthy runs
+yield no finding at all. Conditions whose cause only vLLM's series can split (KV memory, compute,
+speculative decoding) run against a real Prometheus in test_diagnose_prometheus.py; together the
+two lists cover every registered check.
 
-docs/diagnose.md ("Scenario matrix") shows the table this test checks.
+docs/diagnose.md ("Scenario matrix") holds the table diagnose_matrix.py renders from both lists; a
+unit test keeps the page in step and checks that the lists cover every registered check.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from tests.integration.diagnose_matrix import (
+    SCENARIOS,
+    Probe,
+    Run,
+    Scenario,
+)
 from tests.servers import free_port, lanewatch_command, start_simulator
 
 pytestmark = pytest.mark.integration
 
-REQUESTS = 24  # over the 20 a verdict needs
+
+def _probe_args(
+    sim_url: str, model: str, lane: str, probe: Probe, config: Path, port: int | None
+) -> list[str]:
+    args = ["probe", sim_url, "-m", model, "-n", str(probe.requests), "--lane", lane, "--json"]
+    args += ["--class", probe.request_class, "-c", str(config), "--interval", str(probe.interval_s)]
+    if probe.cold:
+        args.append("--cold")
+    if sim_url.startswith("https://"):
+        args.append("--insecure")
+    if port is not None:
+        args += ["--otlp-listen", f"127.0.0.1:{port}", "--join-wait", "2"]
+    return [*lanewatch_command(), *args]
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """A simulator condition, the lane it runs as, and what the diagnosis must name."""
-
-    faults: dict[str, Any] = field(default_factory=dict)
-    expected: str | None = None  # the top finding; None: no finding at all
-    profile: str = "fast"  # the simulator's profile, and the lane the records carry
-    request_class: str = "short"
-    also: frozenset[str] = frozenset()  # other findings the condition may cause
-    # a fast lane's P99 over 24 requests is their maximum, which one scheduling hiccup on a loaded
-    # machine can push past 0.5 s; over 100 it interpolates, and one outlier moves it 1%
-    requests: int = REQUESTS
-
-
-SCENARIOS: dict[str, Scenario] = {
-    "healthy fast": Scenario(requests=100),
-    "healthy slow": Scenario(profile="slow"),
-    "queue delay": Scenario({"queue_delay_s": 0.6}, "queue/unsplit"),
-    "slow prefill, long prompts": Scenario(
-        {"prefill_slowdown": 60.0}, "prefill/prefix-reuse", request_class="summary"
-    ),
-    "decode slowdown": Scenario({"decode_slowdown": 30.0}, "decode/bound"),
-    "errors (429)": Scenario({"error_rates": {"429": 0.3}}, "errors/shedding"),
-}
+def _run_lane(tmp_path: Path, run: Run, config: Path) -> list[str]:
+    """One simulator with its probes (at once when several streams); the records' lines."""
+    port = free_port()
+    joined = run.joined
+    traces = f"http://127.0.0.1:{port}/v1/traces" if joined else None
+    flags: dict[str, Any] = dict(run.sim)
+    faults = flags.pop("faults", None)
+    # seed 1: its draws hit a 0.3 error rate about as often as the rate says (seed 0's first 24 miss it)
+    with start_simulator(
+        tmp_path, profile=run.profile, otlp_endpoint=traces, faults=faults, seed=1, **flags
+    ) as sim:
+        cmds = [
+            _probe_args(sim.url, sim.model, run.profile, p, config, port if joined else None)
+            for p in run.probes
+        ]
+        if joined:  # one after another: each listens for the spans on the same port
+            done = [subprocess.run(cmd, capture_output=True, text=True, timeout=240) for cmd in cmds]
+            outs = [(d.returncode, d.stdout, d.stderr) for d in done]
+        else:
+            procs = [
+                subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for cmd in cmds
+            ]
+            talked = [proc.communicate(timeout=240) for proc in procs]
+            outs = [(proc.returncode, o, e) for proc, (o, e) in zip(procs, talked, strict=True)]
+    lines = []
+    for rc, out, err in outs:
+        assert rc in (0, 1), err
+        lines += [line for line in out.splitlines() if line.startswith("{")]
+    assert len(lines) == sum(p.requests for p in run.probes)
+    return lines
 
 
 def _records(tmp_path: Path, sc: Scenario) -> Path:
-    """The scenario's probes of one class, one after another, vLLM's spans joined."""
-    port = free_port()
-    traces = f"http://127.0.0.1:{port}/v1/traces"
+    """Every run's records in one file."""
+    config = tmp_path / "classes.yaml"
+    config.write_text(yaml.safe_dump({"probe": {"classes": [c.model_dump() for c in sc.classes]}}))
     out = tmp_path / "records.jsonl"
-    faults = sc.faults or None
-    # seed 1: its draws hit a 0.3 error rate about as often as the rate says (seed 0's first 24 miss it)
-    with start_simulator(tmp_path, profile=sc.profile, otlp_endpoint=traces, faults=faults, seed=1) as sim:
-        args = ["probe", sim.url, "-m", sim.model, "-n", str(sc.requests), "--lane", sc.profile, "--json"]
-        args += ["--class", sc.request_class, "--otlp-listen", f"127.0.0.1:{port}", "--join-wait", "2"]
-        done = subprocess.run([*lanewatch_command(), *args], capture_output=True, text=True, timeout=240)
-    assert done.returncode in (0, 1), done.stderr
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert len(lines) == sc.requests, done.stderr
+    lines = [line for run in sc.runs for line in _run_lane(tmp_path, run, config)]
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
 
@@ -80,13 +101,17 @@ def _diagnose(path: Path) -> dict[str, Any]:
 def test_each_condition_is_diagnosed_as_itself(tmp_path: Path, name: str) -> None:
     sc = SCENARIOS[name]
     doc = _diagnose(_records(tmp_path, sc))
-    (lane,) = doc["lanes"]
-    found = [f["check"] for f in lane["findings"] if f["verdict"] == "finding"]
-    print(f"{name}: {found or 'no finding'}")
-    if sc.expected is None:
-        assert found == []
-        return
-    assert found and found[0] == sc.expected, lane["findings"][:3]
-    assert set(found[1:]) <= sc.also, found
-    joined = sum(json.loads(line)["queue_s"] is not None for line in (tmp_path / "records.jsonl").open())
-    assert joined >= REQUESTS // 2  # the queue and prefill came from vLLM's spans
+    lanes = {lane["lane"]: lane for lane in doc["lanes"]}
+    assert set(lanes) == {run.profile for run in sc.runs}
+    for lane_name, lane in lanes.items():
+        found = [f["check"] for f in lane["findings"] if f["verdict"] == "finding"]
+        print(f"{name}, {lane_name} lane: {found or 'no finding'}")
+        if sc.expected is None or lane_name != sc.lane:
+            assert found == [], lane["findings"][:3]
+            continue
+        assert found and found[0] == sc.expected, lane["findings"][:3]
+        assert set(found[1:]) <= sc.also, found
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").open()]
+    joined = sum(r["queue_s"] is not None for r in records if r["lane"] == sc.lane)
+    if sc.runs[0].joined:
+        assert joined >= sc.runs[0].probes[0].requests // 2  # the queue and prefill came from vLLM's spans

@@ -94,6 +94,14 @@ def _decode_share(lane: LaneEvidence) -> Value | None:
     return lane.stats.share(("decode",), "e2e")
 
 
+def _stalls_alone(lane: LaneEvidence, thresholds: Thresholds) -> bool:
+    """ITL's median meets the TPOT SLO and its tail is far above it: stalls, not uniformly slow decoding."""
+    p50, p99, slo = lane.stats.quantile("itl_p50"), lane.stats.quantile("itl_p99"), lane.slo.tpot_s
+    if p50 is None or p99 is None or slo is None or p50.value <= 0:
+        return False
+    return p50.value <= slo and p99.value / p50.value >= thresholds.itl_tail_ratio
+
+
 class DecodeBound(BaseCheck):
     """Decode is most of E2E while the lane misses its TPOT SLO."""
 
@@ -114,6 +122,21 @@ class DecodeBound(BaseCheck):
             evidence.append(Signal.shown("running requests (mean)", lane.server.running))
         if not tpot.missed:
             return self.ok(lane, "the lane meets its TPOT SLO", evidence)
+        spec = lane.server.spec_acceptance_length
+        if spec is not None and spec.value < thresholds.spec_acceptance_length:
+            return self.ok(
+                lane,
+                "drafts are mostly rejected: decode time is speculative decoding's (spec-decode/acceptance)",
+                evidence,
+                ("decoding without speculation",),
+            )
+        if _stalls_alone(lane, thresholds):
+            return self.ok(
+                lane,
+                "the median token meets the TPOT SLO: TPOT's tail is stalls (interference/prefill-decode)",
+                evidence,
+                ("slow decoding",),
+            )
         if share.value < thresholds.decode_share:
             return self.ok(lane, f"decode is {share.value:.0%} of E2E", evidence)
         return self.found(

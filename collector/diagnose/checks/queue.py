@@ -62,14 +62,14 @@ def _waiting(lane: LaneEvidence, t: Thresholds) -> bool:
 
 
 def kv_bound(lane: LaneEvidence, t: Thresholds) -> bool | None:
-    """KV memory is the limit: usage at the limit while requests wait or are preempted (None: unknown)."""
+    """KV memory is the limit: usage at the limit while requests wait, or preemptions (None: unknown)."""
     s = lane.server
     if s.kv_usage is None or (s.waiting is None and s.preemptions_per_s is None):
         return None
-    pressure = _waiting(lane, t) or (
-        s.preemptions_per_s is not None and s.preemptions_per_s.value > t.preemptions_per_s
-    )
-    return s.kv_usage.value >= t.kv_usage and pressure
+    # vLLM preempts only when a running request finds no free block: the limit was reached, though
+    # usage averaged over the window (it falls as requests finish) may sit below the threshold
+    preempted = s.preemptions_per_s is not None and s.preemptions_per_s.value > t.preemptions_per_s
+    return preempted or (s.kv_usage.value >= t.kv_usage and _waiting(lane, t))
 
 
 def compute_bound(lane: LaneEvidence, t: Thresholds) -> bool | None:
@@ -113,7 +113,7 @@ class QueueKvMemory(BaseCheck):
     )
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
-        """KV usage at the limit with waiting or preempted requests."""
+        """KV usage at the limit with requests waiting, or preemptions."""
         s = lane.server
         bound = kv_bound(lane, thresholds)
         if bound is None:
@@ -127,7 +127,7 @@ class QueueKvMemory(BaseCheck):
             return self.ok(lane, "KV memory is not the limit", evidence, _ruled_out(s, thresholds))
         return self.found(
             lane,
-            "requests wait for KV-cache memory: usage at the limit while requests wait or are preempted",
+            "requests wait for KV-cache memory: usage at the limit while requests wait, or preemptions",
             evidence,
             explains("ttft", share) if share else None,
             KV_FIXES,

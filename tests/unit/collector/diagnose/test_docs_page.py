@@ -37,12 +37,21 @@ def test_refresh_refuses_a_page_without_its_sections() -> None:
 
 
 def test_the_scenario_matrix_on_the_page_is_the_one_tested() -> None:
-    from tests.integration.test_diagnose_scenarios import SCENARIOS
+    from tests.integration.diagnose_matrix import matrix_table
 
-    text = PAGE.read_text(encoding="utf-8")
-    for name, sc in SCENARIOS.items():
-        top = f"`{sc.expected}`" if sc.expected else "none"
-        row = f"| {name} | "
-        line = next((ln for ln in text.splitlines() if ln.startswith(row)), None)
-        assert line is not None, name
-        assert line.endswith(f"| {sc.profile}, {sc.request_class} | {top} |"), line
+    assert matrix_table() in PAGE.read_text(encoding="utf-8")
+
+
+def test_the_scenario_matrix_covers_every_check_and_healthy_runs() -> None:
+    from tests.integration.diagnose_matrix import PROMETHEUS_SCENARIOS, SCENARIOS, UNIT_ONLY
+
+    covered = {sc.expected for sc in SCENARIOS.values()} | {
+        sc.expected for sc in PROMETHEUS_SCENARIOS.values()
+    }
+    assert {c.id for c in CHECKS} <= covered | set(UNIT_ONLY)
+    assert not covered & set(UNIT_ONLY)
+    page = PAGE.read_text(encoding="utf-8")
+    assert all(f"`{check}` is checked on built evidence only" in page for check in UNIT_ONLY)
+    healthy = [name for name, sc in SCENARIOS.items() if sc.expected is None]
+    assert {SCENARIOS[n].lane for n in healthy} == {"fast", "slow"}
+    assert any(len(SCENARIOS[n].runs[0].probes) > 1 for n in healthy)  # under load, not only idle
