@@ -4,7 +4,8 @@
 registry into ~/.cache/lanewatch/litellm-<version> (built as `.partial`, renamed when pip
 succeeds, so a failed install is retried next time rather than half used). Its
 configuration is one model, `bench`, served as an OpenAI-compatible `openai/` model whose
-`api_base` is the bench's upstream; no database, no master key, no callbacks, no telemetry,
+`api_base` is the bench's upstream; no database, no master key (allowed explicitly: it listens
+on 127.0.0.1 only), no callbacks, no telemetry,
 and the model cost map read from the package rather than fetched. One worker process, as
 the gateway runs one.
 """
@@ -61,7 +62,8 @@ def litellm_config(upstream_url: str) -> dict[str, Any]:
             "drop_params": True,
             "request_timeout": 300,
         },
-        "general_settings": {"disable_spend_logs": True},
+        # no key: the bench's client sends none, on loopback only (a master key's check is cheap)
+        "general_settings": {"disable_spend_logs": True, "dangerously_permit_weak_or_unset_master_key": True},
     }
 
 

@@ -49,7 +49,11 @@ def start_peer(
             command = ensure_litellm()
         except RuntimeError as e:
             raise Unavailable(str(e)) from e
-        ll = stack.enter_context(start_litellm(command, tmp / name, up_url))
+        try:
+            ll = stack.enter_context(start_litellm(command, tmp / name, up_url))
+        except AssertionError as e:  # it exited or never answered: its log's last line says why
+            last = [line for line in str(e).splitlines() if line.strip()][-1:]
+            raise Unavailable(f"the LiteLLM proxy did not start: {' '.join(last)[:300]}") from e
         return ll.url, ll.pids
     if name == "nginx-2":
         binary = find_nginx()

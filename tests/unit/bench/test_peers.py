@@ -3,7 +3,9 @@ keys, the peer goals and the rows of peers that could not run."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +38,7 @@ def test_litellm_config_points_one_openai_model_at_the_upstream_with_nothing_els
     assert model["model_name"] == "bench"
     assert model["litellm_params"]["model"] == "openai/bench"
     assert model["litellm_params"]["api_base"] == "http://127.0.0.1:8001/v1"
+    assert config["general_settings"]["dangerously_permit_weak_or_unset_master_key"] is True  # loopback only
     settings = config["litellm_settings"]
     assert settings["telemetry"] is False
     assert settings["callbacks"] == settings["success_callback"] == settings["failure_callback"] == []
@@ -125,3 +128,20 @@ def _row() -> dict[str, Any]:
         "upstream_cpu_s_per_1k_chunks": 0.001, "client_cpu_s_per_1k_chunks": 0.001,
         "added_ttft_p50_ms": 1.0, "added_ttft_p99_ms": 2.0,
     }  # fmt: skip
+
+
+def test_a_peer_that_cannot_run_here_is_unavailable_with_its_reason(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bench import peer_paths
+
+    def no_install() -> Path:
+        raise RuntimeError("installing litellm[proxy]==1 failed: no network")
+
+    monkeypatch.setattr(peer_paths, "find_envoy", lambda: None)
+    monkeypatch.setattr(peer_paths, "ensure_litellm", no_install)
+    with ExitStack() as stack:
+        with pytest.raises(peer_paths.Unavailable, match="envoy not found"):
+            peer_paths.start_peer(stack, tmp_path, "envoy-2", "http://127.0.0.1:1")
+        with pytest.raises(peer_paths.Unavailable, match="no network"):
+            peer_paths.start_peer(stack, tmp_path, "litellm", "http://127.0.0.1:1")
