@@ -132,7 +132,8 @@ def start_litellm(command: Path, folder: Path, upstream_url: str) -> Iterator[Li
     port = free_port()
     python = command.parent / "python"
     args = [str(python), str(command), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--num_workers", "1"]
+    args += ["--num_workers", "1", "--keepalive_timeout", "600"]  # uvicorn's 5 s would close the
+    # bench's kept-alive connections while the other paths take their turn
     log = folder / "litellm.log"
     with started(args, log, env=litellm_env(dict(os.environ)), cwd=folder) as proc:
         url = f"http://127.0.0.1:{port}"
