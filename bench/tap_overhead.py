@@ -6,7 +6,9 @@ nginx, `proxy_buffering off`, upstream keep-alive; bench/nginx.py), `pipe` (a ba
 on uvloop, bench/pipe_floor.py: what any Python proxy here costs at least), `tap` (`lanewatch gateway`
 as deployed: shipping its tap records to a collector, here bench/records_sink.py, whose CPU is
 counted apart); `--paths` adds `tap-metrics` (the gateway observing its request metrics
-itself, without a collector), `tap-content` and `aiohttp`. At each concurrency the paths run in
+itself, without a collector), `tap-content` and `aiohttp`; `--peers N:PATH+...` adds peers
+at some concurrencies only (bench/peer_paths.py: `envoy`, `envoy-2`, `litellm`, `nginx-2`, `tap-2`).
+At each concurrency the paths run in
 interleaved rounds (the order rotates each round) so drift on the shared machine hits all
 alike; within a round each path gets the same closed-loop load (bench/stream_client.py).
 
