@@ -44,6 +44,11 @@ class Sizes:
 
     streams: tuple[int, ...] = (1, 64, 256, 512)
     pinned: tuple[int, ...] = (64,)  # measured again with each proxy on a core of its own
+    peers: tuple[tuple[int, tuple[str, ...]], ...] = (
+        (64, ("envoy", "envoy-2", "litellm")),
+        (256, ("nginx-2", "tap-2")),
+        (512, ("nginx-2", "tap-2")),
+    )  # more paths, at these concurrencies only (bench/peer_paths.py)
     rounds: int = 5
     seconds: float = 3.0
     probes: int = 400
@@ -63,7 +68,7 @@ class Sizes:
 
 
 SMOKE = Sizes(
-    streams=(1, 4), pinned=(4,), rounds=1, seconds=0.6, probes=12, curl=4, collector_s=2.0,
+    streams=(1, 4), pinned=(4,), peers=(), rounds=1, seconds=0.6, probes=12, curl=4, collector_s=2.0,
     collector_warmup_s=2.5, parse_repeats=5, probe_cost_s=2.0, probe_cost_warmup_s=1.0, ingest_records=512,
     fleet_targets=(20,), fleet_s=3.0, fleet_warmup_s=2.0, degrade_trials=1, group_interval="1s",
     diagnose_records=2_000,
@@ -84,10 +89,13 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
         pinned = f"; {', '.join(map(str, sizes.pinned))} pinned" if sizes.pinned else ""
         _log(f"tap overhead: {', '.join(map(str, sizes.streams))} streams{pinned}, {sizes.rounds} rounds")
         bench = tap_overhead.run_tap_bench(
-            sizes.streams, sizes.rounds, sizes.seconds, log=_log, pinned=sizes.pinned
-        )
+            sizes.streams, sizes.rounds, sizes.seconds, log=_log, pinned=sizes.pinned,
+            extra={n: names for n, names in sizes.peers},
+        )  # fmt: skip
         levels = {n: tap_overhead.summarize_level(s) for n, s in bench.samples.items()}
         details["tap"] = levels
+        if bench.unavailable:
+            details["tap_unavailable"] = bench.unavailable
         keys |= tap_overhead.flat_keys(levels)
     if "probe" in parts:
         _log(f"prober accuracy: {sizes.probes} probes")

@@ -31,13 +31,13 @@ def find_nginx() -> str | None:
     return next((p for p in _SBIN if Path(p).is_file()), None)
 
 
-def nginx_conf(prefix: Path, port: int, upstream_port: int) -> str:
-    """The reverse-proxy configuration (everything nginx writes stays under `prefix`)."""
+def nginx_conf(prefix: Path, port: int, upstream_port: int, workers: int = 1) -> str:
+    """The reverse-proxy configuration, `workers` worker processes (all it writes stays in `prefix`)."""
     temp = {k: prefix / k for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
     return f"""
 daemon off;
 master_process on;
-worker_processes 1;
+worker_processes {workers};
 worker_rlimit_nofile 16384;
 pid {prefix / "nginx.pid"};
 error_log {prefix / "error.log"} warn;
@@ -96,11 +96,13 @@ def children(pid: int) -> list[int]:
 
 
 @contextmanager
-def start_nginx(binary: str, prefix: Path, port: int, upstream_port: int) -> Iterator[NginxProcess]:
-    """Run nginx in front of 127.0.0.1:upstream_port until the block exits."""
+def start_nginx(
+    binary: str, prefix: Path, port: int, upstream_port: int, workers: int = 1
+) -> Iterator[NginxProcess]:
+    """Run nginx (`workers` worker processes) in front of 127.0.0.1:upstream_port until the block exits."""
     prefix.mkdir(parents=True, exist_ok=True)
     conf = prefix / "nginx.conf"
-    conf.write_text(nginx_conf(prefix, port, upstream_port))
+    conf.write_text(nginx_conf(prefix, port, upstream_port, workers))
     log = (prefix / "stderr.log").open("wb")
     proc = subprocess.Popen(
         [binary, "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")],

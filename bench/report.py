@@ -10,7 +10,10 @@ from .report_scale import scale_sections
 
 __all__ = ["Goal", "evaluate_goals", "render"]
 
-PATH_ORDER = ("direct", "nginx", "pipe", "tap", "tap-metrics", "tap-content", "aiohttp")
+PATH_ORDER = (
+    "direct", "nginx", "nginx-2", "envoy", "envoy-2", "litellm", "pipe", "tap", "tap-2", "tap-metrics",
+    "tap-content", "aiohttp",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,9 @@ def evaluate_goals(keys: Mapping[str, Any]) -> list[Goal]:
               p50, "ms", _fixed(1.0)),
         _goal(keys, "tap_cpu", "tap CPU per 1,000 chunks ≤ 2 × nginx's at 64 streams", "performance target",
               cpu, "s", _times(2.0, "nginx_cpu_s_per_1k_chunks_64")),
+        _goal(keys, "tap_cpu_stretch", "tap CPU per 1,000 chunks ≤ 1.7 × nginx's at 64 streams (stretch)",
+              "performance target", cpu, "s", _times(1.7, "nginx_cpu_s_per_1k_chunks_64")),
+        *_peer_goals(keys),
         _goal(keys, "tap_p50_256", "at 256 streams the tap's added TTFT p50 ≤ 2 × nginx's + 5 ms",
               "performance target", "tap_added_ttft_p50_ms_256", "ms",
               _times(2.0, "nginx_added_ttft_p50_ms_256", 5.0)),
@@ -96,6 +102,22 @@ def evaluate_goals(keys: Mapping[str, Any]) -> list[Goal]:
         _goal(keys, "diagnose_prometheus",
               "`lanewatch diagnose --prometheus`, one window, two lanes, ≤ 3 CPU s (Prometheus's too)",
               "project goal", "diagnose_prometheus_cpu_s", "s", _fixed(3.0)),
+    ]  # fmt: skip
+
+
+def _peer_goals(keys: Mapping[str, Any]) -> list[Goal]:
+    """The tap against its peers: Envoy and the LiteLLM proxy at 64 streams, nginx at 512 (workers)."""
+    p50 = "tap_added_ttft_p50_ms_64"
+    return [
+        _goal(keys, "tap_p50_vs_envoy", "the tap adds ≤ Envoy's TTFT p50 + 0.5 ms at 64 streams (one thread)",
+              "peer goal", p50, "ms", _times(1.0, "envoy_added_ttft_p50_ms_64", 0.5)),
+        _goal(keys, "tap_p50_vs_litellm",
+              "the tap's added TTFT p50 far below the LiteLLM proxy's (≤ ¼ of it) at 64 streams", "peer goal",
+              p50, "ms", _times(0.25, "litellm_added_ttft_p50_ms_64")),
+        _goal(keys, "tap_p99_512",
+              "at 512 streams the tap's added TTFT p99 ≤ 2 × nginx's + 5 ms (best of 1 or 2 workers each)",
+              "performance target", "tap_best_added_ttft_p99_ms_512", "ms",
+              _times(2.0, "nginx_best_added_ttft_p99_ms_512", 5.0)),
     ]  # fmt: skip
 
 
@@ -236,6 +258,13 @@ def _ratios(results: Mapping[str, Any], levels: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _unavailable(reasons: Mapping[str, str]) -> list[str]:
+    """The peers that could not run here, each with its reason."""
+    if not reasons:
+        return []
+    return [*(f"- `{name}`: not measured here: {why}" for name, why in sorted(reasons.items())), ""]
+
+
 def _probe_section(p: Mapping[str, Any]) -> list[str]:
     lines = [
         "| probes | connection | failed | TTFT error p50 / p90 / p99 / max (ms) | token mismatches |",
@@ -374,6 +403,7 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
             "",
             *_ratios(results, details["tap"]),
             "",
+            *_unavailable(details.get("tap_unavailable", {})),
         ]
     if "probe" in details:
         out += [

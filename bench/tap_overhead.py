@@ -6,7 +6,9 @@ nginx, `proxy_buffering off`, upstream keep-alive; bench/nginx.py), `pipe` (a ba
 on uvloop, bench/pipe_floor.py: what any Python proxy here costs at least), `tap` (`lanewatch gateway`
 as deployed: shipping its tap records to a collector, here bench/records_sink.py, whose CPU is
 counted apart); `--paths` adds `tap-metrics` (the gateway observing its request metrics
-itself, without a collector), `tap-content` and `aiohttp`. At each concurrency the paths run in
+itself, without a collector), `tap-content` and `aiohttp`; `--peers N:PATH+...` adds peers
+at some concurrencies only (bench/peer_paths.py: `envoy`, `envoy-2`, `litellm`, `nginx-2`, `tap-2`).
+At each concurrency the paths run in
 interleaved rounds (the order rotates each round) so drift on the shared machine hits all
 alike; within a round each path gets the same closed-loop load (bench/stream_client.py).
 
@@ -31,7 +33,7 @@ import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +45,10 @@ from tests.servers import free_port, run_service
 
 from .machine import cpu_s, cpu_split, pin
 from .nginx import find_nginx, start_nginx
+from .peer_paths import PEERS, STAMPLESS, Unavailable, start_peer
 from .stream_client import LoadResult, close_all, open_connections, run_load
 
-__all__ = ["TapBench", "run_tap_bench", "summarize_level"]
+__all__ = ["TapBench", "flat_keys", "parse_peers", "run_tap_bench", "summarize_level"]
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_MS, GAP_MS, CHUNKS = 50.0, 10.0, 41
@@ -82,6 +85,7 @@ class TapBench:
     """Every sample of every path at every concurrency."""
 
     samples: dict[str, dict[str, list[_Sample]]] = field(default_factory=dict)  # by level: "64", "64_pinned"
+    unavailable: dict[str, str] = field(default_factory=dict)  # path → why it could not run here
 
 
 @contextmanager
@@ -119,8 +123,11 @@ def _pipe_floor(tmp: Path, upstream: str) -> Iterator[_Path]:
 
 
 @contextmanager
-def _paths(tmp: Path, names: Sequence[str]) -> Iterator[tuple[list[_Path], int]]:
-    """The upstream and every path in front of it: (paths, upstream pid)."""
+def _paths(
+    tmp: Path, names: Sequence[str], unavailable: dict[str, str] | None = None
+) -> Iterator[tuple[list[_Path], int]]:
+    """The upstream and every path in front of it: (paths, upstream pid). A peer that cannot run
+    here is left out, its reason in `unavailable`."""
     with ExitStack() as stack:
         up_url, up_pid = stack.enter_context(_upstream(tmp))
         up_port = int(up_url.rsplit(":", 1)[1])
@@ -155,9 +162,34 @@ def _paths(tmp: Path, names: Sequence[str]) -> Iterator[tuple[list[_Path], int]]
                 paths.append(stack.enter_context(_pipe_floor(tmp, up_url)))
             elif name == "aiohttp":
                 paths.append(stack.enter_context(_aiohttp_passthrough(tmp, up_url)))
+            elif name in PEERS:
+                _add_peer(stack, tmp, name, up_url, paths, unavailable)
             else:
                 raise ValueError(f"unknown path {name!r}")
         yield paths, up_pid
+
+
+def _add_peer(
+    stack: ExitStack,
+    tmp: Path,
+    name: str,
+    up_url: str,
+    paths: list[_Path],
+    unavailable: dict[str, str] | None,
+) -> None:
+    sink: list[int] = []
+    sink_url = None
+    if name == "tap-2":  # as deployed, like `tap`: its own records sink, counted apart
+        sink_url, sink_pid = stack.enter_context(_records_sink(tmp))
+        sink = [sink_pid]
+    try:
+        url, pids = start_peer(stack, tmp, name, up_url, sink_url)
+    except Unavailable as e:
+        if unavailable is None:
+            raise
+        unavailable[name] = str(e)
+        return
+    paths.append(_Path(name, url, pids, lambda: sink))
 
 
 async def _measure(path: _Path, conns: list[Any], seconds: float, up_pid: int) -> _Sample:
@@ -166,6 +198,8 @@ async def _measure(path: _Path, conns: list[Any], seconds: float, up_pid: int) -
     user0, sys0 = cpu_split(*pids)
     before = (cpu_s(up_pid), cpu_s(me), cpu_s(*side))
     load = await run_load(conns, seconds, STREAM_S, CHUNKS)
+    if path.name in STAMPLESS:  # its events carry its own `created`, not the upstream's write time
+        load.delay_us = []
     after = (cpu_s(up_pid), cpu_s(me), cpu_s(*side))
     user1, sys1 = cpu_split(*pids)
     upstream, client, sink = (a - b for a, b in zip(after, before, strict=True))
@@ -203,15 +237,27 @@ def run_tap_bench(
     paths: Sequence[str] = PATHS,
     log: Callable[[str], None] = print,
     pinned: Sequence[int] = (),
+    extra: Mapping[int, Sequence[str]] | None = None,
 ) -> TapBench:
     """Measure every path at every concurrency, then at each of `pinned` with the proxies on a core
-    of their own (level "<n>_pinned"; skipped on one core); processes are started and stopped here."""
+    of their own (level "<n>_pinned"; skipped on one core); processes are started and stopped here.
+    `extra`: more paths (peers) measured at those concurrencies only, beside the others."""
     bench = TapBench()
-    with tempfile.TemporaryDirectory(prefix="lanewatch-bench-") as d, _paths(Path(d), paths) as (ps, up_pid):
+    extra = extra or {}
+    every = [*paths, *(p for n in sorted(extra) for p in extra[n] if p not in paths)]
+    names = list(dict.fromkeys(every))
+    with (
+        tempfile.TemporaryDirectory(prefix="lanewatch-bench-") as d,
+        _paths(Path(d), names, bench.unavailable) as (started_paths, up_pid),
+    ):
+        ps = [p for p in started_paths if p.name in paths]
 
         async def main() -> None:
-            for n in streams:
-                bench.samples[str(n)] = await _level(ps, n, rounds, seconds, up_pid, log)
+            for n in sorted({*streams, *extra}):
+                here = [p for p in started_paths if p.name in paths or p.name in extra.get(n, ())]
+                if n not in streams:
+                    here = [p for p in here if p.name == "direct" or p.name in extra.get(n, ())]
+                bench.samples[str(n)] = await _level(here, n, rounds, seconds, up_pid, log)
             cpus = sorted(os.sched_getaffinity(0))
             if pinned and len(cpus) < 2:
                 log("  one core: no pinned level")
@@ -315,6 +361,7 @@ def flat_keys(levels: dict[str, dict[str, dict[str, Any]]]) -> dict[str, float]:
             out[f"upstream_cpu_s_per_1k_chunks_{n}"] = round(
                 figures["direct"]["upstream_cpu_s_per_1k_chunks"], 4
             )
+        out |= _best_of_workers(figures, n)
         tap, ng = figures.get("tap"), figures.get("nginx")
         if tap and ng:
             for key in ("added_ttft_p99_ms", "added_ttft_p50_ms"):
@@ -332,11 +379,38 @@ def flat_keys(levels: dict[str, dict[str, dict[str, Any]]]) -> dict[str, float]:
     return out
 
 
+def _best_of_workers(figures: Mapping[str, Mapping[str, Any]], n: str) -> dict[str, float]:
+    """`<proxy>_best_added_ttft_p99_ms_<n>` (the lower of 1 and 2 workers) and `..._best_workers_<n>`."""
+    out: dict[str, float] = {}
+    for proxy in ("tap", "nginx"):
+        got = [(float(figures[p]["added_ttft_p99_ms"]), w) for p, w in ((proxy, 1), (f"{proxy}-2", 2))
+               if p in figures]  # fmt: skip
+        if len(got) == 2:
+            best, workers = min(got)
+            out[f"{proxy}_best_added_ttft_p99_ms_{n}"] = round(best, 4)
+            out[f"{proxy}_best_workers_{n}"] = workers
+    return out
+
+
 def _ratio(a: float, b: float) -> float:
     """a / b; +inf when b ≤ 0 (nginx added nothing measurable) and a > 0."""
     if b > 0:
         return round(a / b, 3)
     return 0.0 if a <= 0 else float("inf")
+
+
+def parse_peers(text: str) -> dict[int, list[str]]:
+    """`64:envoy+litellm,512:tap-2` → {64: ["envoy", "litellm"], 512: ["tap-2"]}; ValueError if bad."""
+    out: dict[int, list[str]] = {}
+    for part in filter(None, text.split(",")):
+        n, sep, names = part.partition(":")
+        if not sep or not n.isdigit() or not names:
+            raise ValueError(f"--peers: {part!r} is not N:PATH[+PATH]")
+        for name in names.split("+"):
+            if name not in PEERS:
+                raise ValueError(f"--peers: unknown path {name!r} (known: {', '.join(PEERS)})")
+            out.setdefault(int(n), []).append(name)
+    return out
 
 
 def main() -> None:
@@ -349,6 +423,9 @@ def main() -> None:
     ap.add_argument(
         "--paths", default=",".join(PATHS), help="direct,nginx,pipe,tap,tap-metrics[,tap-content,aiohttp]"
     )
+    ap.add_argument(
+        "--peers", default="", help=f"N:PATH+PATH,... measured at N streams only; paths: {','.join(PEERS)}"
+    )
     args = ap.parse_args()
     bench = run_tap_bench(
         [int(s) for s in args.streams.split(",")],
@@ -357,6 +434,7 @@ def main() -> None:
         args.paths.split(","),
         log=lambda line: print(line, file=sys.stderr, flush=True),
         pinned=[int(s) for s in args.pinned.split(",") if s],
+        extra=parse_peers(args.peers),
     )
     levels = {n: summarize_level(s) for n, s in bench.samples.items()}
     print(json.dumps({"levels": levels, "keys": flat_keys(levels)}, indent=1, default=str))
