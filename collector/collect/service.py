@@ -132,7 +132,6 @@ class CollectorService:
         self.clock = clock
         self.window = Window(cfg.export.window_s)
         ex = cfg.export
-        goodput = load_goodput(ex.goodput, ex.slo_spec)
         self.metrics = RequestMetrics(
             None,
             ex.max_label_values,
