@@ -17,6 +17,8 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..common.errors import UpstreamError
+
 __all__ = ["Link", "LinkClosed", "Message"]
 
 log = logging.getLogger("lanewatch.gateway.workers")
@@ -26,7 +28,7 @@ MAX_FRAME = 256 * 1024 * 1024  # a merged /metrics page at the full series budge
 _LENGTH = struct.Struct(">I")
 
 
-class LinkClosed(ConnectionError):
+class LinkClosed(UpstreamError, ConnectionError):
     """The other side is gone (or never answered in time)."""
 
 
