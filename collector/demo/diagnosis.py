@@ -24,7 +24,6 @@ from .events import Event
 
 __all__ = ["FaultDiagnosis", "diagnosis_context", "finding_line"]
 
-STORY_ALERT = "LanewatchTTFTBurnRate"  # the page the story waits for (summary.py's too)
 # The fault pages ~11 s in; at the demo's ~2 requests/s the slow lane needs a longer range than
 # that for the diagnosis's min_requests, so the range reaches back before the fault (its 3 s queue
 # still dominates the lane's mean TTFT).
@@ -78,7 +77,7 @@ class FaultDiagnosis:
             return
         fired = any(
             e.kind == "alert_firing"
-            and e.details.get("alertname") == STORY_ALERT
+            and e.details.get("severity") == "page"
             and e.details.get("lane") == self.lane
             for e in events
         )

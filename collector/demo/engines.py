@@ -21,6 +21,9 @@ from .configs import DEMO_VLLM_RULES, DEMO_VLLM_SPEC
 from .timeline import Plan
 
 __all__ = [
+    "CPU_ARGS",
+    "CPU_ENV",
+    "DEMO_ENV",
     "ENGINES",
     "SIM_SIZING",
     "VLLM_CLASSES",
@@ -56,6 +59,14 @@ CPU_ENV: Final = {
     # lanewatch's OTLP receiver speaks OTLP/HTTP; vLLM's default exporter is gRPC.
     "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
 }
+# float32, not bfloat16: on cores without AVX-512 BF16 the CPU build emulates bfloat16, ~5x slower
+# (12 requests sharing a 250-word prefix on the small model: 21 s against 4.2 s, measured on 2 AVX2
+# cores). `-O 0` skips torch.compile: a start of ~48 s instead of ~105 s, at a small cost per step.
+CPU_ARGS: Final = ("--dtype", "float32", "-O", "0")
+# The demo runs two engines on a machine it assumes small: one OpenMP thread each. Two threads each
+# on 2 cores spin against one another (a 6-token request on the fast lane: p50 2.1 s against 0.07 s
+# while the slow lane served a burst, measured).
+DEMO_ENV: Final = {**CPU_ENV, "OMP_NUM_THREADS": "1"}
 
 
 # The request classes (probe and traffic) on real engines: the default classes' 1,500-word prompt
@@ -98,8 +109,10 @@ class Sizing:
 SIM_SIZING: Final = Sizing(None, rate_per_s=4.0, probe_interval_s=2.0, probe_timeouts={"ttft_s": 20.0})
 # Real engines: a request every two seconds is what two CPU engines serve beside each other on
 # 2 shared cores; short answers keep each request's CPU time small. The fault: long prompts
-# (~1,500 tokens each), 12 at once, straight to the slow lane. A request queued behind them
-# waits for ~18,000 prompt tokens of prefill.
+# (~1,500 tokens each), 4 at once, straight to the slow lane. A request queued behind them
+# waits for ~6,000 prompt tokens of prefill: ~30 s on one AVX2 core in float32 (the small model
+# prefills ~200 tokens/s there). Twelve at once queued ~100 s there: nothing behind them finished
+# before the fault cleared, so nothing was recorded to page on.
 VLLM_SIZING: Final = Sizing(
     DEMO_VLLM_SPEC,
     rules=DEMO_VLLM_RULES,
@@ -113,7 +126,7 @@ VLLM_SIZING: Final = Sizing(
     duration_s=900.0,
     classes=VLLM_CLASSES,
     fast_max_tokens=8,
-    burst=BurstSpec(concurrency=12, prompt_words=250, max_tokens=4),
+    burst=BurstSpec(concurrency=4, prompt_words=250, max_tokens=4),
     max_fault_s=180.0,
 )
 
@@ -168,7 +181,7 @@ def vllm_command(
     """`vllm serve` of a lane's model on 127.0.0.1:port under `served_name`, spans to `traces_url`."""
     argv = [
         str(inst.vllm), "serve", str(inst.model(lane)), "--served-model-name", served_name,
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+        "--host", "127.0.0.1", "--port", str(port), *CPU_ARGS,
         "--max-model-len", str(MAX_MODEL_LEN), "--otlp-traces-endpoint", traces_url,
     ]  # fmt: skip
-    return argv, dict(CPU_ENV)
+    return argv, dict(DEMO_ENV)

@@ -22,8 +22,6 @@ from .records import lane_stats
 
 __all__ = ["build_summary", "loop_timings", "write_summary"]
 
-STORY_ALERT = "LanewatchTTFTBurnRate"
-
 
 def _first(events: Sequence[Event], kind: str, after: float = float("-inf"), **match: str) -> float | None:
     for e in events:
@@ -32,15 +30,37 @@ def _first(events: Sequence[Event], kind: str, after: float = float("-inf"), **m
     return None
 
 
+def _pages_resolved(events: Sequence[Event], lane: str, after: float) -> float | None:
+    """When the last of `lane`'s pages that fired resolved after `after`; None while one still fires."""
+    firing: set[str] = set()
+    at: float | None = None
+    for e in events:
+        if e.details.get("lane") != lane or e.details.get("severity") != "page":
+            continue
+        name = str(e.details.get("alertname"))
+        if e.kind == "alert_firing":
+            firing.add(name)
+            at = None
+        elif e.kind == "alert_resolved" and name in firing:
+            firing.discard(name)
+            if not firing and e.t >= after:
+                at = e.t
+    return at if not firing else None
+
+
 def loop_timings(events: Sequence[Event], lane: str = "slow") -> dict[str, float | None]:
-    """Seconds from the fault to the TTFT page on `lane` and on to the degrade; from the clear to the
-    resolve and on to the restore (None where a step did not happen)."""
-    alert = {"alertname": STORY_ALERT, "lane": lane, "severity": "page"}
+    """Seconds from the fault to `lane`'s first page and on to the degrade; from the clear to the
+    resolve of its last page and on to the restore (None where a step did not happen).
+
+    Any page counts, as it does for the controller: a burst of long prompts may break TPOT (decode
+    steps wait behind prefill chunks) before TTFT, and the shift follows whichever pages first.
+    """
+    page = {"lane": lane, "severity": "page"}
     injected = _first(events, "fault_injected")
-    firing = _first(events, "alert_firing", injected or 0.0, **alert)
+    firing = _first(events, "alert_firing", injected or 0.0, **page)
     applied = _first(events, "degrade_applied", firing or injected or 0.0, lane=lane)
     cleared = _first(events, "fault_cleared")
-    resolved = _first(events, "alert_resolved", cleared or 0.0, **alert)
+    resolved = _pages_resolved(events, lane, cleared) if cleared is not None else None
     restored = _first(events, "degrade_restored", resolved or cleared or 0.0, lane=lane)
 
     def gap(a: float | None, b: float | None) -> float | None:

@@ -18,6 +18,7 @@ from lanewatch.collector.collect.gpu import load_nvml
 from lanewatch.collector.demo import KINDS, DemoResult, Stack
 from lanewatch.collector.demo.configs import MODELS
 from lanewatch.collector.demo.events import Event
+from lanewatch.collector.demo.summary import loop_timings
 from tests.e2e.panels import Panel, dashboard_panels
 
 GPU_PANELS = {
@@ -140,16 +141,14 @@ def assert_shifted_and_back(result: DemoResult, events: list[Event], margin_s: f
 
 def loop_gaps(events: list[Event]) -> tuple[float, float, float, float]:
     """fault -> page, page -> degrade, clear -> resolve, resolve -> restore, in seconds."""
-    page = {"alertname": "LanewatchTTFTBurnRate", "lane": "slow", "severity": "page"}
+    timings = loop_timings(events, "slow")  # from the slow lane's first page to its last resolve
     injected = first(events, "fault_injected", lane="slow")
-    firing = first(events, "alert_firing", **page)
     applied = first(events, "degrade_applied", lane="slow", shift_to="fast")
-    cleared = first(events, "fault_cleared", lane="slow")
-    resolved = first(events, "alert_resolved", **page)
-    restored = first(events, "degrade_restored", lane="slow")
     assert applied.details["shift_percent"] == 100
     assert not [e for e in events if e.kind == "alert_firing" and e.t < injected.t], "a page before the fault"
-    return (firing.t - injected.t, applied.t - firing.t, resolved.t - cleared.t, restored.t - resolved.t)
+    assert None not in timings.values(), f"a step of the loop is missing: {timings}"
+    to_alert, to_degrade, to_resolve, to_restore = (float(v or 0.0) for v in timings.values())
+    return to_alert, to_degrade, to_resolve, to_restore
 
 
 def check_outputs(out: Path, result: DemoResult, sources: Iterable[str] = ("probe", "tap")) -> None:

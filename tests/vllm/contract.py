@@ -141,7 +141,7 @@ def missing_reads(reads: Mapping[str, str], real: Mapping[str, Family]) -> list[
         elif fam.type != kind:
             problems.append(f"{name}: read as {kind}, a {fam.type} on the real page")
         elif name.endswith("_info"):
-            continue  # an info gauge is per engine (cache_config_info has no model_name); read by its own labels
+            continue  # an info gauge is per engine (cache_config_info has no model_name)
         elif missing := sorted(set(names.VLLM_LABELS) - fam.label_keys):
             problems.append(f"{name}: lacks label keys {missing}")
     return problems

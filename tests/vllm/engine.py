@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from lanewatch.collector.demo.engines import CPU_ENV, VLLM_VERSION, vllm_cache
+from lanewatch.collector.demo.engines import CPU_ARGS, CPU_ENV, VLLM_VERSION, vllm_cache
 from tests.servers import free_port, stop_process, wait_http
 
 MAX_MODEL_LEN = 2048
@@ -100,7 +100,7 @@ def start_vllm(
     port = free_port()
     args = [
         str(inst.vllm), "serve", str(inst.model(model)), "--served-model-name", model,
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+        "--host", "127.0.0.1", "--port", str(port), *CPU_ARGS,
         "--max-model-len", str(MAX_MODEL_LEN), *extra,
     ]  # fmt: skip
     env = {**os.environ, **CPU_ENV}  # the demo's: what the CPU build needs

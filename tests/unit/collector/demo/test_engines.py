@@ -77,7 +77,8 @@ def test_a_vllm_lane_serves_its_model_under_the_lanes_name_with_spans_over_http(
     assert flags["--host"] == "127.0.0.1" and flags["--port"] == "8002"
     assert flags["--otlp-traces-endpoint"] == "http://127.0.0.1:9464/v1/traces"
     assert env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
-    assert env == CPU_ENV
+    assert flags["--dtype"] == "float32" and flags["-O"] == "0"  # AVX2 cores emulate bfloat16; no compile
+    assert env == {**CPU_ENV, "OMP_NUM_THREADS": "1"}  # two engines on a small machine: a thread each
 
 
 def test_vllm_lanes_are_plain_http_without_certificates(tmp_path: Path) -> None:

@@ -47,6 +47,29 @@ def test_loop_timings_follow_the_ttft_page_of_the_lane() -> None:
     assert set(loop_timings([]).values()) == {None}
 
 
+def test_the_loop_follows_the_lanes_first_page_whichever_it_is_and_resolves_with_its_last() -> None:
+    tpot = {"alertname": "LanewatchTPOTBurnRate", "lane": "slow", "severity": "page", "slo": "tpot"}
+    story = [
+        Event(T0 + 20, "fault_injected", {"lane": "slow"}),
+        Event(T0 + 60, "alert_firing", tpot),  # decode steps waited behind the burst's prefill first
+        Event(T0 + 61, "degrade_applied", {"lane": "slow", "shift_to": "fast", "shift_percent": 100}),
+        Event(T0 + 85, "alert_firing", PAGE),
+        Event(T0 + 200, "fault_cleared", {"lane": "slow"}),
+        Event(T0 + 239, "alert_resolved", tpot),
+        Event(T0 + 250, "alert_firing", {**PAGE, "lane": "fast"}),  # another lane's page is not this one's
+        Event(T0 + 314, "alert_resolved", PAGE),
+        Event(T0 + 319, "degrade_restored", {"lane": "slow"}),
+    ]
+    assert loop_timings(story) == {
+        "fault_to_alert_s": 40.0,
+        "alert_to_degrade_s": 1.0,
+        "clear_to_resolve_s": 114.0,  # the last of the lane's pages, not the first to resolve
+        "resolve_to_restore_s": 5.0,
+    }
+    still_firing = [e for e in story if not (e.kind == "alert_resolved" and e.details == PAGE)]
+    assert loop_timings(still_firing)["clear_to_resolve_s"] is None
+
+
 def test_summary_holds_lanes_events_and_the_run_and_the_report_reads_its_events(tmp_path: Path) -> None:
     records = [
         RequestTiming("probe", "vllm-slow", "slow", "story", "m", ttft_s=3.2, e2e_s=9.0, output_tokens=256),
