@@ -30,7 +30,7 @@ def test_the_collector_counts_an_unknown_lane_and_class_as_other() -> None:
     cfg = LanewatchConfig.model_validate(
         {"targets": [], "gpu": {"enabled": False}, "otlp": {"enabled": False}, "scrape": {"enabled": False}}
     )
-    svc = CollectorService(cfg, source_factory=None)
+    svc = CollectorService.from_config(cfg, source_factory=None)  # the bundled SLO spec names the lanes
     record = RequestTiming(
         source="tap", target="gw", lane="sq1", request_class="sq2", model="m", started_at=1.7e9, status=200,
         ttfb_s=0.01, ttft_s=0.02, e2e_s=0.3, output_tokens=3,
