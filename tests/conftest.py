@@ -6,11 +6,17 @@ import os
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from lanewatch.collector.config import ENV_PREFIX
 from lanewatch.collector.degrade.adapters.files import find_binary
 
 from .missing import missing
+
+# Hypothesis' per-example deadline (200 ms) and its too-slow check time the machine, not the code:
+# `make test` runs tests a few at a time on two cores. Properties are checked without them.
+settings.register_profile("lanewatch", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("lanewatch")
 
 
 @pytest.fixture(autouse=True)

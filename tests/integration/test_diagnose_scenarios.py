@@ -28,6 +28,14 @@ from tests.integration.diagnose_matrix import (
 from tests.servers import free_port, lanewatch_command, start_simulator
 
 pytestmark = pytest.mark.integration
+# Load from tests beside them moves a healthy lane's P99 and the interference's overlap toward their
+# thresholds, so those run in `make test`'s serial pass; the rest hold under it.
+LOAD_SENSITIVE = {name for name, sc in SCENARIOS.items() if sc.expected is None} | {
+    "prefill/decode interference"
+}
+PARAMS = [
+    pytest.param(name, marks=pytest.mark.serial) if name in LOAD_SENSITIVE else name for name in SCENARIOS
+]
 
 
 def _probe_args(
@@ -97,7 +105,7 @@ def _diagnose(path: Path) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.parametrize("name", PARAMS)
 def test_each_condition_is_diagnosed_as_itself(tmp_path: Path, name: str) -> None:
     sc = SCENARIOS[name]
     doc = _diagnose(_records(tmp_path, sc))

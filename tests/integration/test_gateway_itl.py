@@ -28,7 +28,7 @@ from lanewatch.collector.record.window import summarize
 
 from .gateway_harness import chat_body, start_gateway, start_test_upstream
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 STREAMS, CHUNKS, GAP_MS = 50, 20, 50
 MARK = b'"content":"t'
 

@@ -31,7 +31,7 @@ from .scripted_server import (
     usage_chunk,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SHORT = ProbeSpec("short", "chat", max_tokens=5, prompt="SECRET-PROMPT-TEXT")
 FAST = Timeouts(connect_s=2.0, ttft_s=2.0, stall_s=2.0, total_s=10.0)

@@ -20,7 +20,7 @@ from lanewatch.collector.record.timing import ErrorKind, RequestTiming, breakdow
 from tests.conftest import require_binary
 from tests.servers import SimHandle, closed_port, wait_listening
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 
 def localhost(sim: SimHandle) -> str:

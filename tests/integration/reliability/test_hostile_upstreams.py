@@ -22,7 +22,7 @@ from tests.servers import free_port, started, wait_listening
 
 from .processes import Service, errors_by_kind, rss_kib, service, write_yaml
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 MAX_RSS_KIB = 200 * 1024
 HEALTHZ_S = 0.1
