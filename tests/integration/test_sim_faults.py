@@ -116,6 +116,7 @@ def test_prefill_slowdown_raises_prefill(sim: SimHandle) -> None:
     assert sim.truth("ps-1")["prefill_s"] > 8 * sim.truth("ps-0")["prefill_s"]
 
 
+@pytest.mark.serial  # client-side stamps: a reader preempted before the pause sees it shorter
 def test_stall_pauses_the_stream_midway(sim: SimHandle) -> None:
     set_faults(sim, {"stall_s": 0.5, "stall_after_tokens": 3})
     times = content_times(stream_lines(sim, chat(), "stall-1"))
