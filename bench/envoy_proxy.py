@@ -11,19 +11,17 @@ process. The binary is found as the degrade adapters find it (beside this Python
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lanewatch.collector.degrade.adapters.files import find_binary
 from tests.servers import free_port, started, wait_http
 
-from .nginx import children
+from .machine import ProxyProcess
 
-__all__ = ["EnvoyProcess", "envoy_bootstrap", "find_envoy", "start_envoy"]
+__all__ = ["envoy_bootstrap", "find_envoy", "start_envoy"]
 
 _LIMIT = 100_000  # circuit breakers: far past any concurrency the bench drives
 
@@ -88,20 +86,8 @@ def envoy_bootstrap(port: int, admin_port: int, upstream_port: int) -> dict[str,
     }
 
 
-@dataclass(frozen=True)
-class EnvoyProcess:
-    """A running Envoy: its listener URL and its process."""
-
-    url: str
-    proc: subprocess.Popen[bytes]
-
-    def pids(self) -> list[int]:
-        """The process and any children (a launcher script may run the binary as its child)."""
-        return [self.proc.pid, *children(self.proc.pid)]
-
-
 @contextmanager
-def start_envoy(binary: str, folder: Path, upstream_port: int, concurrency: int) -> Iterator[EnvoyProcess]:
+def start_envoy(binary: str, folder: Path, upstream_port: int, concurrency: int) -> Iterator[ProxyProcess]:
     """Run Envoy, `concurrency` worker threads, in front of 127.0.0.1:upstream_port until the block exits."""
     folder.mkdir(parents=True, exist_ok=True)
     port, admin = free_port(), free_port()
@@ -114,4 +100,4 @@ def start_envoy(binary: str, folder: Path, upstream_port: int, concurrency: int)
         wait_http(
             f"http://127.0.0.1:{admin}/ready", proc, lambda: log.read_text(errors="replace"), timeout_s=30
         )
-        yield EnvoyProcess(f"http://127.0.0.1:{port}", proc)
+        yield ProxyProcess(f"http://127.0.0.1:{port}", proc)

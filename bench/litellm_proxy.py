@@ -17,7 +17,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +24,10 @@ import yaml
 
 from tests.servers import free_port, started, wait_http
 
-from .nginx import children
+from .machine import ProxyProcess
 
 __all__ = [
     "LITELLM_VERSION",
-    "LiteLLMProcess",
     "ensure_litellm",
     "litellm_config",
     "litellm_env",
@@ -111,20 +109,8 @@ def ensure_litellm(version: str = LITELLM_VERSION) -> Path:
     return command
 
 
-@dataclass(frozen=True)
-class LiteLLMProcess:
-    """A running LiteLLM proxy: its URL and its process."""
-
-    url: str
-    proc: subprocess.Popen[bytes]
-
-    def pids(self) -> list[int]:
-        """The process and its children (uvicorn's worker, when it forks one)."""
-        return [self.proc.pid, *children(self.proc.pid)]
-
-
 @contextmanager
-def start_litellm(command: Path, folder: Path, upstream_url: str) -> Iterator[LiteLLMProcess]:
+def start_litellm(command: Path, folder: Path, upstream_url: str) -> Iterator[ProxyProcess]:
     """Run the proxy in front of `upstream_url` until the block exits."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "litellm.yaml"
@@ -138,4 +124,4 @@ def start_litellm(command: Path, folder: Path, upstream_url: str) -> Iterator[Li
     with started(args, log, env=litellm_env(dict(os.environ)), cwd=folder) as proc:
         url = f"http://127.0.0.1:{port}"
         wait_http(f"{url}/health/liveliness", proc, lambda: log.read_text(errors="replace"), timeout_s=120)
-        yield LiteLLMProcess(url, proc)
+        yield ProxyProcess(url, proc)

@@ -9,13 +9,49 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_s", "cpu_split", "machine_facts", "pin", "rss_mb", "runqueue_wait_s", "tool_versions"]
+__all__ = [
+    "ProxyProcess",
+    "children",
+    "cpu_s",
+    "cpu_split",
+    "machine_facts",
+    "pin",
+    "rss_mb",
+    "runqueue_wait_s",
+    "tool_versions",
+]
 
 _TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class ProxyProcess:
+    """A proxy the bench started: its URL and its process (a master, a launcher or the proxy itself)."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+
+    def pids(self) -> list[int]:
+        """The process and its children (nginx workers, a launched binary): CPU counts for all."""
+        return [self.proc.pid, *children(self.proc.pid)]
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (from /proc/*/stat: the kernel may lack .../children)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            kids.append(int(stat.parent.name))
+    return sorted(kids)
 
 
 def cpu_s(*pids: int) -> float:

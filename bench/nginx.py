@@ -15,10 +15,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["NginxProcess", "children", "find_nginx", "nginx_conf", "start_nginx"]
+from .machine import ProxyProcess
+
+__all__ = ["find_nginx", "nginx_conf", "start_nginx"]
 
 _SBIN = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 
@@ -69,36 +70,10 @@ http {{
 """
 
 
-@dataclass(frozen=True)
-class NginxProcess:
-    """A running nginx: its URL and its processes' ids (master first)."""
-
-    url: str
-    master: subprocess.Popen[bytes]
-    prefix: Path
-
-    def pids(self) -> list[int]:
-        """The master and its workers (CPU counts for all of them)."""
-        return [self.master.pid, *children(self.master.pid)]
-
-
-def children(pid: int) -> list[int]:
-    """Processes whose parent is `pid` (from /proc/*/stat: the kernel may lack .../children)."""
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid:
-            kids.append(int(stat.parent.name))
-    return sorted(kids)
-
-
 @contextmanager
 def start_nginx(
     binary: str, prefix: Path, port: int, upstream_port: int, workers: int = 1
-) -> Iterator[NginxProcess]:
+) -> Iterator[ProxyProcess]:
     """Run nginx (`workers` worker processes) in front of 127.0.0.1:upstream_port until the block exits."""
     prefix.mkdir(parents=True, exist_ok=True)
     conf = prefix / "nginx.conf"
@@ -113,7 +88,7 @@ def start_nginx(
     url = f"http://127.0.0.1:{port}"
     try:
         _wait(proc, f"{url}/health", prefix)
-        yield NginxProcess(url, proc, prefix)
+        yield ProxyProcess(url, proc)
     finally:
         if proc.poll() is None:
             proc.terminate()  # SIGTERM: fast shutdown of master and workers

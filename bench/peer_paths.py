@@ -15,7 +15,8 @@ from tests.servers import free_port, lanewatch_command, started, wait_http
 
 from .envoy_proxy import find_envoy, start_envoy
 from .litellm_proxy import ensure_litellm, start_litellm
-from .nginx import children, find_nginx, start_nginx
+from .machine import children
+from .nginx import find_nginx, start_nginx
 
 __all__ = ["PEERS", "STAMPLESS", "Unavailable", "start_peer"]
 
