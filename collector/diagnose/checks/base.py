@@ -32,6 +32,26 @@ class BaseCheck:
         ruled = tuple(ruled_out) or (summary,)
         return Finding(self.id, self.title, lane.lane, "ok", summary, tuple(evidence), ruled_out=ruled)
 
+    def gate(
+        self,
+        lane: LaneEvidence,
+        thresholds: Thresholds,
+        held: Signal,
+        summary: str,
+        shown: Iterable[Signal] = (),
+    ) -> tuple[list[Signal], Finding | None]:
+        """The evidence (the lane's TTFT against its SLO first), and `ok` unless `held` is breached
+        and the TTFT SLO is missed or unknown: the one rule of every share check."""
+        ttft = symptom(lane, "ttft", thresholds)
+        evidence = [*([ttft.signal] if ttft.signal is not None else []), held, *shown]
+        if not held.breached:
+            return evidence, self.ok(lane, summary, evidence)
+        if ttft.met and ttft.signal is not None:
+            name = ttft.signal.signal.removesuffix(" (SLO)")
+            met = f"{name} {ttft.signal.value:.3g} s meets its SLO of {ttft.signal.threshold:g} s"
+            return evidence, self.ok(lane, f"{summary}, but {met}", evidence)
+        return evidence, None
+
     def found(
         self,
         lane: LaneEvidence,
@@ -83,6 +103,15 @@ class Symptom:
     def known(self) -> bool:
         """True when both the quantile and the SLO are known."""
         return self.signal is not None and self.signal.threshold is not None
+
+    @property
+    def met(self) -> bool:
+        """True when the SLO is known and met: only then does a share check rule itself out.
+
+        With no SLO known a share check judges on the share alone, so a lane with no spec is
+        still diagnosed; with the SLO met, a large share is how the lane works, not a fault.
+        """
+        return self.known and not self.missed
 
 
 def symptom(lane: LaneEvidence, metric: str, thresholds: Thresholds) -> Symptom:

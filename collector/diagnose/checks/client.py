@@ -8,7 +8,7 @@ front end (tokenization), a gateway, a client-side queue or the network.
 
 from __future__ import annotations
 
-from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal, symptom
+from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal
 from lanewatch.collector.diagnose.evidence import LaneEvidence, Window
 from lanewatch.collector.diagnose.model import Finding, Fix, Signal
 from lanewatch.collector.diagnose.thresholds import Thresholds
@@ -49,17 +49,14 @@ class ConnectionSetup(BaseCheck):
         share = lane.stats.share(("dns", "connect", "tls"), "ttft")
         if share is None:
             return self.unknown(lane, ["records"])
-        ttft = symptom(lane, "ttft", thresholds)
-        evidence = [share_signal("DNS + connect + TLS share of TTFT", share, thresholds.connection_share)]
-        if ttft.signal is not None:
-            evidence.insert(0, ttft.signal)
+        held = share_signal("DNS + connect + TLS share of TTFT", share, thresholds.connection_share)
         idle = lane.stats.new_connections_after_idle
-        if idle is not None:
-            evidence.append(
-                Signal.shown(f"new connections after idle gaps > {thresholds.keepalive_s:g} s", idle)
-            )
-        if share.value < thresholds.connection_share or (ttft.known and not ttft.missed):
-            return self.ok(lane, f"connection set-up is {share.value:.0%} of TTFT", evidence)
+        after = f"new connections after idle gaps > {thresholds.keepalive_s:g} s"
+        shown = [Signal.shown(after, idle)] if idle is not None else []
+        summary = f"connection set-up is {share.value:.0%} of TTFT"
+        evidence, ok = self.gate(lane, thresholds, held, summary, shown)
+        if ok is not None:
+            return ok
         after_idle = idle is not None and idle.value > 0.5
         why = " after idle gaps longer than the server's keep-alive" if after_idle else ""
         return self.found(
@@ -88,15 +85,12 @@ class OutsideEngine(BaseCheck):
         engine = lane.stats.share(("queue", "prefill"), "ttft")
         if share is None or engine is None:
             return self.unknown(lane, ["server_phases"])
-        ttft = symptom(lane, "ttft", thresholds)
-        evidence = [
-            share_signal("send + residual share of TTFT", share, thresholds.outside_share),
-            Signal.shown("queue + prefill share of TTFT", engine),
-        ]
-        if ttft.signal is not None:
-            evidence.insert(0, ttft.signal)
-        if share.value < thresholds.outside_share or (ttft.known and not ttft.missed):
-            return self.ok(lane, f"{share.value:.0%} of TTFT is outside the engine", evidence)
+        held = share_signal("send + residual share of TTFT", share, thresholds.outside_share)
+        shown = [Signal.shown("queue + prefill share of TTFT", engine)]
+        summary = f"{share.value:.0%} of TTFT is outside the engine"
+        evidence, ok = self.gate(lane, thresholds, held, summary, shown)
+        if ok is not None:
+            return ok
         return self.found(
             lane,
             f"{share.value:.0%} of TTFT passes outside the engine's queue and prefill "

@@ -166,7 +166,7 @@ class SpecDecodeAcceptance(BaseCheck):
             evidence.insert(0, tpot.signal)
         if length.value >= thresholds.spec_acceptance_length:
             return self.ok(lane, f"drafts accepted: mean acceptance length {length.value:.2f}", evidence)
-        if tpot.known and not tpot.missed:
+        if tpot.met:
             return self.ok(lane, "acceptance is low but the lane meets its TPOT SLO", evidence)
         share = _decode_share(lane)
         return self.found(

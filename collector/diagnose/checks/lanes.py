@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 
-from lanewatch.collector.diagnose.checks.base import BaseCheck, any_latency_miss, explains, symptom
+from lanewatch.collector.diagnose.checks.base import BaseCheck, any_latency_miss, explains
 from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window
 from lanewatch.collector.diagnose.model import Finding, Fix, Signal
 from lanewatch.collector.diagnose.thresholds import Thresholds
@@ -99,19 +99,17 @@ class LaneMisrouting(BaseCheck):
         if fast_p99 is None or slow_p99 is None or slow_p99.value <= 0:
             return self.unknown(lane, ["TTFT P99 of both lanes"])
         ratio = Value(fast_p99.value / slow_p99.value, f"ttft p99 {lane.lane} / ttft p99 {slow.lane}")
-        evidence = [
-            Signal.held(f"P99 TTFT {lane.lane}/{slow.lane}", ratio, ">=", thresholds.convergence_ratio)
-        ]
-        ttft = symptom(lane, "ttft", thresholds)
-        if ttft.signal is not None:
-            evidence.insert(0, ttft.signal)
+        held = Signal.held(f"P99 TTFT {lane.lane}/{slow.lane}", ratio, ">=", thresholds.convergence_ratio)
         long = _long_share(lane, slow)
-        if long is not None:
-            evidence.append(
-                Signal.held("long requests on the fast lane", long, ">=", thresholds.long_request_share)
-            )
-        if ratio.value < thresholds.convergence_ratio or (ttft.known and not ttft.missed):
-            return self.ok(lane, f"the {lane.lane} lane stays apart from {slow.lane}", evidence)
+        shown = (
+            [Signal.held("long requests on the fast lane", long, ">=", thresholds.long_request_share)]
+            if long is not None
+            else []
+        )
+        summary = f"the {lane.lane} lane stays apart from {slow.lane}"
+        evidence, ok = self.gate(lane, thresholds, held, summary, shown)
+        if ok is not None:
+            return ok
         misrouted = long is not None and long.value >= thresholds.long_request_share
         why = "long requests run on the fast lane" if misrouted else "the fast lane lacks capacity"
         return self.found(

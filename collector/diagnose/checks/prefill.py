@@ -8,7 +8,7 @@ reuse is poor or caching is off.
 
 from __future__ import annotations
 
-from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal, symptom
+from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal
 from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window
 from lanewatch.collector.diagnose.model import Finding, Fix, Signal
 from lanewatch.collector.diagnose.thresholds import Thresholds
@@ -63,16 +63,12 @@ class PrefillPrefixReuse(BaseCheck):
         share = lane.stats.share(("prefill",), "ttft") if lane.stats.server_phases else None
         if share is None:
             return self.unknown(lane, ["server_phases"])
-        ttft = symptom(lane, "ttft", thresholds)
-        evidence = [share_signal("prefill share of TTFT", share, thresholds.prefill_share)]
-        if ttft.signal is not None:
-            evidence.insert(0, ttft.signal)
-        if lane.stats.prefill_per_prompt_token is not None:
-            evidence.append(
-                Signal.shown("prefill seconds per prompt token", lane.stats.prefill_per_prompt_token)
-            )
-        if share.value < thresholds.prefill_share or not (ttft.missed or not ttft.known):
-            return self.ok(lane, f"prefill is {share.value:.0%} of TTFT", evidence)
+        held = share_signal("prefill share of TTFT", share, thresholds.prefill_share)
+        slope = lane.stats.prefill_per_prompt_token
+        shown = [Signal.shown("prefill seconds per prompt token", slope)] if slope is not None else []
+        evidence, ok = self.gate(lane, thresholds, held, f"prefill is {share.value:.0%} of TTFT", shown)
+        if ok is not None:
+            return ok
         return self._cause(lane, thresholds, evidence, share)
 
     def _cause(self, lane: LaneEvidence, t: Thresholds, evidence: list[Signal], share: Value) -> Finding:

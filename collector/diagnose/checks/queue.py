@@ -212,13 +212,10 @@ class QueueUnsplit(BaseCheck):
         share = _queue_share(lane)
         if share is None:
             return self.unknown(lane, ["server_phases"])
-        ttft = symptom(lane, "ttft", thresholds)
-        evidence = [share_signal("queue share of TTFT", share, thresholds.queue_share)]
-        if ttft.signal is not None:
-            evidence.insert(0, ttft.signal)
-        anchored = ttft.missed or not ttft.known
-        if share.value < thresholds.queue_share or not anchored:
-            return self.ok(lane, f"the queue is {share.value:.0%} of TTFT", evidence)
+        held = share_signal("queue share of TTFT", share, thresholds.queue_share)
+        evidence, ok = self.gate(lane, thresholds, held, f"the queue is {share.value:.0%} of TTFT")
+        if ok is not None:
+            return ok
         s = lane.server
         if kv_bound(lane, thresholds) or compute_bound(lane, thresholds):
             return self.ok(lane, "split: see queue/kv-memory or queue/compute", evidence)

@@ -7,7 +7,7 @@ its SLO, the finding stands at that level and names what would split it.
 
 from __future__ import annotations
 
-from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal, symptom
+from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal
 from lanewatch.collector.diagnose.evidence import LaneEvidence, Window
 from lanewatch.collector.diagnose.model import Finding, Fix
 from lanewatch.collector.diagnose.thresholds import Thresholds
@@ -44,12 +44,10 @@ class ServerWaitUnsplit(BaseCheck):
         share = lane.stats.share(("server_wait",), "ttft")
         if share is None:
             return self.unknown(lane, ["records"])
-        ttft = symptom(lane, "ttft", thresholds)
-        evidence = [share_signal("server wait share of TTFT", share, thresholds.queue_share)]
-        if ttft.signal is not None:
-            evidence.insert(0, ttft.signal)
-        if share.value < thresholds.queue_share or (ttft.known and not ttft.missed):
-            return self.ok(lane, f"the server wait is {share.value:.0%} of TTFT", evidence)
+        held = share_signal("server wait share of TTFT", share, thresholds.queue_share)
+        evidence, ok = self.gate(lane, thresholds, held, f"the server wait is {share.value:.0%} of TTFT")
+        if ok is not None:
+            return ok
         return self.found(
             lane,
             f"{share.value:.0%} of TTFT waits on the server (queue, prefill or front end), unsplit: "

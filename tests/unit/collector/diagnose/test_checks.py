@@ -276,3 +276,28 @@ def test_records_without_server_phases_still_name_the_server_wait() -> None:
     assert [f.check for f in found] == ["server-wait/unsplit"]
     assert "server phases" in found[0].missing[0]
     assert found[0].fixes[0].action.startswith("join vLLM's spans")
+
+
+SHARE_CHECKS = (
+    "connection/setup",
+    "frontend/outside-engine",
+    "lanes/misrouting",
+    "prefill/prefix-reuse",
+    "queue/unsplit",
+    "server-wait/unsplit",
+)
+
+
+def _ttft_slo(w: Window, ttft_s: float | None) -> Window:
+    lanes = {name: replace(lane, slo=replace(lane.slo, ttft_s=ttft_s)) for name, lane in w.lanes.items()}
+    return replace(w, lanes=lanes)
+
+
+@pytest.mark.parametrize("check_id", SHARE_CHECKS)
+def test_a_share_check_judges_on_the_share_alone_without_a_ttft_slo_and_rules_out_when_it_is_met(
+    check_id: str,
+) -> None:
+    finds = CASES[check_id][0]()
+    assert _run(check_id, _ttft_slo(finds, None)).verdict == "finding"
+    met = _run(check_id, _ttft_slo(finds, 1e6))
+    assert met.verdict == "ok" and any("SLO" in r for r in met.ruled_out), met
