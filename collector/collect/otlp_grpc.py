@@ -39,19 +39,19 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
+from google.protobuf.message import Message
 
 from lanewatch.collector.collect.envoy_log import DEFAULT_CLASS
 from lanewatch.collector.collect.otlp import (
     OFF_LOOP_BYTES,
-    Admission,
-    OtlpError,
     ServerSpan,
     admit_spans,
     decode_protobuf,
+    trace_response,
 )
 from lanewatch.collector.collect.otlp_logs import (
     LOGS_SERVICE,
@@ -59,9 +59,12 @@ from lanewatch.collector.collect.otlp_logs import (
     LogsAdmission,
     admit_logs,
     decode_logs_protobuf,
+    logs_response,
 )
+from lanewatch.collector.collect.otlp_wire import Admission, OtlpError
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.heap import trim
+from lanewatch.collector.record.timing import RequestTiming
 
 log = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -81,37 +84,56 @@ RefusedSink = Callable[[Mapping[str, int]], None]  # spans refused, by reason (o
 LogsSink = Callable[[LogsAdmission], None]  # the records of one logs call, and its refused count
 
 
+E = TypeVar("E")
+T = TypeVar("T")
+
+
 @dataclass(frozen=True, slots=True)
-class GrpcExport:
-    """What to answer one Export call with: OK with the admitted spans, or an error status and message."""
+class GrpcExport(Generic[T]):
+    """What to answer one Export call with: OK with the admitted items and the answer's bytes, or
+    an error status and message."""
 
     code: grpc.StatusCode
     message: str = ""
-    admission: Admission = field(default_factory=Admission)
+    admission: Admission[T] = field(default_factory=Admission)
+    body: bytes = b""  # the serialized Export*ServiceResponse (a partial success when items were refused)
 
     @property
-    def spans(self) -> list[ServerSpan]:
-        """The spans admitted."""
-        return self.admission.spans
-
-    def response(self) -> bytes:
-        """The ExportTraceServiceResponse bytes (a partial success when spans were refused)."""
-        body: bytes = self.admission.response().SerializeToString()
-        return body
+    def kept(self) -> list[T]:
+        """The items admitted."""
+        return self.admission.kept
 
 
-def handle_grpc_export(
-    body: bytes, max_message_bytes: int, max_spans: int | None = MAX_SPANS, peer: str = ""
-) -> GrpcExport:
-    """Decode and admit one Export request's bytes: OK with its spans (refused ones counted), or why not."""
+def handle_grpc(
+    body: bytes,
+    max_message_bytes: int,
+    decode: Callable[[bytes], list[E]],
+    admit_items: Callable[[list[E]], Admission[T]],
+    respond: Callable[[Admission[T]], Message],
+) -> GrpcExport[T]:
+    """Decode and admit one Export request's bytes: OK with its items (refused ones counted), or why not."""
     if len(body) > max_message_bytes:  # gRPC refuses these first; kept for callers without gRPC's check
         too_big = f"message larger than {max_message_bytes} bytes"
         return GrpcExport(grpc.StatusCode.RESOURCE_EXHAUSTED, too_big)
     try:
-        spans = decode_protobuf(body, peer)
+        items = decode(body)
     except OtlpError as exc:
         return GrpcExport(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    return GrpcExport(grpc.StatusCode.OK, admission=admit_spans(spans, max_spans))
+    admission = admit_items(items)
+    return GrpcExport(grpc.StatusCode.OK, admission=admission, body=respond(admission).SerializeToString())
+
+
+def handle_grpc_export(
+    body: bytes, max_message_bytes: int, max_spans: int | None = MAX_SPANS, peer: str = ""
+) -> GrpcExport[ServerSpan]:
+    """One TraceService/Export request: OK with its `llm_request` spans, or why not."""
+    return handle_grpc(
+        body,
+        max_message_bytes,
+        lambda raw: decode_protobuf(raw, peer),
+        lambda spans: admit_spans(spans, max_spans),
+        trace_response,
+    )
 
 
 def handle_grpc_logs(
@@ -119,20 +141,15 @@ def handle_grpc_logs(
     max_message_bytes: int,
     max_records: int | None = MAX_LOG_RECORDS,
     default_class: str = DEFAULT_CLASS,
-) -> tuple[grpc.StatusCode, str, LogsAdmission]:
-    """Decode and admit one LogsService/Export request: OK with its records, or the status and why not."""
-    if len(body) > max_message_bytes:
-        return (
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            f"message larger than {max_message_bytes} bytes",
-            LogsAdmission(),
-        )
-    try:
-        entries = decode_logs_protobuf(body)
-    except OtlpError as exc:
-        return grpc.StatusCode.INVALID_ARGUMENT, str(exc), LogsAdmission()
-    admission = admit_logs(entries, max_records, default_class)
-    return grpc.StatusCode.OK, "", admission
+) -> GrpcExport[RequestTiming]:
+    """One LogsService/Export request: OK with the records its access-log entries became, or why not."""
+    return handle_grpc(
+        body,
+        max_message_bytes,
+        decode_logs_protobuf,
+        lambda entries: admit_logs(entries, max_records, default_class),
+        logs_response,
+    )
 
 
 def peer_host(peer: str) -> str:
@@ -270,8 +287,8 @@ class GrpcSpanReceiver:
             )
             if self._on_refused is not None:
                 self._on_refused(refused)
-        self._on_spans(result.spans)
-        return result.response()
+        self._on_spans(result.kept)
+        return result.body
 
     async def _export_logs(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
@@ -280,17 +297,17 @@ class GrpcSpanReceiver:
         lim = self.limits
         args = (body, lim.max_message_bytes, lim.max_log_records, lim.default_class)
         if len(body) > OFF_LOOP_BYTES:
-            code, message, admission = await asyncio.to_thread(handle_grpc_logs, *args)
+            result = await asyncio.to_thread(handle_grpc_logs, *args)
         else:
-            code, message, admission = handle_grpc_logs(*args)
-        if code is not grpc.StatusCode.OK:
-            await context.abort(code, message)
+            result = handle_grpc_logs(*args)
+        if result.code is not grpc.StatusCode.OK:
+            await context.abort(result.code, result.message)
+        admission = result.admission
         if admission.rejected:
             log.warning("rejected %d access-log records (%s)", admission.rejected, admission.reason)
         if self._on_logs is not None:
             self._on_logs(admission)
-        out: bytes = admission.response().SerializeToString()
-        return out
+        return result.body
 
     async def _admitted_body(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         """The call's message, once its token is checked (the call ends without the right one)."""

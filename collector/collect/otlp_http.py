@@ -19,19 +19,9 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request, Response
 
-from lanewatch.collector.collect.otlp import (
-    OFF_LOOP_BYTES,
-    ServerSpan,
-    handle_export,
-    too_large,
-    unauthorized,
-)
-from lanewatch.collector.collect.otlp_logs import (
-    MAX_LOG_RECORDS,
-    LogsAdmission,
-    LogsResult,
-    handle_logs_export,
-)
+from lanewatch.collector.collect.otlp import OFF_LOOP_BYTES, ServerSpan, handle_export
+from lanewatch.collector.collect.otlp_logs import MAX_LOG_RECORDS, LogsAdmission, handle_logs_export
+from lanewatch.collector.collect.otlp_wire import too_large, unauthorized
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
 
@@ -88,7 +78,7 @@ def traces_endpoint(
                 log.warning("rejected %d llm_request spans (%s)", result.rejected, result.reason)
                 if on_refused is not None:
                     on_refused(result.admission.refused())
-            receive(result.spans)
+            receive(result.kept)
         return Response(result.body, status_code=result.status, media_type=result.media_type)
 
     return traces
@@ -120,7 +110,7 @@ def logs_endpoint(
         encoding = request.headers.get("content-encoding")
         args = (body, ctype, encoding, max_body_bytes, max_records, default_class)
         if len(body) > OFF_LOOP_BYTES or (encoding or "").strip().lower() == "gzip":
-            result: LogsResult = await asyncio.to_thread(handle_logs_export, *args)
+            result = await asyncio.to_thread(handle_logs_export, *args)
         else:
             result = handle_logs_export(*args)
         if result.admission.rejected:

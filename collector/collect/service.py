@@ -229,8 +229,8 @@ class CollectorService:
     def receive_logs(self, admission: LogsAdmission) -> None:
         """Records from Envoy's access log (OTLP logs): the same path as the tap's; refused ones counted."""
         self.logs_refused += admission.rejected
-        self.logs_received += len(admission.records)
-        self.receive_records(admission.records)
+        self.logs_received += len(admission.kept)
+        self.receive_records(admission.kept)
 
     def count_refused(self, refused: Mapping[str, int]) -> None:
         """Spans a receiver refused (by reason): counted, never joined."""

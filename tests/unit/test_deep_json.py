@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.collector.collect.otlp import JSON, handle_export
+from lanewatch.collector.collect.otlp import handle_export
+from lanewatch.collector.collect.otlp_wire import JSON
 from lanewatch.collector.common.sse import ChunkKind, classify
 from lanewatch.simulator import protocol
 

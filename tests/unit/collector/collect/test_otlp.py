@@ -15,12 +15,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from lanewatch.collector.collect.otlp import (
     ATTR_PREFILL,
     ATTR_QUEUE,
-    JSON,
-    PROTOBUF,
     ServerSpan,
     decode_json,
     handle_export,
 )
+from lanewatch.collector.collect.otlp_wire import JSON, PROTOBUF
 
 LIMIT = 64 * 1024
 VLLM_ATTRS: dict[str, Any] = {
@@ -87,8 +86,8 @@ def test_protobuf_from_the_sdk_exporter_decodes() -> None:
     spans = sdk_spans(3)
     result = handle_export(protobuf_body(spans), PROTOBUF, None, LIMIT)
     assert result.status == 200 and result.media_type == PROTOBUF
-    assert len(result.spans) == 3
-    first = result.spans[0]
+    assert len(result.kept) == 3
+    first = result.kept[0]
     assert first.trace_id == format(spans[0].context.trace_id, "032x")
     assert (first.queue_s, first.prefill_s, first.decode_s) == (0.0123, 0.0456, 0.789)
     assert (first.prompt_tokens, first.completion_tokens, first.request_id) == (17, 16, "chatcmpl-abc")
@@ -98,22 +97,20 @@ def test_other_spans_and_spans_without_phases_are_ignored() -> None:
     other = sdk_spans(1, name="POST")
     partial = sdk_spans(1, attrs={ATTR_QUEUE: 0.1, ATTR_PREFILL: 0.2})  # no decode
     result = handle_export(protobuf_body(other + partial + sdk_spans(1)), PROTOBUF, None, LIMIT)
-    assert result.status == 200 and len(result.spans) == 1
+    assert result.status == 200 and len(result.kept) == 1
 
 
 def test_gzip_body() -> None:
     body = gzip.compress(protobuf_body(sdk_spans(2)))
     result = handle_export(body, "application/x-protobuf; charset=binary", "gzip", LIMIT)
-    assert result.status == 200 and len(result.spans) == 2
+    assert result.status == 200 and len(result.kept) == 2
 
 
 def test_json_body() -> None:
     tid = "4BF92F3577B34DA6A3CE929D0E0E4736"
     result = handle_export(json_body(tid, VLLM_ATTRS), JSON, None, LIMIT)
     assert result.status == 200 and result.body == b"{}"
-    assert result.spans == [
-        ServerSpan(tid.lower(), 0.0123, 0.0456, 0.789, "chatcmpl-abc", 0.06, 0.85, 17, 16)
-    ]
+    assert result.kept == [ServerSpan(tid.lower(), 0.0123, 0.0456, 0.789, "chatcmpl-abc", 0.06, 0.85, 17, 16)]
 
 
 def test_json_all_zero_trace_id_joins_nothing() -> None:
@@ -135,7 +132,7 @@ def test_json_all_zero_trace_id_joins_nothing() -> None:
 )
 def test_bad_body_is_400_with_a_status_message(body: bytes, ctype: str) -> None:
     result = handle_export(body, ctype, None, LIMIT)
-    assert result.status == 400 and not result.spans
+    assert result.status == 400 and not result.kept
     if ctype == PROTOBUF:
         assert status_pb2.Status.FromString(result.body).message
     else:

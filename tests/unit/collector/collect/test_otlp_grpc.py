@@ -15,19 +15,19 @@ def test_a_valid_request_is_ok_with_its_llm_request_spans() -> None:
     spans = sdk_spans(3) + sdk_spans(1, name="other")
     result = handle_grpc_export(protobuf_body(spans), 1 << 20)
     assert result.code is grpc.StatusCode.OK
-    assert [s.trace_id for s in result.spans] == [format(s.context.trace_id, "032x") for s in spans[:3]]
+    assert [s.trace_id for s in result.kept] == [format(s.context.trace_id, "032x") for s in spans[:3]]
 
 
 def test_undecodable_bytes_are_invalid_argument_with_the_reason_and_no_spans() -> None:
     result = handle_grpc_export(b"\x0a\xff\xff\xff\x0f", 1 << 20)
     assert result.code is grpc.StatusCode.INVALID_ARGUMENT
-    assert "ExportTraceServiceRequest" in result.message and result.spans == []
+    assert "ExportTraceServiceRequest" in result.message and result.kept == []
 
 
 def test_a_message_over_the_limit_is_resource_exhausted() -> None:
     body = protobuf_body(sdk_spans(5))
     result = handle_grpc_export(body, len(body) - 1)
-    assert result.code is grpc.StatusCode.RESOURCE_EXHAUSTED and result.spans == []
+    assert result.code is grpc.StatusCode.RESOURCE_EXHAUSTED and result.kept == []
     assert handle_grpc_export(body, len(body)).code is grpc.StatusCode.OK
 
 
@@ -54,8 +54,8 @@ _PHASES = {"gen_ai.latency.time_in_model_prefill": 0.02, "gen_ai.latency.time_in
 
 def test_nan_and_negative_spans_are_refused_alone_with_a_partial_success() -> None:
     result = handle_grpc_export(bad_then_good_body(4, 3), 1 << 20)
-    assert result.code is grpc.StatusCode.OK and len(result.spans) == 3
-    answer = ExportTraceServiceResponse.FromString(result.response())
+    assert result.code is grpc.StatusCode.OK and len(result.kept) == 3
+    answer = ExportTraceServiceResponse.FromString(result.body)
     assert answer.partial_success.rejected_spans == 4
     assert "not a finite, non-negative number" in answer.partial_success.error_message
     assert result.admission.refused() == {"invalid": 4}
@@ -63,10 +63,10 @@ def test_nan_and_negative_spans_are_refused_alone_with_a_partial_success() -> No
 
 def test_one_call_takes_at_most_the_span_bound_as_http_does() -> None:
     result = handle_grpc_export(protobuf_body(sdk_spans(2100)), 8 << 20)
-    assert len(result.spans) == 2048 and result.admission.refused() == {"limit": 52}
-    assert ExportTraceServiceResponse.FromString(result.response()).partial_success.rejected_spans == 52
+    assert len(result.kept) == 2048 and result.admission.refused() == {"limit": 52}
+    assert ExportTraceServiceResponse.FromString(result.body).partial_success.rejected_spans == 52
     clean = handle_grpc_export(protobuf_body(sdk_spans(2)), 1 << 20)
-    assert clean.response() == b""  # nothing refused: no partial_success at all
+    assert clean.body == b""  # nothing refused: no partial_success at all
 
 
 def test_the_token_is_the_bearer_token_in_authorization_metadata() -> None:

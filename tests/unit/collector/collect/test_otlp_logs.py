@@ -64,7 +64,7 @@ def test_protobuf_log_records_become_envoy_records() -> None:
     assert result.status == 200 and not ExportLogsServiceResponse.FromString(result.body).HasField(
         "partial_success"
     )
-    records = result.admission.records
+    records = result.admission.kept
     assert [r.request_id for r in records] == ["env-0", "env-1", "env-2"]
     assert all(r.source == "envoy" and r.lane == "fast" and r.status == 503 for r in records)
 
@@ -74,7 +74,7 @@ def test_one_bad_log_record_is_refused_alone_with_a_partial_success() -> None:
         [*good(2), log_record(ttft_us="-7"), LogRecord(body=AnyValue(string_value="hello")), *good(1)]
     )
     result = handle_logs_export(body, "application/x-protobuf", None, 1 << 20)
-    assert result.status == 200 and len(result.admission.records) == 3
+    assert result.status == 200 and len(result.admission.kept) == 3
     answer = ExportLogsServiceResponse.FromString(result.body)
     assert answer.partial_success.rejected_log_records == 2
     assert "log record 2" in answer.partial_success.error_message
@@ -83,7 +83,7 @@ def test_one_bad_log_record_is_refused_alone_with_a_partial_success() -> None:
 
 def test_one_call_takes_at_most_the_bound() -> None:
     result = handle_logs_export(logs_body(good(5)), "application/x-protobuf", None, 1 << 20, max_records=3)
-    assert len(result.admission.records) == 3 and result.admission.over_limit == 2
+    assert len(result.admission.kept) == 3 and result.admission.over_limit == 2
     assert ExportLogsServiceResponse.FromString(result.body).partial_success.rejected_log_records == 2
 
 
@@ -94,10 +94,10 @@ def test_json_and_gzip_are_taken_and_bad_bodies_are_400_413_415() -> None:
     raw = json.dumps(doc).encode()
     assert [r.trace_id for r in decode_logs_json(raw)] == [TRACE, TRACE]
     as_json = handle_logs_export(raw, "application/json", None, 1 << 20)
-    assert as_json.status == 200 and len(as_json.admission.records) == 2
-    assert as_json.admission.records[0].span_id == PARENT
+    assert as_json.status == 200 and len(as_json.admission.kept) == 2
+    assert as_json.admission.kept[0].span_id == PARENT
     zipped = handle_logs_export(gzip.compress(logs_body(good(2))), "application/x-protobuf", "gzip", 1 << 20)
-    assert zipped.status == 200 and len(zipped.admission.records) == 2
+    assert zipped.status == 200 and len(zipped.admission.kept) == 2
     assert handle_logs_export(b"\x0a\xff\xff", "application/x-protobuf", None, 1 << 20).status == 400
     assert handle_logs_export(b'{"resourceLogs": 3}', "application/json", None, 1 << 20).status == 400
     assert handle_logs_export(logs_body(good(9)), "application/x-protobuf", None, 1024).status == 413
@@ -106,11 +106,13 @@ def test_json_and_gzip_are_taken_and_bad_bodies_are_400_413_415() -> None:
 
 def test_grpc_decision_matches_http() -> None:
     body = logs_body([*good(2), log_record(response_code="9999")])
-    code, _, admission = handle_grpc_logs(body, 1 << 20)
-    assert code is grpc.StatusCode.OK and len(admission.records) == 2 and admission.invalid == 1
-    assert "response_code" in admission.response().partial_success.error_message
-    assert handle_grpc_logs(b"\x0a\xff\xff", 1 << 20)[0] is grpc.StatusCode.INVALID_ARGUMENT
-    assert handle_grpc_logs(body, len(body) - 1)[0] is grpc.StatusCode.RESOURCE_EXHAUSTED
+    result = handle_grpc_logs(body, 1 << 20)
+    assert result.code is grpc.StatusCode.OK and len(result.kept) == 2 and result.admission.invalid == 1
+    answer = ExportLogsServiceResponse.FromString(result.body)
+    assert answer.partial_success.rejected_log_records == 1
+    assert "response_code" in answer.partial_success.error_message
+    assert handle_grpc_logs(b"\x0a\xff\xff", 1 << 20).code is grpc.StatusCode.INVALID_ARGUMENT
+    assert handle_grpc_logs(body, len(body) - 1).code is grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
 def token_service(tmp_path: Path, **otlp: Any) -> tuple[CollectorService, list[RequestTiming]]:
