@@ -30,6 +30,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from lanewatch.collector.collect import otlp
+from lanewatch.collector.collect.otlp_wire import PROTOBUF
 from lanewatch.collector.config import ShippingConfig
 from lanewatch.collector.record.batch import encode_batch, encode_record
 from lanewatch.collector.record.timing import RequestTiming
@@ -115,13 +116,13 @@ def run_ingest_cost(count: int, tmp: Path) -> dict[str, Any]:
     with collector_process(tmp, _config(), port) as proc, httpx.Client(base_url=base, timeout=30) as client:
         warm_records, warm_spans = _batches(BATCH)[0]  # one batch first: imports and first-call costs
         client.post("/v1/records", content=warm_records, headers={"content-type": "application/json"})
-        client.post("/v1/traces", content=warm_spans, headers={"content-type": otlp.PROTOBUF})
+        client.post("/v1/traces", content=warm_spans, headers={"content-type": PROTOBUF})
         time.sleep(JOIN_WAIT_S + 0.5)
         before, cpu0, t0 = collector_totals(port), cpu_s(proc.pid), time.monotonic()
         for records, spans in batches:
             r = client.post("/v1/records", content=records, headers={"content-type": "application/json"})
             r.raise_for_status()
-            s = client.post("/v1/traces", content=spans, headers={"content-type": otlp.PROTOBUF})
+            s = client.post("/v1/traces", content=spans, headers={"content-type": PROTOBUF})
             s.raise_for_status()
         sent_s = time.monotonic() - t0
         time.sleep(JOIN_WAIT_S + 0.5)  # the unjoined half leaves the join
