@@ -32,11 +32,11 @@ import httpx
 import yaml
 from pydantic import Field
 
-from lanewatch.collector.common.degrade_wire import ActionName, LaneDegrade
+from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.common.names import HttpUrl, LaneName
 from lanewatch.collector.common.served_models import ServedModels
 
-from .base import Adapter, AdapterError, AdapterSettings, RouterView
+from .base import Adapter, AdapterError, AdapterSettings, Capability, RouterView
 from .envoy_lua import LUA_TYPE
 from .envoy_render import (
     EnvoyTemplate,
@@ -53,13 +53,13 @@ from .files import find_binary, read_text, run_command, write_atomic
 __all__ = ["EnvoyAdapter", "EnvoySettings"]
 
 log = logging.getLogger("lanewatch.degrade.adapters")
-CAPABILITIES: frozenset[ActionName] = frozenset({"shift", "shed"})
+CAPABILITIES: frozenset[Capability] = frozenset({"shift", "shed", "rewrite_model"})
 
 
 class EnvoyAdapter:
     """Envoy: the route file rendered, validated, renamed into place, confirmed from admin stats."""
 
-    capabilities: frozenset[ActionName] = CAPABILITIES
+    capabilities: frozenset[Capability] = CAPABILITIES
 
     def __init__(self, settings: EnvoySettings, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.name = settings.label
@@ -240,7 +240,7 @@ class EnvoySettings(AdapterSettings):
     # must hold it.
     rewrite_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 
-    capabilities: ClassVar[frozenset[ActionName]] = CAPABILITIES
+    capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
 
     def build(self) -> Adapter:
         """The adapter; its template must parse now, so a broken one stops the controller at start."""
