@@ -15,7 +15,8 @@ The include defines, from the operator's `$lanewatch_lane` (which lane a request
 - `$lanewatch_shed`: `1` for a request whose lane sheds its class; the config answers it
   `429` with `Retry-After: $lanewatch_retry_after` (deploy/nginx/nginx.conf).
 - Read-back: the state line at the head of the include on disk (what nginx was last given).
-- Cannot: cap max_tokens (no safe JSON body rewrite in stock nginx); skipped, audited, counted.
+- Cannot: cap max_tokens, or rewrite the model on a shift (`rewrite_model`): stock nginx has no
+  body rewrite without njs, which the shipped config does not load; skipped, audited, counted.
 """
 
 from __future__ import annotations

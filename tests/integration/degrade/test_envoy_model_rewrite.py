@@ -106,6 +106,14 @@ async def test_only_the_top_level_model_string_is_replaced_and_the_length_follow
         assert int(got.headers["Content-Length"]) == len(sent)
 
 
+async def test_a_model_key_written_with_escapes_is_the_model_key(tmp_path: Path) -> None:
+    async with router_setup("envoy", tmp_path, lanes=MODELS) as (ups, router, adapter, s):
+        await adapter.apply(SHIFTED, 1)
+        raw = _body().replace(b'"model": "big-model"', b'"mod\\u0065l": "big-model"')
+        assert (await _post(s, router, raw))[0] == 200
+        assert ups["fast"].last().body["model"] == "small-model"
+
+
 @pytest.mark.parametrize(
     ("asked", "served"),
     [
