@@ -81,6 +81,17 @@ local function read_string(s, i)
   end
 end
 
+-- The index after the JSON string starting at s[i] == '"', without decoding it; nil if unclosed.
+local function skip_string(s, i)
+  local j = i + 1
+  while true do
+    local k = s:find('["\\]', j)
+    if not k then return nil end
+    if s:byte(k) == 34 then return k + 1 end
+    j = k + 2
+  end
+end
+
 local function skip_ws(s, i)
   return s:find('[^ \t\r\n]', i) or #s + 1
 end
@@ -88,10 +99,7 @@ end
 -- The index after the JSON value at s[i] (any depth, brackets matched); nil if malformed.
 local function skip_value(s, i)
   local c = s:sub(i, i)
-  if c == '"' then
-    local _, after = read_string(s, i)
-    return after
-  end
+  if c == '"' then return skip_string(s, i) end
   if c ~= '{' and c ~= '[' then
     local a, b = s:find('^[%w%.%+%-]+', i)
     return a and b + 1 or nil
@@ -102,9 +110,8 @@ local function skip_value(s, i)
     if not k then return nil end
     local d = s:sub(k, k)
     if d == '"' then
-      local _, after = read_string(s, k)
-      if not after then return nil end
-      j = after
+      j = skip_string(s, k)
+      if not j then return nil end
     else
       if d == '{' or d == '[' then
         stack[#stack + 1] = d

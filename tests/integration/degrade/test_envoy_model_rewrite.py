@@ -7,6 +7,7 @@ record each request's body and headers, so what Envoy sent each lane is read the
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,28 @@ async def test_a_body_over_the_bound_is_refused_and_one_with_no_model_string_pas
         assert _counts(ups) == before
         assert (await _post(s, router, _body(model=7)))[0] == 200
         assert ups["fast"].last().body["model"] == 7
+
+
+async def _chunked(s: aiohttp.ClientSession, router: Router, body: bytes) -> int:
+    async def chunks() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 1000):
+            yield body[i : i + 1000]
+
+    headers = {"x-lanewatch-lane": "slow", "content-type": "application/json"}
+    async with s.post(f"{router.url}/v1/chat/completions", data=chunks(), headers=headers) as r:
+        await r.read()
+        return r.status
+
+
+async def test_a_chunked_body_is_rewritten_and_bounded_once_buffered(tmp_path: Path) -> None:
+    setup = router_setup("envoy", tmp_path, lanes=MODELS, rewrite_max_bytes=4096)
+    async with setup as (ups, router, adapter, s):
+        await adapter.apply(SHIFTED, 1)
+        assert await _chunked(s, router, _body(content="x" * 2500)) == 200
+        assert ups["fast"].last().body["model"] == "small-model"
+        before = _counts(ups)
+        assert await _chunked(s, router, _body(content="x" * 5000)) == 413
+        assert _counts(ups) == before
 
 
 async def test_a_rewrite_needs_the_lua_filter_in_envoy_listener(tmp_path: Path) -> None:
