@@ -142,6 +142,8 @@ async def test_a_body_over_the_bound_is_refused_and_one_with_no_model_string_pas
         assert _counts(ups) == before
         assert (await _post(s, router, _body(model=7)))[0] == 200
         assert ups["fast"].last().body["model"] == 7
+        async with s.get(f"{router.url}/v1/models", headers={"x-lanewatch-lane": "slow"}) as r:
+            assert r.status == 200  # no body: nothing to buffer or rewrite
 
 
 async def _chunked(s: aiohttp.ClientSession, router: Router, body: bytes) -> int:
