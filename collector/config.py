@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from lanewatch.collector.classify_config import DEFAULT_CLASS_RULES, ClassRule, HintsConfig
 from lanewatch.collector.common.headers import CLASS_HEADER
 from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
+from lanewatch.collector.common.served_models import ServedModels
 
 # ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
 from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
@@ -212,38 +213,13 @@ class ServerConfig(Section):
     head_timeout_s: float = Field(default=10.0, gt=0)  # a request head must be complete within this
 
 
-class LaneConfig(Section):
-    """A gateway lane: a pool of upstreams serving one tier."""
+class LaneConfig(Section, ServedModels):
+    """A gateway lane: a pool of upstreams serving one tier, and its models (`ServedModels`)."""
 
     upstreams: list[HttpUrl] = Field(min_length=1)  # base URLs, e.g. http://10.0.0.5:8000
     cacert: Path | None = None
     insecure: bool = False  # skip TLS verification (-k)
     api_key_file: Path | None = None  # sent upstream as the bearer token; never logged
-    # The model names this lane's upstreams serve; the first is what a request for another model
-    # is rewritten to when it is served here (a degrade shift, a routing rule). Empty: not declared,
-    # requests pass with the model they name.
-    models: list[str] = Field(default_factory=list)
-    model_map: dict[str, str] = Field(default_factory=dict)  # requested model -> one of `models`
-
-    @field_validator("models")
-    @classmethod
-    def _model_names(cls, value: list[str]) -> list[str]:
-        if any(not name.strip() for name in value):
-            raise ValueError("model names must not be empty")
-        return check_unique(value, "model names")
-
-    @model_validator(mode="after")
-    def _map_targets_served(self) -> LaneConfig:
-        if self.model_map and not self.models:
-            raise ValueError("model_map needs models: the names this lane serves")
-        for requested, served in self.model_map.items():
-            if not requested.strip():
-                raise ValueError("model_map: a requested model name must not be empty")
-            if requested in self.models:
-                raise ValueError(f"model_map: {requested!r} is served by this lane itself; drop the entry")
-            if served not in self.models:
-                raise ValueError(f"model_map: {requested!r} -> {served!r}, not one of models {self.models}")
-        return self
 
 
 class RegexRoute(Section):

@@ -165,15 +165,15 @@ def adapters(
     markdown: bool = typer.Option(False, "--markdown", help="Print the table docs/degrade.md carries."),
 ) -> None:
     """List the adapter kinds: the actions each router can take, its settings, what it is."""
-    from lanewatch.collector.common.degrade_wire import ACTIONS
     from lanewatch.collector.degrade.adapters import REGISTRY
+    from lanewatch.collector.degrade.adapters.base import CAPABILITY_NAMES
 
     if markdown:
         typer.echo(REGISTRY.table())
         return
     for kind in REGISTRY.kinds():
         settings = REGISTRY.settings(kind)
-        can = ", ".join(a for a in ACTIONS if a in settings.capabilities) or "nothing"
+        can = ", ".join(a for a in CAPABILITY_NAMES if a in settings.capabilities) or "nothing"
         fields = ", ".join(f for f in settings.model_fields if f != "kind")
         typer.echo(f"{kind}: {REGISTRY.summary(kind)}\n  can: {can}\n  settings: {fields}")
 

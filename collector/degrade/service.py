@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .adapters import Adapter, AdapterError, restrict
+from .adapters.base import REWRITE_MODEL
 from .decision import FUTURE_TOLERANCE_S, Decision, on_notification, on_tick
 from .metrics import DegradeMetrics
 from .policy import Policy
@@ -215,7 +216,12 @@ class DegradeService:
         for lane, action in sorted(now - self._skipped[adapter.name]):
             self._metrics.adapter_skipped.labels(adapter.name, action).inc()
             log.warning("adapter %s cannot %s: skipped on lane %s", adapter.name, action, lane)
-            detail = {"adapter": adapter.name, "revision": revision, "reason": "not supported by the router"}
+            reason = "not supported by the router"
+            if action == REWRITE_MODEL:
+                reason = (
+                    "the router shifts with the body unchanged: the faster lane must serve the lane's model"
+                )
+            detail = {"adapter": adapter.name, "revision": revision, "reason": reason}
             self._store_audit(AuditEntry(self._clock(), "adapter_skipped", lane, action, detail))
         self._skipped[adapter.name] = now
 

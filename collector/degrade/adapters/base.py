@@ -4,7 +4,10 @@ An adapter makes one router hold the controller's whole desired degrade state (d
 the same state sent twice changes nothing), reads back what the router actually holds, and
 declares the actions it can take. The controller strips the actions an adapter cannot take
 before it applies (`restrict`), and audits and counts each one it skipped; the policy never
-knows which router it drives. Pure, apart from `read_secret`.
+knows which router it drives. One capability is not an action: `rewrite_model`, asking the
+faster lane for a model it serves on a shift. A router without it still shifts, with the
+request body unchanged, and the controller audits and counts `rewrite_model` as skipped.
+Pure, apart from `read_secret`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar, Final, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,15 +25,21 @@ from lanewatch.collector.common.errors import UpstreamError
 
 __all__ = [
     "ALL_ACTIONS",
+    "CAPABILITY_NAMES",
+    "REWRITE_MODEL",
     "Adapter",
     "AdapterError",
     "AdapterSettings",
+    "Capability",
     "RouterView",
     "read_secret",
     "restrict",
 ]
 
-ALL_ACTIONS: frozenset[ActionName] = frozenset(ACTIONS)
+Capability = ActionName | Literal["rewrite_model"]
+REWRITE_MODEL: Final = "rewrite_model"  # a shift asks the faster lane for a model it serves
+CAPABILITY_NAMES: tuple[Capability, ...] = (*ACTIONS, REWRITE_MODEL)
+ALL_ACTIONS: frozenset[Capability] = frozenset(CAPABILITY_NAMES)  # every action, the model rewrite too
 
 
 class AdapterError(UpstreamError):
@@ -54,7 +63,7 @@ class Adapter(Protocol):
     """Something that makes a router hold the desired degrade state."""
 
     name: str
-    capabilities: frozenset[ActionName]  # the actions this router can take; the rest are skipped
+    capabilities: frozenset[Capability]  # the actions this router can take; the rest are skipped
 
     async def apply(self, lanes: dict[str, LaneDegrade], revision: int) -> None:
         """Make the router hold exactly `lanes` (a lane absent has no degrade); AdapterError if not."""
@@ -70,14 +79,19 @@ class Adapter(Protocol):
 
 
 def restrict(
-    lanes: Mapping[str, LaneDegrade], capabilities: frozenset[ActionName]
-) -> tuple[dict[str, LaneDegrade], list[tuple[str, ActionName]]]:
-    """`lanes` without the actions outside `capabilities`, and the (lane, action) pairs dropped."""
+    lanes: Mapping[str, LaneDegrade], capabilities: frozenset[Capability]
+) -> tuple[dict[str, LaneDegrade], list[tuple[str, Capability]]]:
+    """`lanes` without the actions outside `capabilities`, and the (lane, capability) pairs dropped.
+
+    A shift kept by a router that cannot rewrite the model drops `rewrite_model` alone.
+    """
     kept: dict[str, LaneDegrade] = {}
-    dropped: list[tuple[str, ActionName]] = []
+    dropped: list[tuple[str, Capability]] = []
     for lane, spec in sorted(lanes.items()):
         off = [a for a in spec.active() if a not in capabilities]
         dropped += [(lane, a) for a in off]
+        if "shift" in spec.active() and "shift" not in off and REWRITE_MODEL not in capabilities:
+            dropped.append((lane, REWRITE_MODEL))
         spec = replace(
             spec,
             shift_to=None if "shift" in off else spec.shift_to,
@@ -113,7 +127,7 @@ class AdapterSettings(BaseModel):
     # one kind need names of their own.
     name: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,31}$")
 
-    capabilities: ClassVar[frozenset[ActionName]] = frozenset()
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
     # Flat `degrade.*` keys of older configs (and the flags that set them) -> this entry's field.
     legacy_keys: ClassVar[Mapping[str, str]] = {}
     # A flat key that, in a config with no `adapters` list, means "drive this adapter".

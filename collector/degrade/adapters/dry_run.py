@@ -11,10 +11,10 @@ import json
 import logging
 from typing import ClassVar, Literal
 
-from lanewatch.collector.common.degrade_wire import ActionName, LaneDegrade
+from lanewatch.collector.common.degrade_wire import LaneDegrade
 
 from ..state import lanes_to_json
-from .base import ALL_ACTIONS, Adapter, AdapterSettings, RouterView
+from .base import ALL_ACTIONS, Adapter, AdapterSettings, Capability, RouterView
 
 __all__ = ["DryRunAdapter", "DryRunSettings"]
 
@@ -24,7 +24,7 @@ log = logging.getLogger("lanewatch.degrade.adapters")
 class DryRunAdapter:
     """Logs each new desired state; changes nothing anywhere."""
 
-    capabilities: frozenset[ActionName] = ALL_ACTIONS
+    capabilities: frozenset[Capability] = ALL_ACTIONS
 
     def __init__(self, name: str = "dry-run") -> None:
         self.name = name
@@ -56,7 +56,7 @@ class DryRunSettings(AdapterSettings):
 
     kind: Literal["dry-run"] = "dry-run"
 
-    capabilities: ClassVar[frozenset[ActionName]] = DryRunAdapter.capabilities
+    capabilities: ClassVar[frozenset[Capability]] = DryRunAdapter.capabilities
 
     def build(self) -> Adapter:
         """The adapter."""

@@ -7,9 +7,10 @@ stats to count it: `rds.<name>.update_success` (taken) or `rds.<name>.update_rej
 (refused: the previous file is put back, and Envoy keeps serving the routes it held).
 
 - Shift: the lane's marked route sends `shift_percent` of its requests to the faster
-  lane's cluster (`weighted_clusters`, in tenths of a percent). The body is not rewritten:
-  the faster lane's servers must answer to the model names the lane's clients send
-  (vLLM's `--served-model-name` takes several names), or the lanes serve one model.
+  lane's cluster (`weighted_clusters`, in tenths of a percent). Where `lanes` declares the
+  lanes' models and they differ, the requests Envoy sends to the faster cluster get their
+  body's `model` rewritten to one the faster lane serves, by a Lua script on that cluster
+  weight (envoy_lua.py); the bootstrap's listener needs the Lua filter, which is checked.
 - Shed: a `direct_response` 429 with `retry-after` for the shed class's requests, ahead of the
   lane's route; the template's `classes` rules decide the class, nothing else does.
 - Read-back: Envoy's `/config_dump` of the route configuration, read into lanes.
@@ -31,23 +32,34 @@ import httpx
 import yaml
 from pydantic import Field
 
-from lanewatch.collector.common.degrade_wire import ActionName, LaneDegrade
-from lanewatch.collector.common.names import HttpUrl
+from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.common.names import HttpUrl, LaneName
+from lanewatch.collector.common.served_models import ServedModels
 
-from .base import Adapter, AdapterError, AdapterSettings, RouterView
-from .envoy_render import EnvoyTemplate, held_lanes, parse_template, render, render_text, validation_bootstrap
+from .base import Adapter, AdapterError, AdapterSettings, Capability, RouterView
+from .envoy_lua import LUA_TYPE
+from .envoy_render import (
+    EnvoyTemplate,
+    ModelRewrite,
+    held_lanes,
+    parse_template,
+    render,
+    render_text,
+    rewrites_model,
+    validation_bootstrap,
+)
 from .files import find_binary, read_text, run_command, write_atomic
 
 __all__ = ["EnvoyAdapter", "EnvoySettings"]
 
 log = logging.getLogger("lanewatch.degrade.adapters")
-CAPABILITIES: frozenset[ActionName] = frozenset({"shift", "shed"})
+CAPABILITIES: frozenset[Capability] = frozenset({"shift", "shed", "rewrite_model"})
 
 
 class EnvoyAdapter:
     """Envoy: the route file rendered, validated, renamed into place, confirmed from admin stats."""
 
-    capabilities: frozenset[ActionName] = CAPABILITIES
+    capabilities: frozenset[Capability] = CAPABILITIES
 
     def __init__(self, settings: EnvoySettings, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.name = settings.label
@@ -56,6 +68,7 @@ class EnvoyAdapter:
             base_url=settings.admin_url, timeout=settings.timeout_s, transport=transport
         )
         self._confirmed: str | None = None  # the route file text Envoy was last seen to take
+        self._has_lua = False  # Envoy's listeners were seen to run the Lua filter
 
     def __repr__(self) -> str:
         return f"EnvoyAdapter({str(self._s.route_file)!r}, admin={self._s.admin_url!r})"
@@ -70,10 +83,14 @@ class EnvoyAdapter:
     async def apply(self, lanes: dict[str, LaneDegrade], revision: int) -> None:
         """Render, validate, move into place and confirm; the file on disk is left valid throughout."""
         template = self.template()
-        text = render_text(render(template, lanes))
+        rewrite = ModelRewrite(self._s.lanes, self._s.rewrite_max_bytes)
+        routes = render(template, lanes, rewrite)
+        text = render_text(routes)
         previous = read_text(self._s.route_file)
         if text == previous == self._confirmed:
             return
+        if rewrites_model(routes):
+            await self._check_lua_filter()
         await self._validate(template, text)
         before = await self._counters(template.name)
         write_atomic(self._s.route_file, text)
@@ -108,6 +125,27 @@ class EnvoyAdapter:
             raise AdapterError(
                 f"rendered routes do not validate (envoy --mode validate): {reason}", retryable=False
             )
+
+    async def _check_lua_filter(self) -> None:
+        """AdapterError unless Envoy's listeners run the Lua filter that the model rewrite rides on."""
+        if self._has_lua:
+            return
+        try:
+            response = await self._client.get("/config_dump", params={"resource": "static_listeners"})
+        except httpx.HTTPError as exc:
+            raise AdapterError(
+                f"envoy admin {self._s.admin_url}: {type(exc).__name__}", retryable=True
+            ) from None
+        if response.status_code != 200:
+            raise AdapterError(f"envoy admin /config_dump answered {response.status_code}", retryable=True)
+        if f'"{LUA_TYPE}"' not in response.text:
+            raise AdapterError(
+                "the shift rewrites the model, but Envoy's listener has no Lua filter "
+                "(envoy.filters.http.lua before the router in http_filters, as deploy/envoy/bootstrap.yaml "
+                "has it): a shifted request would reach the faster lane naming a model it does not serve",
+                retryable=False,
+            )
+        self._has_lua = True
 
     async def _counters(self, name: str) -> tuple[int, int]:
         """(update_success, update_rejected) of the route configuration, from the admin stats.
@@ -194,8 +232,15 @@ class EnvoySettings(AdapterSettings):
     validate_with_envoy: bool = True  # `envoy --mode validate` before the file is moved into place
     envoy_binary: str | None = None  # default: envoy beside this Python, then on PATH
     validate_timeout_s: float = Field(default=20.0, gt=0)
+    # Each lane's models, as gateway.lanes.<lane>.models and model_map declare them: a shift
+    # between lanes whose models differ rewrites the moved requests' `model`. Empty: no rewrite.
+    lanes: dict[LaneName, ServedModels] = Field(default_factory=dict)
+    # The largest request body the rewrite buffers; a larger shifted request is refused with 413.
+    # Envoy's own buffer (the listener's per_connection_buffer_limit_bytes, 1 MiB by default)
+    # must hold it.
+    rewrite_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 
-    capabilities: ClassVar[frozenset[ActionName]] = CAPABILITIES
+    capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
 
     def build(self) -> Adapter:
         """The adapter; its template must parse now, so a broken one stops the controller at start."""

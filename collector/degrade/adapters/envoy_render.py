@@ -7,8 +7,9 @@ marked `metadata.filter_metadata.lanewatch.lane` and sends to the lane's cluster
 (`route.cluster`); the marked routes are the only ones a render changes:
 
 - shift `p%` to lane T: the route's `cluster` becomes `weighted_clusters` of the lane's
-  cluster (weight 1000 - 10p) and T's cluster (10p); the request body is sent unchanged,
-  so T's servers must serve the model names the lane's clients ask for.
+  cluster (weight 1000 - 10p) and T's cluster (10p). Where the lanes' models say a moved
+  request may need another model (`ModelRewrite`), T's cluster weight carries the Lua
+  script that rewrites the body's `model` (envoy_lua.py); else the body is sent unchanged.
 - shed class K: a route is put before the lane's route, matching what it matches and K's
   rule as well, answering `429` with `retry-after` from Envoy itself (`direct_response`).
 
@@ -28,16 +29,20 @@ import yaml
 
 from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.common.names import check_class_name, check_lane_name
+from lanewatch.collector.common.served_models import ServedModels
 
 from .base import AdapterError
+from .envoy_lua import LUA_FILTER, LUA_TYPE, needs_rewrite, rewrite_config
 
 __all__ = [
     "ROUTE_TYPE",
     "EnvoyTemplate",
+    "ModelRewrite",
     "held_lanes",
     "parse_template",
     "render",
     "render_text",
+    "rewrites_model",
     "validation_bootstrap",
 ]
 
@@ -62,6 +67,14 @@ class EnvoyTemplate:
     def name(self) -> str:
         """The route configuration's name (the bootstrap's `rds.route_config_name`)."""
         return str(self.route_config["name"])
+
+
+@dataclass(frozen=True)
+class ModelRewrite:
+    """The lanes' models (lane -> what it serves) and the largest body the rewrite buffers."""
+
+    lanes: Mapping[str, ServedModels]
+    max_bytes: int = 1024 * 1024
 
 
 def _bad(message: str) -> AdapterError:
@@ -146,8 +159,13 @@ def _classes(raw: object) -> dict[str, dict[str, Any]]:
     return out
 
 
-def render(template: EnvoyTemplate, lanes: Mapping[str, LaneDegrade]) -> dict[str, Any]:
-    """The RouteConfiguration that makes Envoy hold `lanes`; AdapterError for a state it cannot hold."""
+def render(
+    template: EnvoyTemplate, lanes: Mapping[str, LaneDegrade], rewrite: ModelRewrite | None = None
+) -> dict[str, Any]:
+    """The RouteConfiguration that makes Envoy hold `lanes`; AdapterError for a state it cannot hold.
+
+    With `rewrite`, a shift between lanes whose models differ rewrites the moved requests' model.
+    """
     _check_state(template, lanes)
     rc = copy.deepcopy(template.route_config)
     for host in rc.get("virtual_hosts", []):
@@ -159,7 +177,7 @@ def render(template: EnvoyTemplate, lanes: Mapping[str, LaneDegrade]) -> dict[st
                 out.append(route)
                 continue
             out += [_shed_route(template, route, mark["lane"], c) for c in spec.shed_classes]
-            out.append(_shift_route(template, route, mark["lane"], spec))
+            out.append(_shift_route(template, route, mark["lane"], spec, rewrite))
         host["routes"] = out
     return rc
 
@@ -186,17 +204,23 @@ def _check_state(template: EnvoyTemplate, lanes: Mapping[str, LaneDegrade]) -> N
 
 
 def _shift_route(
-    template: EnvoyTemplate, route: dict[str, Any], lane: str, spec: LaneDegrade
+    template: EnvoyTemplate,
+    route: dict[str, Any],
+    lane: str,
+    spec: LaneDegrade,
+    rewrite: ModelRewrite | None,
 ) -> dict[str, Any]:
     if "shift" not in spec.active() or spec.shift_to is None:
         return route
     moved = round(float(spec.shift_percent) * WEIGHT_TOTAL / 100)
     action = {k: v for k, v in route["route"].items() if k != "cluster"}
+    target: dict[str, Any] = {"name": template.clusters[spec.shift_to], "weight": moved}
+    if rewrite is not None:
+        models = rewrite.lanes.get(spec.shift_to)
+        if models is not None and needs_rewrite(rewrite.lanes.get(lane), models):
+            target["typed_per_filter_config"] = {LUA_FILTER: rewrite_config(models, rewrite.max_bytes)}
     action["weighted_clusters"] = {
-        "clusters": [
-            {"name": template.clusters[lane], "weight": WEIGHT_TOTAL - moved},
-            {"name": template.clusters[spec.shift_to], "weight": moved},
-        ]
+        "clusters": [{"name": template.clusters[lane], "weight": WEIGHT_TOTAL - moved}, target]
     }
     return {**route, "route": action}
 
@@ -246,19 +270,24 @@ def render_text(route_config: Mapping[str, Any]) -> str:
 
 
 def validation_bootstrap(route_config: Mapping[str, Any]) -> dict[str, Any]:
-    """A bootstrap holding `route_config` inline (clusters stubbed), for `envoy --mode validate`."""
+    """A bootstrap holding `route_config` inline (clusters stubbed), for `envoy --mode validate`.
+
+    Its listener has the Lua filter, as the served bootstrap must, so the model rewrite's
+    script is compiled here too.
+    """
     hcm = {
         "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3."
         "HttpConnectionManager",
         "stat_prefix": "validate",
         "route_config": dict(route_config),
         "http_filters": [
+            {"name": LUA_FILTER, "typed_config": {"@type": LUA_TYPE}},
             {
                 "name": "envoy.filters.http.router",
                 "typed_config": {
                     "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
                 },
-            }
+            },
         ],
     }
     listener = {
@@ -275,6 +304,16 @@ def validation_bootstrap(route_config: Mapping[str, Any]) -> dict[str, Any]:
         "node": {"id": "validate", "cluster": "validate"},
         "static_resources": {"listeners": [listener], "clusters": clusters},
     }
+
+
+def rewrites_model(rc: Mapping[str, Any]) -> bool:
+    """Some cluster weight of the route configuration carries the model rewrite."""
+    for host in rc.get("virtual_hosts", []):
+        for route in host.get("routes", []):
+            for c in ((route.get("route") or {}).get("weighted_clusters") or {}).get("clusters", []):
+                if LUA_FILTER in (c.get("typed_per_filter_config") or {}):
+                    return True
+    return False
 
 
 def _cluster_names(rc: Mapping[str, Any]) -> set[str]:

@@ -24,11 +24,11 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
-from lanewatch.collector.common.degrade_wire import ActionName, LaneDegrade
+from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.common.headers import AUTHORIZATION
 
 from ..state import lanes_to_json
-from .base import ALL_ACTIONS, Adapter, AdapterError, RouterView, read_secret
+from .base import ALL_ACTIONS, Adapter, AdapterError, Capability, RouterView, read_secret
 from .http import HttpAdapterSettings, Retry, Sleep, json_object, send
 
 __all__ = ["GatewayAdapter", "GatewaySettings"]
@@ -39,7 +39,7 @@ log = logging.getLogger("lanewatch.degrade.adapters")
 class GatewayAdapter:
     """lanewatch gateway: `PUT /admin/degrade` with the whole state, bearer token auth."""
 
-    capabilities: frozenset[ActionName] = ALL_ACTIONS
+    capabilities: frozenset[Capability] = ALL_ACTIONS
 
     def __init__(
         self,
@@ -116,7 +116,7 @@ class GatewaySettings(HttpAdapterSettings):
     kind: Literal["gateway"] = "gateway"
     token_file: Path | None = None  # the gateway's admin bearer token (gateway.admin_token_file)
 
-    capabilities: ClassVar[frozenset[ActionName]] = GatewayAdapter.capabilities
+    capabilities: ClassVar[frozenset[Capability]] = GatewayAdapter.capabilities
     legacy_keys: ClassVar[Mapping[str, str]] = {
         **HttpAdapterSettings.legacy_keys,
         "gateway_url": "url",

@@ -15,7 +15,8 @@ The include defines, from the operator's `$lanewatch_lane` (which lane a request
 - `$lanewatch_shed`: `1` for a request whose lane sheds its class; the config answers it
   `429` with `Retry-After: $lanewatch_retry_after` (deploy/nginx/nginx.conf).
 - Read-back: the state line at the head of the include on disk (what nginx was last given).
-- Cannot: cap max_tokens (no safe JSON body rewrite in stock nginx); skipped, audited, counted.
+- Cannot: cap max_tokens, or rewrite the model on a shift (`rewrite_model`): stock nginx has no
+  body rewrite without njs, which the shipped config does not load; skipped, audited, counted.
 """
 
 from __future__ import annotations
@@ -30,17 +31,17 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from lanewatch.collector.common.degrade_wire import ActionName, LaneDegrade
+from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.common.names import LaneName, check_unique
 
 from ..state import lanes_to_json
-from .base import Adapter, AdapterError, AdapterSettings, RouterView
+from .base import Adapter, AdapterError, AdapterSettings, Capability, RouterView
 from .files import find_binary, read_text, run_command, write_atomic
 
 __all__ = ["NginxAdapter", "NginxSettings", "render_include"]
 
 log = logging.getLogger("lanewatch.degrade.adapters")
-CAPABILITIES: frozenset[ActionName] = frozenset({"shift", "shed"})
+CAPABILITIES: frozenset[Capability] = frozenset({"shift", "shed"})
 STATE_PREFIX = "# lanewatch-state: "
 VARIABLE = r"^\$[a-z_][a-z0-9_]{0,63}$"
 
@@ -110,7 +111,7 @@ def held_state(text: str) -> dict[str, LaneDegrade]:
 class NginxAdapter:
     """nginx: the include rendered and replaced, checked, then reloaded; a refused one put back."""
 
-    capabilities: frozenset[ActionName] = CAPABILITIES
+    capabilities: frozenset[Capability] = CAPABILITIES
 
     def __init__(self, settings: NginxSettings) -> None:
         self.name = settings.label
@@ -232,7 +233,7 @@ class NginxSettings(AdapterSettings):
     pid_file: Path | None = Path("/run/nginx.pid")
     confirm_timeout_s: float = Field(default=10.0, gt=0)
 
-    capabilities: ClassVar[frozenset[ActionName]] = CAPABILITIES
+    capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
 
     @field_validator("lanes")
     @classmethod

@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lanewatch.collector.common.degrade_wire import ACTIONS
-
-from .base import AdapterSettings
+from .base import CAPABILITY_NAMES, AdapterSettings
 from .dry_run import DryRunSettings
 from .envoy import EnvoySettings
 from .gateway import GatewaySettings
@@ -114,11 +112,12 @@ class Registry:
         return filled
 
     def table(self) -> str:
-        """Markdown: each kind, the actions it can take, its settings and what it is."""
-        head = ["| kind | " + " | ".join(ACTIONS) + " | settings | what |", "|---" * (len(ACTIONS) + 3) + "|"]
+        """Markdown: each kind, what it can do (the actions, the model rewrite), its settings, what it is."""
+        names = CAPABILITY_NAMES
+        head = ["| kind | " + " | ".join(names) + " | settings | what |", "|---" * (len(names) + 3) + "|"]
         rows = []
         for kind, s in self._kinds.items():
-            can = " | ".join("yes" if a in s.capabilities else "no" for a in ACTIONS)
+            can = " | ".join("yes" if a in s.capabilities else "no" for a in names)
             fields = ", ".join(f"`{f}`" for f in s.model_fields if f != "kind")
             rows.append(f"| `{kind}` | {can} | {fields} | {_summary(s)} |")
         return "\n".join([*head, *rows])

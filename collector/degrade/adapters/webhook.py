@@ -25,11 +25,11 @@ from typing import ClassVar, Literal
 
 import httpx
 
-from lanewatch.collector.common.degrade_wire import ActionName, LaneDegrade
+from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.common.headers import SIGNATURE_HEADER, TIMESTAMP_HEADER
 
 from ..state import lanes_to_json
-from .base import ALL_ACTIONS, Adapter, RouterView, read_secret
+from .base import ALL_ACTIONS, Adapter, Capability, RouterView, read_secret
 from .http import HttpAdapterSettings, Retry, Sleep, send
 
 __all__ = ["WebhookAdapter", "WebhookSettings", "sign"]
@@ -46,7 +46,7 @@ def sign(key: bytes, timestamp: str, body: bytes) -> str:
 class WebhookAdapter:
     """Any router: POST `{"lanes": ..., "revision": n}` as JSON, signed with HMAC-SHA256."""
 
-    capabilities: frozenset[ActionName] = ALL_ACTIONS
+    capabilities: frozenset[Capability] = ALL_ACTIONS
 
     def __init__(
         self,
@@ -104,7 +104,7 @@ class WebhookSettings(HttpAdapterSettings):
     kind: Literal["webhook"] = "webhook"
     secret_file: Path | None = None  # HMAC-SHA256 key for the signature header; without it, unsigned
 
-    capabilities: ClassVar[frozenset[ActionName]] = WebhookAdapter.capabilities
+    capabilities: ClassVar[frozenset[Capability]] = WebhookAdapter.capabilities
     legacy_keys: ClassVar[Mapping[str, str]] = {
         **HttpAdapterSettings.legacy_keys,
         "webhook_url": "url",

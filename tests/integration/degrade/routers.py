@@ -42,8 +42,11 @@ class Router:
     log: Path
 
 
-def envoy_bootstrap(folder: Path, ports: dict[str, int], listen: int, admin: int) -> dict[str, Any]:
-    """The shipped bootstrap with its ports, lanes and route file moved under `folder`."""
+def envoy_bootstrap(
+    folder: Path, ports: dict[str, int], listen: int, admin: int, *, lua: bool = True
+) -> dict[str, Any]:
+    """The shipped bootstrap with its ports, lanes and route file moved under `folder`; with
+    `lua=False`, without its Lua filter (a bootstrap written before the model rewrite)."""
     boot: dict[str, Any] = yaml.safe_load((ENVOY_DIR / "bootstrap.yaml").read_text())
     boot["admin"]["address"]["socket_address"]["port_value"] = admin
     listener = boot["static_resources"]["listeners"][0]
@@ -51,6 +54,8 @@ def envoy_bootstrap(folder: Path, ports: dict[str, int], listen: int, admin: int
     hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
     source = hcm["rds"]["config_source"]["path_config_source"]
     source.update(path=str(folder / "routes.yaml"), watched_directory={"path": str(folder)})
+    if not lua:
+        hcm["http_filters"] = [f for f in hcm["http_filters"] if f["name"] != "envoy.filters.http.lua"]
     for cluster in boot["static_resources"]["clusters"]:
         if cluster["name"] in ports:
             lb = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
@@ -59,7 +64,9 @@ def envoy_bootstrap(folder: Path, ports: dict[str, int], listen: int, admin: int
 
 
 @contextmanager
-def running_envoy(tmp_path: Path, ports: dict[str, int], **settings: Any) -> Iterator[Router]:
+def running_envoy(
+    tmp_path: Path, ports: dict[str, int], *, without_lua: bool = False, **settings: Any
+) -> Iterator[Router]:
     """Envoy from the shipped bootstrap and route template, its routes in a watched folder."""
     binary = require_router("envoy")
     routes = tmp_path / "envoy-routes"
@@ -69,7 +76,7 @@ def running_envoy(tmp_path: Path, ports: dict[str, int], **settings: Any) -> Ite
     (routes / "routes.yaml").write_text(render_text(render(parse_template(template.read_text()), {})))
     listen, admin = free_port(), free_port()
     boot = tmp_path / "bootstrap.yaml"
-    boot.write_text(yaml.safe_dump(envoy_bootstrap(routes, ports, listen, admin)))
+    boot.write_text(yaml.safe_dump(envoy_bootstrap(routes, ports, listen, admin, lua=not without_lua)))
     log = tmp_path / "envoy.log"
     argv = [binary, "-c", str(boot), "--disable-hot-restart", "--concurrency", "1", "--log-level", "warn"]
     with started(argv, log) as proc:

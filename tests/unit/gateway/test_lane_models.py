@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from lanewatch.collector.common.served_models import serve_as_declared
 from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway.lane_models import LaneModels, header_value, serve_as
 from lanewatch.collector.gateway.routing import RouteInput, RouteTable, choose_lane
@@ -162,3 +163,10 @@ def test_learned_models_route_a_request_to_the_lane_serving_it() -> None:
     models = LaneModels.from_config(QUICK, {"fast": ("small",), "slow": ("big",)})
     assert models.served_elsewhere("slow") == {"small": "fast"}
     assert LaneModels.from_config(QUICK, {"fast": ("small",)}).served_elsewhere("slow") == {}
+
+
+@pytest.mark.parametrize("requested", ["small", "small-instruct", "big", "huge", "medium", "nobody"])
+@pytest.mark.parametrize("lane", ["fast", "mid", "slow"])
+def test_a_declared_lane_is_asked_as_the_envoy_rewrite_asks_it(lane: str, requested: str) -> None:
+    """The gateway and the envoy adapter's model rewrite choose the served model by one rule."""
+    assert serve_as(MODELS, lane, requested) == serve_as_declared(CFG.lanes[lane], requested)

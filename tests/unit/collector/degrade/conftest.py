@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from lanewatch.collector.common.degrade_wire import ActionName
 from lanewatch.collector.degrade.adapters import ALL_ACTIONS, AdapterError, RouterView
+from lanewatch.collector.degrade.adapters.base import Capability
 from lanewatch.collector.degrade.metrics import DegradeMetrics
 from lanewatch.collector.degrade.policy import DEFAULT_POLICY, Policy
 from lanewatch.collector.degrade.service import DegradeService
@@ -31,7 +31,7 @@ class Clock:
 class RecordingAdapter:
     """Stands in for a router at the Adapter interface: keeps every apply, fails on demand."""
 
-    def __init__(self, name: str = "recording", capabilities: frozenset[ActionName] = ALL_ACTIONS) -> None:
+    def __init__(self, name: str = "recording", capabilities: frozenset[Capability] = ALL_ACTIONS) -> None:
         self.name = name
         self.capabilities = capabilities
         self.applied: list[tuple[int, dict[str, LaneSpec]]] = []

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from lanewatch.collector.common.degrade_wire import ActionName, LaneDegrade
+from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import Adapter, AdapterSettings, RouterView
+from lanewatch.collector.degrade.adapters.base import Capability
 
 
 class FakeAdapter:
     """Holds what it is told."""
 
-    capabilities: frozenset[ActionName] = frozenset({"shift"})
+    capabilities: frozenset[Capability] = frozenset({"shift"})
 
     def __init__(self, name: str, zone: str) -> None:
         self.name = name
@@ -40,7 +41,7 @@ class FakeSettings(AdapterSettings):
     kind: Literal["fake"] = "fake"
     zone: str
 
-    capabilities: ClassVar[frozenset[ActionName]] = FakeAdapter.capabilities
+    capabilities: ClassVar[frozenset[Capability]] = FakeAdapter.capabilities
 
     def build(self) -> Adapter:
         return FakeAdapter(self.label, self.zone)

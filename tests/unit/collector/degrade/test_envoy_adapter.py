@@ -83,4 +83,4 @@ async def test_an_envoy_without_the_route_configuration_says_which_name_to_check
 
 
 def test_the_envoy_adapter_cannot_cap_max_tokens() -> None:
-    assert EnvoySettings.capabilities == frozenset({"shift", "shed"})
+    assert EnvoySettings.capabilities == frozenset({"shift", "shed", "rewrite_model"})

@@ -42,7 +42,7 @@ def test_a_new_adapter_is_one_module_and_one_registry_entry(tmp_path: Path) -> N
         in listed.stdout
     )
     table = runner.invoke(app, ["degrade", "adapters", "--markdown"]).stdout
-    assert "| `fake` | yes | no | no | `name`, `zone` |" in table
+    assert "| `fake` | yes | no | no | no | `name`, `zone` |" in table
     cfg_file = tmp_path / "lanewatch.yaml"
     cfg_file.write_text("degrade:\n  adapters:\n    - {kind: fake, zone: eu}\n    - kind: dry-run\n")
     cfg = load_config(cfg_file).degrade

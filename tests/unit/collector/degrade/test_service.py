@@ -207,9 +207,14 @@ async def test_an_action_the_adapter_cannot_take_is_skipped_audited_and_counted(
         for _, _, e in c.store.recent(10)
         if e.event == "adapter_skipped"
     ]
-    assert sorted(skipped) == [("fast", "cap_max_tokens", "shifter"), ("fast", "shed", "shifter")]
+    assert sorted(skipped) == [
+        ("fast", "cap_max_tokens", "shifter"),
+        ("fast", "shed", "shifter"),
+        ("slow", "rewrite_model", "shifter"),  # it shifts, with the request's model unchanged
+    ]
     tally = names.DEGRADE_ADAPTER_SKIPPED_TOTAL
     assert c.sample(tally, adapter="shifter", action="cap_max_tokens") == 1.0
+    assert c.sample(tally, adapter="shifter", action="rewrite_model") == 1.0
     assert c.sample(tally, adapter="shifter", action="shed") == 1.0
     assert c.sample(names.DEGRADE_ADAPTER_SYNCED, adapter="shifter") == 1.0  # it holds all it can hold
     audit = c.store.audit_count()

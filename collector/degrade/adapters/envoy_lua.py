@@ -1,0 +1,232 @@
+"""The model rewrite of a shift through Envoy: a Lua script on the faster lane's weighted cluster. Pure.
+
+Envoy picks a request's weighted cluster when it resolves the route, before the HTTP filters
+run, and a `ClusterWeight`'s `typed_per_filter_config` is the most specific per-route config
+the Lua filter (`envoy.filters.http.lua`) sees. So the script and its settings ride on the
+faster lane's `ClusterWeight` only: a request that stays on its own lane's cluster never
+runs it, and the listener's Lua filter has no code of its own.
+
+The script buffers the body (at most `max_bytes`; a larger one is refused with 413, since the
+faster lane would not serve the model it names), walks the top-level JSON object without
+looking inside any value, and replaces only the string value of a top-level `"model"` key:
+with its `model_map` entry, else the lane's first model, unless the lane serves it already.
+A body that is not a JSON object, or has no top-level `"model"` string, passes unchanged.
+Envoy sets `content-length` to the new body's length. Model names go to the script as JSON
+string literals: the route file is YAML, which would read a bare `y` or `on` as a boolean.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from lanewatch.collector.common.served_models import ServedModels
+
+__all__ = ["LUA_FILTER", "LUA_PER_ROUTE", "LUA_TYPE", "MODEL_REWRITE_LUA", "needs_rewrite", "rewrite_config"]
+
+LUA_FILTER: Final = "envoy.filters.http.lua"
+LUA_TYPE: Final = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
+LUA_PER_ROUTE: Final = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute"
+SCRIPT_HEAD: Final = '-- lanewatch: rewrite the top-level JSON "model" of a shifted request'
+
+MODEL_REWRITE_LUA: Final = (
+    SCRIPT_HEAD
+    + r"""
+local ESC = {['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f', n = '\n', r = '\r', t = '\t'}
+
+local function utf8(cp)
+  if cp < 0x80 then return string.char(cp) end
+  if cp < 0x800 then return string.char(0xC0 + math.floor(cp / 0x40), 0x80 + cp % 0x40) end
+  if cp < 0x10000 then
+    return string.char(0xE0 + math.floor(cp / 0x1000), 0x80 + math.floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
+  end
+  return string.char(0xF0 + math.floor(cp / 0x40000), 0x80 + math.floor(cp / 0x1000) % 0x40,
+    0x80 + math.floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
+end
+
+local function hex4(s, i)
+  local h = s:sub(i, i + 3)
+  if not h:match("^%x%x%x%x$") then return nil end
+  return tonumber(h, 16)
+end
+
+-- The JSON string starting at s[i] == '"': its decoded text and the index after it; nil if malformed.
+local function read_string(s, i)
+  local out, j = {}, i + 1
+  while true do
+    local k = s:find('["\\%c]', j)
+    if not k then return nil end
+    out[#out + 1] = s:sub(j, k - 1)
+    local c = s:sub(k, k)
+    if c == '"' then return table.concat(out), k + 1 end
+    if c ~= '\\' then return nil end -- a raw control character
+    local e = s:sub(k + 1, k + 1)
+    if e == 'u' then
+      local cp = hex4(s, k + 2)
+      if not cp then return nil end
+      j = k + 6
+      if cp >= 0xD800 and cp <= 0xDBFF then
+        local lo = s:sub(j, j + 1) == '\\u' and hex4(s, j + 2)
+        if not lo or lo < 0xDC00 or lo > 0xDFFF then return nil end
+        cp, j = 0x10000 + (cp - 0xD800) * 0x400 + (lo - 0xDC00), j + 6
+      elseif cp >= 0xDC00 and cp <= 0xDFFF then
+        return nil
+      end
+      out[#out + 1] = utf8(cp)
+    elseif ESC[e] then
+      out[#out + 1], j = ESC[e], k + 2
+    else
+      return nil
+    end
+  end
+end
+
+-- The index after the JSON string starting at s[i] == '"', without decoding it; nil if unclosed.
+local function skip_string(s, i)
+  local j = i + 1
+  while true do
+    local k = s:find('["\\]', j)
+    if not k then return nil end
+    if s:byte(k) == 34 then return k + 1 end
+    j = k + 2
+  end
+end
+
+local function skip_ws(s, i)
+  return s:find('[^ \t\r\n]', i) or #s + 1
+end
+
+-- The index after the JSON value at s[i] (any depth, brackets matched); nil if malformed.
+local function skip_value(s, i)
+  local c = s:sub(i, i)
+  if c == '"' then return skip_string(s, i) end
+  if c ~= '{' and c ~= '[' then
+    local a, b = s:find('^[%w%.%+%-]+', i)
+    return a and b + 1 or nil
+  end
+  local stack, j = {c}, i + 1
+  while #stack > 0 do
+    local k = s:find('["{}%[%]]', j)
+    if not k then return nil end
+    local d = s:sub(k, k)
+    if d == '"' then
+      j = skip_string(s, k)
+      if not j then return nil end
+    else
+      if d == '{' or d == '[' then
+        stack[#stack + 1] = d
+      elseif stack[#stack] == (d == '}' and '{' or '[') then
+        stack[#stack] = nil
+      else
+        return nil
+      end
+      j = k + 1
+    end
+  end
+  return j
+end
+
+-- The spans (first, last) of every top-level "model" string value, with its decoded text.
+local function model_spans(s)
+  local i = skip_ws(s, 1)
+  if s:sub(i, i) ~= '{' then return nil end
+  local spans = {}
+  i = skip_ws(s, i + 1)
+  if s:sub(i, i) == '}' then return spans end
+  while true do
+    if s:sub(i, i) ~= '"' then return nil end
+    local key, after = read_string(s, i)
+    if not key then return nil end
+    i = skip_ws(s, after)
+    if s:sub(i, i) ~= ':' then return nil end
+    i = skip_ws(s, i + 1)
+    local stop = skip_value(s, i)
+    if not stop then return nil end
+    if key == 'model' and s:sub(i, i) == '"' then
+      spans[#spans + 1] = {i, stop - 1, (read_string(s, i))}
+    end
+    i = skip_ws(s, stop)
+    local c = s:sub(i, i)
+    if c == '}' then
+      if skip_ws(s, i + 1) <= #s then return nil end
+      return spans
+    end
+    if c ~= ',' then return nil end
+    i = skip_ws(s, i + 1)
+  end
+end
+
+local function literal(text)
+  return (read_string(text, 1))
+end
+
+local function settings(h)
+  local cfg = {}
+  for k, v in pairs(h:filterContext()) do cfg[k] = v end
+  return cfg
+end
+
+local function refuse(h, limit)
+  local msg = '{"error":{"message":"request body over ' .. limit .. ' bytes: too large to rewrite its model '
+    .. 'for the lane it was shifted to","type":"invalid_request_error","code":413}}'
+  local head = {[":status"] = "413", ["content-type"] = "application/json"}
+  head["x-lanewatch-degraded"] = "shift"
+  h:respond(head, msg)
+end
+
+function envoy_on_request(h)
+  local cfg = settings(h)
+  local limit = tonumber(cfg.max_bytes) or 0
+  local length = tonumber(h:headers():get("content-length") or "")
+  if length and length > limit then return refuse(h, limit) end
+  local body = h:body()
+  if not body then return end
+  local n = body:length()
+  if n > limit then return refuse(h, limit) end
+  local s = body:getBytes(0, n)
+  local spans = model_spans(s)
+  if not spans or #spans == 0 then return end
+  local serves, map = {}, {}
+  for _, m in pairs(cfg.serves or {}) do serves[literal(m)] = true end
+  for _, pair in pairs(cfg.map or {}) do map[literal(pair[1])] = pair[2] end
+  local out, at, changed = {}, 1, false
+  for _, span in ipairs(spans) do
+    local requested = span[3]
+    if requested and not serves[requested] then
+      out[#out + 1] = s:sub(at, span[1] - 1)
+      out[#out + 1] = map[requested] or cfg.default
+      at, changed = span[2] + 1, true
+    end
+  end
+  if not changed then return end
+  out[#out + 1] = s:sub(at)
+  body:setBytes(table.concat(out))
+end
+"""
+)
+
+
+def _literal(name: str) -> str:
+    return json.dumps(name, ensure_ascii=True)
+
+
+def needs_rewrite(source: ServedModels | None, target: ServedModels | None) -> bool:
+    """A request moved from `source` to `target` may need another model: the target declares its
+    models, and the source does not, or serves one the target does not."""
+    if target is None or not target.models:
+        return False
+    return source is None or not source.models or not set(source.models) <= set(target.models)
+
+
+def rewrite_config(target: ServedModels, max_bytes: int) -> dict[str, Any]:
+    """The Lua filter's per-route config (a `LuaPerRoute`) that asks `target` for a model it serves."""
+    return {
+        "@type": LUA_PER_ROUTE,
+        "source_code": {"inline_string": MODEL_REWRITE_LUA},
+        "filter_context": {
+            "default": _literal(target.models[0]),
+            "serves": [_literal(m) for m in target.models],
+            "map": [[_literal(k), _literal(v)] for k, v in sorted(target.model_map.items())],
+            "max_bytes": max_bytes,
+        },
+    }
