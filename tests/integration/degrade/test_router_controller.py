@@ -97,8 +97,11 @@ async def test_an_alert_shifts_the_slow_lane_within_2_s_and_its_resolution_resto
                 10,
                 "the router file back to no degrade",
             )
-            await moved_within(s, router, ups, time.monotonic(), 0.0)
-            assert await share_at_fast(s, router, ups, 40) == 0.0
+            # nginx's old and new workers both take connections for a moment after a reload: the
+            # promise is the share 2 s on, as for the shift
+            back = time.monotonic()
+            await moved_within(s, router, ups, back, 0.0)
+            assert await share_from(s, router, ups, back + 2.0) <= 0.05
             print(f"{kind}: alert to shift {took:.2f} s; resolved to restored {time.monotonic() - t1:.2f} s")
         report = json.loads(_status(tmp_path))["adapters"][kind]
         assert report["applied_revision"] >= 2 and report["lanes"] == {} and "error" not in report
