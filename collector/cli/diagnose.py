@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -78,10 +79,17 @@ def diagnose(
     if max_num_batched_tokens is not None:
         thresholds = thresholds.model_copy(update={"max_num_batched_tokens": max_num_batched_tokens})
     sources = Sources(records, prometheus, tuple(lane), window, skip_bad)
+    # A file's records all stay alive to the end: collections while summarising them would only
+    # walk them again and again.
+    paused = gc.isenabled()
+    gc.disable()
     try:
         evidence, _ = gather(sources, slo_targets(from_spec(spec)), pairs, thresholds)
     except DiagnoseInputError as exc:
         fail("diagnose", exc)
+    finally:
+        if paused:
+            gc.enable()
     result = diagnose(evidence, thresholds)
     if as_json:
         typer.echo(json.dumps(to_json(result, window=evidence.span, sources=evidence.sources), indent=2))
