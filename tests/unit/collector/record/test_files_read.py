@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from lanewatch.collector.record import files
 from lanewatch.collector.record.files import RecordFileError, parse_record_line, read_records, record_line
@@ -70,7 +71,7 @@ def _checked_in_full(line: str) -> str:
     """The error the reader gave when it looked at every float of a built record again."""
     try:
         record = files._RECORD.validate_json(line)
-    except files.ValidationError as exc:
+    except ValidationError as exc:
         return f"line 1: {files._first_problem(exc)}"
     bad = files.non_finite_field(record)
     return f"line 1: field {bad!r}: not a finite number" if bad else ""
