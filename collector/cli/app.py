@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 import typer
 
 app = typer.Typer(
@@ -23,6 +21,8 @@ app = typer.Typer(
 
 def package_version() -> str:
     """The installed lanewatch version."""
+    from importlib.metadata import PackageNotFoundError, version  # only for --version
+
     try:
         return version("lanewatch")
     except PackageNotFoundError:  # running from a source tree without an install

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import typer
 
-from lanewatch.collector.config import ConfigError, load_config
-
 from .app import app
 
 config_app = typer.Typer(
@@ -22,6 +20,8 @@ def check(
     show: bool = typer.Option(False, "--show", help="Print the effective config (defaults filled in)."),
 ) -> None:
     """Validate FILE (with LANEWATCH__ environment overrides); list every error and exit 1 on any."""
+    from lanewatch.collector.config import ConfigError, load_config
+
     try:
         cfg = load_config(file)
     except ConfigError as exc:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from .app import app
 from .fail import fail
 
+if TYPE_CHECKING:
+    from lanewatch.collector.diagnose import Thresholds
+
 FOUND = 1  # exit status when there are findings (0: none; 2: bad input)
+ENV_PREFIX = "LANEWATCH__"  # collector/config.py's, spelled here so a plain diagnosis need not load it
 
 
 @app.command("diagnose", short_help="Name the bottlenecks of each lane, with their evidence.")
@@ -58,7 +65,6 @@ def diagnose(
     docs/diagnose.md lists the checks, their thresholds and the JSON schema.
     """
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
-    from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.diagnose import diagnose, slo_targets
     from lanewatch.collector.diagnose.gather import DiagnoseInputError, Sources, gather
     from lanewatch.collector.diagnose.render import to_json, to_text
@@ -69,17 +75,21 @@ def diagnose(
     except SpecError as exc:
         fail("diagnose", f"--slo-spec: {exc}")
     pairs = tuple((c.fast, c.slow) for c in spec.convergence)
-    try:
-        thresholds = load_config(config).diagnose
-    except ConfigError as exc:
-        fail("diagnose", exc)
+    thresholds = _thresholds(config)
     if max_num_batched_tokens is not None:
         thresholds = thresholds.model_copy(update={"max_num_batched_tokens": max_num_batched_tokens})
     sources = Sources(records, prometheus, tuple(lane), window, skip_bad)
+    # A file's records all stay alive to the end: collections while summarising them would only
+    # walk them again and again.
+    paused = gc.isenabled()
+    gc.disable()
     try:
         evidence, _ = gather(sources, slo_targets(from_spec(spec)), pairs, thresholds)
     except DiagnoseInputError as exc:
         fail("diagnose", exc)
+    finally:
+        if paused:
+            gc.enable()
     result = diagnose(evidence, thresholds)
     if as_json:
         typer.echo(json.dumps(to_json(result, window=evidence.span, sources=evidence.sources), indent=2))
@@ -87,3 +97,18 @@ def diagnose(
         typer.echo(to_text(result, sources=evidence.sources), nl=False)
     if any(lane.found for lane in result):
         raise typer.Exit(FOUND)
+
+
+def _thresholds(config: Path | None) -> Thresholds:
+    """The config's `diagnose:` thresholds (file, then LANEWATCH__ overrides); the defaults without either."""
+    from lanewatch.collector.diagnose import DEFAULT_THRESHOLDS
+
+    # The whole config (its adapters, httpx, pydantic-settings) loads only when it can say something.
+    if config is None and not any(key.upper().startswith(ENV_PREFIX) for key in os.environ):
+        return DEFAULT_THRESHOLDS
+    from lanewatch.collector.config import ConfigError, load_config
+
+    try:
+        return load_config(config).diagnose
+    except ConfigError as exc:
+        fail("diagnose", exc)

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic import ValidationError
 
 from lanewatch.collector.common.errors import ConfigError, LanewatchError
-from lanewatch.collector.common.overrides import Flag, override
-from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.config import GatewayConfig, LaneConfig, load_config
 
 from .app import app
 from .fail import fail
+
+if TYPE_CHECKING:
+    from lanewatch.collector.config import GatewayConfig
 
 
 @app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
@@ -81,6 +80,13 @@ def gateway(
     ),
 ) -> None:
     """Route OpenAI requests to lanes, apply degrade state, stream answers through and tap them."""
+    # Imported here, not at the top: every command module is loaded to build the CLI.
+    from pydantic import ValidationError
+
+    from lanewatch.collector.common.overrides import Flag, override
+    from lanewatch.collector.common.secrets import read_secret_or_none
+    from lanewatch.collector.config import load_config
+
     try:
         full = load_config(config)
         cfg = _gateway_config(
@@ -142,6 +148,8 @@ def _gateway_config(
     workers: str | None = None,
 ) -> GatewayConfig:
     """The file's gateway section with the command line's flags laid over it."""
+    from lanewatch.collector.config import GatewayConfig
+
     data = base.model_dump()
     if upstream:
         data["lanes"] = _lanes_from_flags(upstream, cacert, insecure)
@@ -179,6 +187,8 @@ def _gateway_config(
 
 
 def _lanes_from_flags(flags: list[str], cacert: Path | None, insecure: bool) -> dict[str, dict[str, object]]:
+    from lanewatch.collector.config import LaneConfig
+
     lanes: dict[str, list[str]] = {}
     for flag in flags:
         lane, sep, url = flag.partition("=")

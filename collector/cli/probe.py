@@ -12,7 +12,6 @@ from urllib.parse import urlsplit
 
 import typer
 
-from lanewatch.collector.common import eventloop
 from lanewatch.collector.record.goodput import Goodput, Tally, outcome
 
 from .app import app
@@ -126,6 +125,7 @@ def probe_command(
     from pydantic import ValidationError
 
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
+    from lanewatch.collector.common import eventloop  # asyncio: loaded only to probe
     from lanewatch.collector.common.errors import LanewatchError
     from lanewatch.collector.config import Target, Timeouts, load_config
     from lanewatch.collector.probe.session import ListenError

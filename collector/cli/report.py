@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from lanewatch.exporters.report_file import ReportInputError, write_report
-
 from .app import app
 
 if TYPE_CHECKING:
@@ -21,6 +19,7 @@ def _goodput_judge(slo_spec: Path | None) -> Goodput:
     """The goodput judge of an SLO spec (default: the bundled alerts/slos.yaml)."""
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
     from lanewatch.collector.record.goodput import from_spec
+    from lanewatch.exporters.report_file import ReportInputError
 
     try:
         return from_spec(load_spec(slo_spec or DEFAULT_SPEC))
@@ -66,6 +65,9 @@ def report(
     time with fault, alert and degrade markers, the numbers in tables, and goodput per routed lane
     and class (the share of requests that met every latency SLO and did not fail).
     """
+    # Imported here, not at the top: every command module is loaded to build the CLI.
+    from lanewatch.exporters.report_file import ReportInputError, write_report
+
     out = output or records.parent / "report.html"
     try:
         done = write_report(records, out, summary, skip_bad=skip_bad, judge=_goodput_judge(slo_spec))

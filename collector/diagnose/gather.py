@@ -10,16 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.diagnose.evidence import LaneEvidence, SloTargets, Window
-from lanewatch.collector.diagnose.prometheus import TIMEOUT_S, PrometheusError, PrometheusSource
-from lanewatch.collector.diagnose.queries import LaneQueries, valid_duration
+from lanewatch.collector.diagnose.queries import TIMEOUT_S, LaneQueries, valid_duration
 from lanewatch.collector.diagnose.records import lanes_from_records
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from lanewatch.collector.record.files import RecordFileError, read_records
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["DiagnoseInputError", "Sources", "gather"]
 
@@ -91,6 +92,9 @@ def _from_prometheus(
     timeout_s: float = TIMEOUT_S,
 ) -> tuple[dict[str, LaneEvidence], tuple[str, ...]]:
     assert sources.prometheus is not None
+    # httpx and the client load only to ask a Prometheus: a records file needs neither
+    from lanewatch.collector.diagnose.prometheus import PrometheusError, PrometheusSource
+
     if not sources.prometheus.startswith(("http://", "https://")):
         raise DiagnoseInputError(f"--prometheus: {sources.prometheus!r} is not an http(s) URL")
     prom = PrometheusSource(sources.prometheus, timeout_s=timeout_s, transport=transport)

@@ -15,13 +15,12 @@ import httpx
 
 from lanewatch.collector.common.errors import UpstreamError
 from lanewatch.collector.diagnose.evidence import LaneStats, ServerSeries, Value
-from lanewatch.collector.diagnose.queries import LaneQueries
+from lanewatch.collector.diagnose.queries import TIMEOUT_S, LaneQueries
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from lanewatch.exporters import names
 
 __all__ = ["PrometheusError", "PrometheusSource"]
 
-TIMEOUT_S = 10.0
 MAX_BODY_BYTES = 8 * 1024 * 1024  # one answer; a lane's queries return a few series each
 MAX_SERIES = 1000  # a query answering more series than this is refused (label cardinality bound)
 Sample = tuple[Mapping[str, str], float]

@@ -11,8 +11,9 @@ import re
 
 from lanewatch.exporters import names
 
-__all__ = ["LaneQueries", "valid_duration"]
+__all__ = ["TIMEOUT_S", "LaneQueries", "valid_duration"]
 
+TIMEOUT_S = 10.0  # one query's HTTP timeout (prometheus.py)
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w))+$")
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from lanewatch.collector.diagnose.evidence import LaneEvidence, LaneStats, ServerSeries, SloTargets, Value
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from lanewatch.collector.record.timing import RequestTiming, breakdown
+from lanewatch.collector.record.timing import SERVER_WAIT, RequestTiming
 from lanewatch.collector.record.window import fit_fixed_per_token, quantile
 
 __all__ = ["lane_stats", "lanes_from_records"]
@@ -26,6 +26,7 @@ LATENCIES = ("ttft", "tpot", "e2e")
 # ITL quantiles over more gaps than this come from a seeded random sample of this many (the
 # mean stays exact): sorting 5 million gaps would cost more than the rest of a diagnosis.
 MAX_POOLED_GAPS = 1 << 18
+_STARTED_AT = operator.attrgetter("started_at")
 
 
 def lanes_from_records(
@@ -140,19 +141,55 @@ def _pooled_gaps(ok: Sequence[RequestTiming]) -> tuple[list[float], str]:
 
 
 def _parts(ok: Sequence[RequestTiming], src: str) -> tuple[dict[str, Value], bool]:
-    sums: dict[str, float] = {}
-    counted = 0
-    joined = 0
+    """Each breakdown part's mean over the records with one (timing.breakdown's parts, summed inline)."""
+    # breakdown() per record builds a dict a file of records would build 100,000 times: the same
+    # clamps in the same order here, summed in record order, give the same floats.
+    dns = connect = tls = send = queue = prefill = residual = wait = decode = 0.0
+    counted = joined = waited = 0
+    joined_first: bool | None = None  # which kind of record came first sets the parts' order
     for r in ok:
-        parts = breakdown(r)
-        if not parts:
+        e2e, ttft = r.e2e_s, r.ttft_s
+        if e2e is None or ttft is None:
             continue
         counted += 1
-        joined += r.has_server_phases
-        for part, value in parts.items():
-            sums[part] = sums.get(part, 0.0) + value
+        ttft = min(max(ttft, 0.0), e2e)
+        budget = ttft
+        part = min(max(r.dns_s or 0.0, 0.0), budget)
+        dns += part
+        budget -= part
+        part = min(max(r.connect_s or 0.0, 0.0), budget)
+        connect += part
+        budget -= part
+        part = min(max(r.tls_s or 0.0, 0.0), budget)
+        tls += part
+        budget -= part
+        part = min(max(r.send_s or 0.0, 0.0), budget)
+        send += part
+        budget -= part
+        q, p = r.queue_s, r.prefill_s
+        if q is not None and p is not None and r.decode_s is not None:
+            joined += 1
+            part = min(max(q, 0.0), budget)
+            queue += part
+            budget -= part
+            part = min(max(p, 0.0), budget)
+            prefill += part
+            residual += max(budget - part, 0.0)
+        else:
+            waited += 1
+            wait += max(budget, 0.0)
+        if joined_first is None:
+            joined_first = bool(joined)
+        decode += max(e2e - ttft, 0.0)
     if not counted:
         return {}, False
+    sums = {"dns": dns, "connect": connect, "tls": tls, "send": send}
+    server = {"queue": queue, "prefill": prefill, "residual": residual} if joined else {}
+    alone = {SERVER_WAIT: wait} if waited else {}
+    if joined_first:
+        sums |= server | {"decode": decode} | alone
+    else:
+        sums |= alone | {"decode": decode} | server
     # Each part's mean over every record with a breakdown (a part a record lacks counts 0), so
     # the parts add up to mean e2e and each share is of the same requests' TTFT.
     out = {
@@ -225,17 +262,19 @@ def _stalls(
     arrivals = sorted(r.started_at for r in ok if (r.prompt_tokens or 0) >= long_at and long_at > prompts[0])
     stalls = overlapping = 0
     excess = 0.0
+    stalled = limit.__le__
     for r, peak in zip(ok, peaks, strict=True):
         if peak < limit:  # most records never stall: their gaps are never looked at one by one
             continue
-        at = r.started_at + (r.ttft_s or 0.0)
-        for gap in r.itl_s:
-            if gap >= limit:
-                stalls += 1
-                excess += gap - itl_p50.value
-                i = bisect.bisect_left(arrivals, at - gap)
-                overlapping += i < len(arrivals) and arrivals[i] <= at + gap
-            at += gap
+        gaps = r.itl_s
+        # each gap's start (the running sum before it) and the stalls' places, both in C
+        starts = list(itertools.accumulate(gaps, initial=r.started_at + (r.ttft_s or 0.0)))
+        for k in itertools.compress(range(len(gaps)), map(stalled, gaps)):
+            gap, at = gaps[k], starts[k]
+            stalls += 1
+            excess += gap - itl_p50.value
+            i = bisect.bisect_left(arrivals, at - gap)
+            overlapping += i < len(arrivals) and arrivals[i] <= at + gap
     e2e = math.fsum(r.e2e_s for r in ok if r.e2e_s is not None)
     src = f"records: gaps >= {t.itl_tail_ratio:g} x ITL p50 ({limit:.4f} s)"
     share = Value(excess / e2e, f"{src}: sum(gap - p50) / sum(e2e)") if e2e > 0 else None
@@ -253,7 +292,7 @@ def _idle_reconnects(records: Sequence[RequestTiming], keepalive_s: float) -> Va
         by_target.setdefault(r.target, []).append(r)
     after_idle = new = 0
     for rs in by_target.values():
-        rs.sort(key=lambda r: r.started_at)
+        rs.sort(key=_STARTED_AT)
         busy_until = -math.inf
         for r in rs:
             if r.started_at - busy_until > keepalive_s and busy_until > -math.inf:

@@ -11,6 +11,7 @@ import dataclasses
 import gc
 import json
 import math
+import operator
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.record.rules import RecordError
-from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.collector.record.timing import FINITE_FIELDS, RequestTiming
 
 # Validates types (a string where seconds belong, an unknown error kind) before a record
 # is built, so nothing downstream meets a value it cannot plot or sum.
@@ -29,6 +30,9 @@ _RECORD = TypeAdapter(RequestTiming)
 _FLOAT_FIELDS = tuple(
     f.name for f in dataclasses.fields(RequestTiming) if f.type in ("float", "float | None")
 )
+# What a built record may still hold as NaN or infinity (the rest it refused when built).
+_UNBOUNDED_NAMES = tuple(name for name in _FLOAT_FIELDS if name not in FINITE_FIELDS)
+_UNBOUNDED = operator.attrgetter(*_UNBOUNDED_NAMES)
 _CHUNK_BYTES = 8 << 20
 
 

@@ -248,6 +248,8 @@ _FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Request
 _DURATION_FIELDS: tuple[str, ...] = tuple(
     f"{name}_s" for name in (*CLIENT_PHASES, "ttfb", "ttft", "e2e", *SERVER_PHASES)
 )
+# The numbers every record refuses unless finite (__post_init__): a reader need not look at them again.
+FINITE_FIELDS: tuple[str, ...] = (*_DURATION_FIELDS, "started_at", "itl_s")
 _TEXT_FIELDS: tuple[tuple[str, int], ...] = (
     *((name, MAX_LABEL_CHARS) for name in ("target", "lane", "request_class", "model")),
     ("request_id", MAX_ID_CHARS),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,65 @@ def test_thresholds_come_from_the_config_files_diagnose_section(tmp_path: Path) 
 def test_an_environment_override_sets_a_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANEWATCH__DIAGNOSE__QUEUE_SHARE", "0.99")
     assert _invoke(str(_file(tmp_path, Shape(queue=2.5))))[0] == 0
+
+
+def test_an_environment_override_in_lower_case_still_sets_a_threshold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("lanewatch__diagnose__queue_share", "0.99")  # the config reads names in any case
+    assert _invoke(str(_file(tmp_path, Shape(queue=2.5))))[0] == 0
+
+
+def test_the_cli_spells_the_config_prefix_as_the_config_does() -> None:
+    from lanewatch.collector.cli import diagnose as diagnose_cli
+    from lanewatch.collector.config import ENV_PREFIX
+
+    assert diagnose_cli.ENV_PREFIX == ENV_PREFIX
+
+
+# What a records-file diagnosis must not load: the config model and its adapters, HTTP clients, servers.
+HEAVY = (
+    "lanewatch.collector.config",
+    "pydantic_settings",
+    "httpx",
+    "prometheus_client",
+    "fastapi",
+    "asyncio",
+)
+PROBE = """
+import sys
+from lanewatch.collector.cli import main
+sys.argv = ["lanewatch", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print(",".join(name for name in {heavy!r} if name in sys.modules), file=sys.stderr)
+"""
+
+
+def test_a_records_file_diagnosis_loads_no_config_http_or_server_module(tmp_path: Path) -> None:
+    path = _file(tmp_path, Shape(queue=2.5))
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LANEWATCH__")}
+    command = [sys.executable, "-c", PROBE.format(heavy=HEAVY)]
+    done = subprocess.run(
+        [*command, "diagnose", str(path), "--json"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert json.loads(done.stdout)["lanes"][1]["findings"][0]["check"] == "queue/unsplit"
+    assert done.stderr.strip().splitlines()[-1:] in ([], [""])
+    # with a config file the config loads (the probe sees it: the test can fail)
+    cfg = tmp_path / "lanewatch.yaml"
+    cfg.write_text("diagnose:\n  queue_share: 0.5\n", encoding="utf-8")
+    done = subprocess.run(
+        [*command, "diagnose", str(path), "-c", str(cfg)], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert "lanewatch.collector.config" in done.stderr.strip().splitlines()[-1]
+
+
+def test_help_lists_every_command() -> None:
+    out = CliRunner().invoke(app, ["--help"]).stdout
+    listed = {line.split()[0] for line in out.partition("Commands:")[2].splitlines() if line.strip()}
+    assert listed == {
+        *("alerts", "collect", "config", "dashboards", "degrade", "demo", "diagnose", "gateway"),
+        *("probe", "report", "sim"),
+    }

@@ -9,6 +9,7 @@ import pytest
 
 from lanewatch.collector.diagnose import records as summary
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS
+from lanewatch.collector.record.timing import SERVER_WAIT, RequestTiming, breakdown
 from lanewatch.collector.record.window import quantile
 from tests.unit.collector.diagnose.build import SLO, Shape, records
 
@@ -46,3 +47,71 @@ def test_fluidity_counts_a_stalled_record_and_skips_none(monkeypatch: pytest.Mon
     assert low is not None and low.value < 0.9
     mixed = summary.lane_stats([*fine, *[replace(r, lane="slow") for r in stalled]], SLO, DEFAULT_THRESHOLDS)
     assert mixed.fluidity is not None and 1.0 > mixed.fluidity.value > low.value
+
+
+def _mixed(n: int = 120) -> list[RequestTiming]:
+    """Stalling records, some without server phases, some with phases past their TTFT (clamped)."""
+    rs = records(Shape(queue=0.4, stall_s=0.3, stall_every=3, long_prompt_every=4, error_every=9), n=n)
+    out = []
+    for i, r in enumerate(rs):
+        if i % 5 == 1:
+            r = replace(r, queue_s=None, prefill_s=None, decode_s=None, phases_source=None)
+        elif i % 7 == 2 and r.ttft_s is not None:
+            r = replace(r, queue_s=r.ttft_s * 2, connect_s=0.01, dns_s=0.002)
+        out.append(r)
+    return out
+
+
+def _breakdown_means(ok: list[RequestTiming]) -> dict[str, float]:
+    """The parts' means as breakdown() gives them, record by record (the definition)."""
+    sums: dict[str, float] = {}
+    counted = 0
+    for r in ok:
+        parts = breakdown(r)
+        if parts:
+            counted += 1
+            for part, value in parts.items():
+                sums[part] = sums.get(part, 0.0) + value
+    return {p: s / counted for p, s in sums.items()}
+
+
+@pytest.mark.parametrize("first_joined", [True, False])
+def test_the_parts_are_breakdowns_means_in_its_order(first_joined: bool) -> None:
+    rs = _mixed()
+    rs.sort(key=lambda r: (r.queue_s is None) == first_joined)  # which kind comes first sets the order
+    st = summary.lane_stats(rs, SLO, DEFAULT_THRESHOLDS)
+    want = _breakdown_means([r for r in rs if r.ok])
+    assert list(st.parts) == list(want)
+    assert {p: v.value for p, v in st.parts.items()} == want  # the same floats, not approximately
+    assert SERVER_WAIT in st.parts and "queue" in st.parts
+
+
+def _stalls_gap_by_gap(ok: list[RequestTiming], p50: float, ratio: float) -> tuple[int, float, int]:
+    """Stall count, excess and overlaps, walking every gap (the definition)."""
+    limit = ratio * p50
+    prompts = sorted(r.prompt_tokens for r in ok if r.prompt_tokens is not None)
+    long_at = quantile(prompts, 0.9)
+    arrivals = sorted(r.started_at for r in ok if (r.prompt_tokens or 0) >= long_at and long_at > prompts[0])
+    stalls = overlapping = 0
+    excess = 0.0
+    for r in ok:
+        at = r.started_at + (r.ttft_s or 0.0)
+        for gap in r.itl_s:
+            if gap >= limit:
+                stalls += 1
+                excess += gap - p50
+                overlapping += any(at - gap <= a <= at + gap for a in arrivals)
+            at += gap
+    return stalls, excess, overlapping
+
+
+def test_the_stalls_are_those_a_gap_by_gap_walk_finds() -> None:
+    rs = _mixed()
+    ok = [r for r in rs if r.ok]
+    st = summary.lane_stats(rs, SLO, DEFAULT_THRESHOLDS)
+    p50 = st.quantiles["itl_p50"].value
+    stalls, excess, overlapping = _stalls_gap_by_gap(ok, p50, DEFAULT_THRESHOLDS.itl_tail_ratio)
+    assert stalls > 10 and 0 < overlapping < stalls
+    assert st.stall_share_of_e2e is not None and st.stalls_with_long_prompt is not None
+    assert st.stall_share_of_e2e.value == excess / math.fsum(r.e2e_s for r in ok if r.e2e_s is not None)
+    assert st.stalls_with_long_prompt.value == overlapping / stalls

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from lanewatch.collector.record import files
 from lanewatch.collector.record.files import RecordFileError, parse_record_line, read_records, record_line
@@ -64,3 +65,27 @@ def test_lines_split_across_chunks_keep_their_numbers(tmp_path: Path) -> None:
         read_records(path)
     assert read_records(path, skip_bad=True).records == (FULL, FAILED)
     assert gc.isenabled()  # paused while reading only
+
+
+def _checked_in_full(line: str) -> str:
+    """The error the reader gave when it looked at every float of a built record again."""
+    try:
+        record = files._RECORD.validate_json(line)
+    except ValidationError as exc:
+        return f"line 1: {files._first_problem(exc)}"
+    bad = files.non_finite_field(record)
+    return f"line 1: field {bad!r}: not a finite number" if bad else ""
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"])
+@pytest.mark.parametrize("field", [*files._FLOAT_FIELDS, "itl_s"])
+def test_a_non_finite_number_is_refused_as_a_check_of_every_float_refuses_it(field: str, value: str) -> None:
+    line = record_line(FULL).replace(
+        '"itl_s":[0.01', f'"itl_s":[{value}' if field == "itl_s" else '"itl_s":[0.01'
+    )
+    if field != "itl_s":
+        line = line.replace(f'"{field}":{getattr(FULL, field)!r}', f'"{field}":{value}')
+    assert value in line
+    with pytest.raises(RecordFileError) as exc:
+        parse_record_line(line, 1)
+    assert str(exc.value) == _checked_in_full(line) and field in str(exc.value)
