@@ -33,8 +33,10 @@ from .relay import SpanRelay
 pytestmark = pytest.mark.vllm
 
 WORDS = ("alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "maple", "orbit", "signal", "copper")
-BURST = 24  # long prompts at once: ~14,000 prompt tokens, several seconds of steps at the budget
-BURST_WORDS = 230  # ~550 tokens each: two or three prompts per step, so most of them wait
+# Long prompts at once, ~27,000 prompt tokens: vLLM's CPU steps take ~3,400 tokens (P90 measured),
+# so the burst takes about 8 steps; a prompt waits ~3.5 of them and prefills in 1-2.
+BURST = 32
+BURST_WORDS = 370  # ~850 tokens each
 # ~2,800 tokens of one shared prefix (the tiny model has 4,096 positions): 1-2 s to prefill on one
 # thread, 0.1-0.2 s when cached, against the fast lane's 0.5 s TTFT SLO. Its engines get one OpenMP
 # thread, as the demo's do: two threads on 2 shared cores spin against each other (with them a
