@@ -3,8 +3,9 @@
 `measured_lane` runs `lanewatch collect --records FILE` (vLLM's spans reach it through the span
 relay), `lanewatch gateway --upstream LANE=URL --collector ...` shipping its tap records there, and
 a Prometheus scraping the engine's /metrics with the `lane` label the deploy config gives it.
-`diagnose` runs `lanewatch diagnose RECORDS --prometheus URL --lane LANE --json` over the
-Prometheus's lifetime, so rates and means cover the same samples.
+The lane is handed over once Prometheus has scraped the engine twice (the baseline);
+`diagnose` runs `lanewatch diagnose RECORDS --prometheus URL --lane LANE --json` over a window
+from just before the first scrape, so rates and means cover the same samples.
 """
 
 from __future__ import annotations
@@ -19,19 +20,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
+from lanewatch.collector.diagnose.prometheus import PrometheusSource
+from lanewatch.collector.diagnose.queries import LaneQueries
 from lanewatch.collector.record.files import read_records
 from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.exporters import names
 from tests.conftest import require_binary
 from tests.integration.gateway_harness import start_gateway
 from tests.servers import free_port, lanewatch_command, run_service, started, wait_http
+from tests.waiting import eventually
 
 from .relay import SpanRelay
 
 # vLLM's gauges move each engine step and a burst lasts seconds; a scrape renders ~70 families in
 # the engine's front-end process, so a lane that reads only counters scrapes less often.
 SCRAPE_INTERVAL = "500ms"
+WINDOW_MARGIN_S = 0.2  # the window starts this long before the first scrape was seen
 JOIN_WAIT_S = 20.0  # vLLM batches its span exports (~5 s); the collector holds a record this long
 
 
@@ -43,7 +50,7 @@ class MeasuredLane:
     gateway_url: str
     records_path: Path
     prometheus_url: str
-    prometheus_started: float  # monotonic
+    prometheus_started: float  # monotonic, just before its first scrape of the engine
 
     def records(self) -> list[RequestTiming]:
         """The tap records the collector has written so far."""
@@ -52,7 +59,7 @@ class MeasuredLane:
         return [r for r in read_records(self.records_path).records if r.source == "tap"]
 
     def window(self) -> str:
-        """A Prometheus range as long as this Prometheus has run: means and rates over the same samples."""
+        """A Prometheus range from just before the first scrape: means and rates over the same samples."""
         return f"{math.ceil(time.monotonic() - self.prometheus_started)}s"
 
 
@@ -108,7 +115,29 @@ def measured_lane(
         proc = stack.enter_context(started(prom_args, log))
         prom = f"http://127.0.0.1:{prom_port}"
         wait_http(f"{prom}/-/ready", proc, lambda: log.read_text(errors="replace"), timeout_s=30)
-        yield MeasuredLane(lane, gw.url, records, prom, time.monotonic())
+        yield MeasuredLane(lane, gw.url, records, prom, _baseline(prom, lane))
+
+
+def _scrapes(prom: str, lane: str) -> int:
+    """How many times this Prometheus has scraped the lane's engine."""
+    r = httpx.get(f"{prom}/api/v1/query", params={"query": f'count_over_time(up{{lane="{lane}"}}[1h])'})
+    result = r.json()["data"]["result"]
+    return int(float(result[0]["value"][1])) if result else 0
+
+
+def _baseline(prom: str, lane: str) -> float:
+    """Wait for two scrapes (the counters' baseline, before any traffic); when the first was, monotonic.
+
+    Prometheus applies new targets at most every 5 s, so its first scrape comes seconds after it
+    is ready: a window from then would start mid-workload, and rates would extrapolate from there.
+    """
+
+    def first_seen() -> float | None:
+        return time.monotonic() if _scrapes(prom, lane) >= 1 else None
+
+    first = eventually(first_seen, 30, "a first scrape", every_s=0.1)
+    eventually(lambda: _scrapes(prom, lane) >= 2, 30, "a second scrape", every_s=0.1)
+    return first - WINDOW_MARGIN_S
 
 
 def diagnose(m: MeasuredLane) -> dict[str, Any]:
@@ -134,3 +163,14 @@ def evidence(finding: dict[str, Any], signal: str) -> dict[str, Any]:
     found: list[dict[str, Any]] = [e for e in finding["evidence"] if e["signal"] == signal]
     assert found, (signal, finding["evidence"])
     return found[0]
+
+
+def prefix_hit_rate(m: MeasuredLane) -> float | None:
+    """The lane's prefix-cache hit rate over the Prometheus's lifetime, as the diagnosis queries it."""
+    prom = PrometheusSource(m.prometheus_url)
+    try:
+        q = LaneQueries(m.lane, m.window())
+        rate = prom.scalar(q.ratio(names.VLLM_PREFIX_CACHE_HITS_TOTAL, names.VLLM_PREFIX_CACHE_QUERIES_TOTAL))
+    finally:
+        prom.close()
+    return rate.value if rate is not None else None

@@ -27,7 +27,7 @@ from tests.waiting import eventually
 
 from .contract import decode_spans
 from .engine import Install, VllmHandle, start_vllm, started_together
-from .lane import MeasuredLane, diagnose, evidence, findings, measured_lane
+from .lane import MeasuredLane, diagnose, evidence, findings, measured_lane, prefix_hit_rate
 from .relay import SpanRelay
 
 pytestmark = pytest.mark.vllm
@@ -106,7 +106,6 @@ def test_a_burst_of_long_prompts_is_queue_bound_on_compute(
     vllm_server: VllmHandle, span_relay: SpanRelay, tmp_path: Path, vllm_log: None
 ) -> None:
     with measured_lane(tmp_path, "slow", vllm_server.url, span_relay) as m:
-        time.sleep(2.0)  # Prometheus's first scrapes: the baseline the counters' rates start from
 
         async def burst() -> None:
             async with httpx.AsyncClient(base_url=m.gateway_url, timeout=300) as client:
@@ -151,14 +150,13 @@ def prefix_engine(inst: Install, folder: Path, relay: SpanRelay, caching: bool) 
 
 def shared_prefix_lane(
     server: VllmHandle, relay: SpanRelay, tmp_path: Path
-) -> tuple[list[RequestTiming], dict[str, Any]]:
-    """The shared-prefix workload on `server`'s fast lane: its records and its diagnosis."""
+) -> tuple[list[RequestTiming], dict[str, Any], float | None]:
+    """The shared-prefix workload on `server`'s fast lane: its records, diagnosis and prefix hit rate."""
     prefix = words(SHARED_WORDS, 0)
     # One request first, outside the measured lane: with caching on, it is what later ones reuse.
     warm = {"model": server.model, "prompt": prefix, "max_tokens": 1}
     httpx.post(f"{server.url}/v1/completions", json=warm, timeout=120).raise_for_status()
     with measured_lane(tmp_path, "fast", server.url, relay, scrape_every="2s") as m:
-        time.sleep(4.5)  # Prometheus's first scrapes
 
         async def in_turn() -> None:
             async with httpx.AsyncClient(base_url=m.gateway_url, timeout=120) as client:
@@ -167,11 +165,11 @@ def shared_prefix_lane(
 
         asyncio.run(in_turn())
         records = joined_records(m, SHARED_REQUESTS)
-        doc = diagnose(m)
+        doc, hit_rate = diagnose(m), prefix_hit_rate(m)
     assert_phases_are_vllms(records, relay)
     ordered = sorted(records, key=lambda r: r.started_at)
     print("TTFT, prefill:", [(round(r.ttft_s or 0.0, 3), round(r.prefill_s or 0.0, 3)) for r in ordered])
-    return records, doc
+    return records, doc, hit_rate
 
 
 @pytest.mark.timeout(900)
@@ -184,13 +182,16 @@ def test_low_prefix_reuse_is_found_only_with_prefix_caching_off(
         prefix_engine(vllm_install, tmp_path / "off", span_relay, caching=False),
     ) as (on_server, off_server):
         # Caching on: the prefix is reused and TTFT meets the fast lane's 0.5 s SLO.
-        _, doc_on = shared_prefix_lane(on_server, span_relay, tmp_path / "on")
+        _, doc_on, hits_on = shared_prefix_lane(on_server, span_relay, tmp_path / "on")
         # Caching off: every prompt's ~2,800 tokens are prefilled again, over the SLO.
-        records_off, doc_off = shared_prefix_lane(off_server, span_relay, tmp_path / "off")
+        records_off, doc_off, hits_off = shared_prefix_lane(off_server, span_relay, tmp_path / "off")
     on = {f["check"]: f for f in findings(doc_on)}[PREFIX_CHECK]
     print("caching on:", on["verdict"], on["summary"], [(e["signal"], e["value"]) for e in on["evidence"]])
+    print(f"prefix-cache hit rate: on {hits_on}, off {hits_off}")
+    assert hits_on is not None and hits_on > 0.9  # of every prompt's tokens, all but its last block
     assert on["verdict"] == "ok", on
     assert not evidence(on, "ttft p99 (SLO)")["breached"]
+    assert not hits_off  # no cache: vLLM counts no queries (or no hits)
 
     prefill = measured_share(records_off, "prefill")
     top = findings(doc_off)[0]
