@@ -132,8 +132,8 @@ def _baseline(prom: str, lane: str) -> float:
     is ready: a window from then would start mid-workload, and rates would extrapolate from there.
     """
 
-    def first_seen() -> float | None:
-        return time.monotonic() if _scrapes(prom, lane) >= 1 else None
+    def first_seen() -> float:
+        return time.monotonic() if _scrapes(prom, lane) >= 1 else 0.0  # 0.0: not yet
 
     first = eventually(first_seen, 30, "a first scrape", every_s=0.1)
     eventually(lambda: _scrapes(prom, lane) >= 2, 30, "a second scrape", every_s=0.1)
