@@ -12,7 +12,8 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,16 +95,22 @@ def supports_flag(inst: Install, flag: str) -> bool:
 
 @contextmanager
 def start_vllm(
-    inst: Install, folder: Path, model: str = "tiny", otlp_url: str | None = None, *extra: str
+    inst: Install,
+    folder: Path,
+    model: str = "tiny",
+    otlp_url: str | None = None,
+    *extra: str,
+    max_model_len: int = MAX_MODEL_LEN,
+    env_extra: dict[str, str] | None = None,
 ) -> Iterator[VllmHandle]:
     """Run `vllm serve` on a free port until the block exits, spans over gRPC to `otlp_url`."""
     port = free_port()
     args = [
         str(inst.vllm), "serve", str(inst.model(model)), "--served-model-name", model,
         "--host", "127.0.0.1", "--port", str(port), *CPU_ARGS,
-        "--max-model-len", str(MAX_MODEL_LEN), *extra,
+        "--max-model-len", str(max_model_len), *extra,
     ]  # fmt: skip
-    env = {**os.environ, **CPU_ENV}  # the demo's: what the CPU build needs
+    env = {**os.environ, **CPU_ENV, **(env_extra or {})}  # the demo's: what the CPU build needs
     for name in DEFAULT_MODE_UNSET:
         env.pop(name, None)  # unset, vLLM exports over gRPC (no TLS): its default, what is under test
     if otlp_url:
@@ -119,6 +126,21 @@ def start_vllm(
             f"{url}/health", proc, lambda: log_path.read_text(errors="replace"), timeout_s=START_TIMEOUT_S
         )
         took = time.monotonic() - started
-        yield VllmHandle(url, model, MAX_MODEL_LEN, inst.version, proc, log_path, tuple(args), took)
+        yield VllmHandle(url, model, max_model_len, inst.version, proc, log_path, tuple(args), took)
     finally:
         stop_process(proc)
+
+
+@contextmanager
+def started_together(*servers: AbstractContextManager[VllmHandle]) -> Iterator[list[VllmHandle]]:
+    """Enter `start_vllm` blocks at once (their starts overlap), exit them all when the block exits."""
+    with ExitStack() as stack, ThreadPoolExecutor(len(servers)) as pool:
+        futures = [pool.submit(cm.__enter__) for cm in servers]
+        handles: list[VllmHandle] = []
+        for cm, future in zip(servers, futures, strict=True):
+            if future.exception() is None:  # waits; a server that started is stopped on the way out
+                stack.push(cm)
+                handles.append(future.result())
+        for future in futures:
+            future.result()  # the first failure to start, once every started one will be stopped
+        yield handles

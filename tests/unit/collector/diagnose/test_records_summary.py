@@ -115,3 +115,21 @@ def test_the_stalls_are_those_a_gap_by_gap_walk_finds() -> None:
     assert st.stall_share_of_e2e is not None and st.stalls_with_long_prompt is not None
     assert st.stall_share_of_e2e.value == excess / math.fsum(r.e2e_s for r in ok if r.e2e_s is not None)
     assert st.stalls_with_long_prompt.value == overlapping / stalls
+
+
+def test_the_prefill_slope_needs_prompt_sizes_that_spread() -> None:
+    # One template: prompts 2,790-2,795 tokens, prefill noise. The fit would be a large negative slope.
+    narrow = [
+        replace(r, prompt_tokens=2790 + i % 6).with_server_phases(0.0, 1.5 - 0.1 * (i % 6), 0.01)
+        for i, r in enumerate(records(Shape(), n=30))
+    ]
+    assert summary.lane_stats(narrow, SLO, DEFAULT_THRESHOLDS).prefill_per_prompt_token is None
+    # Sizes from 100 to 2,000 tokens, prefill 1 ms per token: the slope is measured.
+    wide = [
+        replace(r, prompt_tokens=100 + 100 * (i % 20)).with_server_phases(
+            0.0, 0.001 * (100 + 100 * (i % 20)), 0.01
+        )
+        for i, r in enumerate(records(Shape(), n=40))
+    ]
+    slope = summary.lane_stats(wide, SLO, DEFAULT_THRESHOLDS).prefill_per_prompt_token
+    assert slope is not None and slope.value == pytest.approx(0.001)
