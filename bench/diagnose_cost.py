@@ -4,8 +4,9 @@ The file holds two lanes, half the records each, like the demo's: three request 
 and 256 output tokens, every gap recorded), server phases joined; the slow lane is queue-bound,
 stalls now and then and sheds 1 in 40 requests, so every check has work to do. The command runs
 as users run it (a subprocess, `--json`); the figure is its user + system CPU seconds, from start
-to exit (the interpreter's start and imports included). In-process timings split the work:
-reading and validating the file, summarising the records, running the checks.
+to exit (the interpreter's start and imports included), and its peak RSS. In-process timings split
+the work: the CLI's start on a 100-record file, decoding the file's records alone, the streamed
+summary (decoding included, and the second read of the stalling records), running the checks.
 
 Run alone: `python -m bench.diagnose_cost [--records 100000]`.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lanewatch.collector.diagnose import Window, diagnose, lanes_from_records, top_findings
-from lanewatch.collector.record.files import read_records, record_line
+from lanewatch.collector.diagnose import Window, diagnose, top_findings
+from lanewatch.collector.diagnose.records import lanes_from_keyed
+from lanewatch.collector.record.files import keyed_records, record_line, records_at
 from tests.unit.collector.diagnose.build import Shape, records
 
 SLOW = Shape(queue=2.5, stall_s=0.3, stall_every=7, long_prompt_every=5, error_every=40)
@@ -37,39 +38,52 @@ def write_file(path: Path, n: int) -> None:
     path.write_text("".join(record_line(r) for r in rows), encoding="utf-8")
 
 
-def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def _cli(path: Path) -> tuple[dict[str, Any], float, float, float]:
+    """`lanewatch diagnose PATH --json` in a process of its own: its document, CPU s, wall s, peak RSS MB."""
+    script = (
+        "import resource, subprocess, sys, time\n"
+        "t = time.monotonic()\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=600)\n"
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(u.ru_utime + u.ru_stime, time.monotonic() - t, u.ru_maxrss, done.returncode, file=sys.stderr)\n"
+        "sys.stdout.write(done.stdout)\n"
+    )
+    # A wrapper process of its own, so ru_maxrss is the diagnosis's alone, not this process's children's
+    done = subprocess.run(
+        [sys.executable, "-c", script, *COMMAND, "diagnose", str(path), "--json"],
+        capture_output=True, text=True, timeout=700,
+    )  # fmt: skip
+    cpu, wall, rss_kb, code = done.stderr.split()[-4:]
+    if int(code) not in (0, 1):
+        raise RuntimeError(f"lanewatch diagnose exited {code}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout), float(cpu), float(wall), int(rss_kb) / 1024
 
 
 def run_diagnose_cost(n: int, tmp: Path) -> dict[str, Any]:
     """Time `lanewatch diagnose FILE --json` on n records, and its parts in this process."""
     tmp.mkdir(parents=True, exist_ok=True)
-    path = tmp / "records.jsonl"
+    path, small = tmp / "records.jsonl", tmp / "small.jsonl"
     write_file(path, n)
+    write_file(small, 100)
     load = [round(x, 2) for x in os.getloadavg()]  # the machine may be shared: say how busy it was
-    cpu0, wall0 = _children_cpu_s(), time.monotonic()
-    done = subprocess.run(
-        [*COMMAND, "diagnose", str(path), "--json"], capture_output=True, text=True, timeout=600
-    )
-    wall, cpu = time.monotonic() - wall0, _children_cpu_s() - cpu0
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"lanewatch diagnose exited {done.returncode}: {done.stderr[-2000:]}")
-    doc = json.loads(done.stdout)
+    doc, cpu, wall, rss_mb = _cli(path)
+    _, start_cpu, _, _ = _cli(small)
     t0 = time.process_time()
-    read = read_records(path)
+    gaps = sum(len(r.itl_s) for _, r in keyed_records(path))
     t1 = time.process_time()
-    lanes = lanes_from_records(read.records)
+    lanes = lanes_from_keyed(keyed_records(path), lambda keys: records_at(path, keys))
     t2 = time.process_time()
     found = top_findings(diagnose(Window(lanes, (("fast", "slow"),))))
     t3 = time.process_time()
     return {
         "records": n,
         "file_mb": round(path.stat().st_size / 1e6, 1),
-        "gaps": sum(len(r.itl_s) for r in read.records),
+        "gaps": gaps,
         "cpu_s": round(cpu, 2),
         "wall_s": round(wall, 2),
-        "read_cpu_s": round(t1 - t0, 2),
+        "rss_mb": round(rss_mb, 1),
+        "start_cpu_s": round(start_cpu, 2),
+        "decode_cpu_s": round(t1 - t0, 2),
         "summarise_cpu_s": round(t2 - t1, 2),
         "checks_cpu_s": round(t3 - t2, 4),
         "found": doc["found"],

@@ -230,9 +230,10 @@ NOTES["why"] |= {
     "diagnose_records": (
         "A 100,000-record file is diagnosed within 2 CPU s.",
         "Measured on the shared 2-core machine under load (its load average is in the Diagnosis "
-        "section): each of the file's {diagnose_records:,} lines is validated into a record with its "
-        "ITL gaps as Python floats, and the summary walks every record in Python; the interpreter's "
-        "start and the CLI's imports are part of the figure too.",
+        "section): each of the file's {diagnose_records:,} lines is decoded into a record (msgspec, in "
+        "C) and checked by the record's own rules, every ITL gap a Python float; each record is then "
+        "folded into its lane's summary in Python, a few µs a record; the CLI's start (interpreter, "
+        "imports, the SLO spec) is part of the figure too (see the Diagnosis section's parts).",
     ),
     "diagnose_prometheus": (
         "One window for two lanes costs {diagnose_prometheus_cpu_s} CPU s, most of it lanewatch's "

@@ -343,9 +343,11 @@ def _diagnose_section(r: Mapping[str, Any]) -> list[str]:
     return [
         f"- `lanewatch diagnose FILE --json` on {r['records']:,} records ({r['file_mb']} MB, "
         f"{r['gaps']:,} ITL gaps, two lanes): **{r['cpu_s']} CPU s** ({r['wall_s']} s wall), the "
-        f"interpreter's start included; top finding `{r['top']}`.",
-        f"- In one process: reading and validating the file {r['read_cpu_s']} s, summarising the records "
-        f"{r['summarise_cpu_s']} s, the checks {r['checks_cpu_s']} s.{_load(r)}",
+        f"interpreter's start included, at most {r['rss_mb']} MB resident; top finding `{r['top']}`.",
+        f"- Its parts: the CLI's start and a 100-record file {r['start_cpu_s']} s (a process of its "
+        f"own); in one process, decoding the file's records alone {r['decode_cpu_s']} s, the streamed "
+        f"summary {r['summarise_cpu_s']} s (decoding included, and the second read of the stalling "
+        f"records), the checks {r['checks_cpu_s']} s.{_load(r)}",
     ]
 
 

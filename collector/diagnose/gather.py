@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.diagnose.evidence import LaneEvidence, SloTargets, Window
 from lanewatch.collector.diagnose.queries import TIMEOUT_S, LaneQueries, valid_duration
-from lanewatch.collector.diagnose.records import lanes_from_records
+from lanewatch.collector.diagnose.records import lanes_from_keyed
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from lanewatch.collector.record.files import RecordFileError, read_records
+from lanewatch.collector.record.decode import RecordDecodeError
+from lanewatch.collector.record.files import RecordFileError, keyed_records, records_at
 
 if TYPE_CHECKING:
     import httpx
@@ -72,14 +73,20 @@ def gather(
 
 
 def _from_records(sources: Sources, slos: Mapping[str, SloTargets], t: Thresholds) -> dict[str, LaneEvidence]:
-    assert sources.records is not None
+    path = sources.records
+    assert path is not None
+    # Read as a stream: each record is folded into its lane's summary and dropped, so a file of
+    # any size takes a few numbers per record; the few records whose stalls are counted are read
+    # again at their lines.
     try:
-        read = read_records(sources.records, skip_bad=sources.skip_bad)
+        keyed = keyed_records(path, [] if sources.skip_bad else None)
+        return lanes_from_keyed(keyed, lambda keys: records_at(path, keys), slos, t)
     except RecordFileError as exc:
-        raise DiagnoseInputError(f"{sources.records}: {exc} (or --skip-bad to skip such lines)") from None
+        raise DiagnoseInputError(f"{path}: {exc} (or --skip-bad to skip such lines)") from None
+    except RecordDecodeError as exc:  # a line that changed between the two reads
+        raise DiagnoseInputError(f"{path}: changed while it was read: {exc}") from None
     except OSError as exc:
-        raise DiagnoseInputError(f"{sources.records}: cannot read: {exc.strerror or exc}") from None
-    return lanes_from_records(read.records, slos, t)
+        raise DiagnoseInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def _from_prometheus(

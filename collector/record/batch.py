@@ -25,10 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
 from lanewatch.collector.common.errors import ProtocolViolation
-from lanewatch.collector.record.rules import RecordError
+from lanewatch.collector.record.decode import RecordDecodeError, convert_record
 from lanewatch.collector.record.timing import RequestTiming
 
 __all__ = [
@@ -39,10 +37,8 @@ __all__ = [
     "encode_record",
     "parse_batch",
     "record_id_of",
-    "refusal",
 ]
 
-_RECORD = TypeAdapter(RequestTiming)
 RECORD_ID = "record_id"
 MAX_RECORD_ID_CHARS = 64
 
@@ -101,8 +97,8 @@ def encode_batch(encoded: Iterable[bytes]) -> bytes:
 
 def parse_batch(body: bytes, max_records: int | None = None) -> ParsedBatch:
     """Every good record of a batch body and every refused one; BatchError when it is no batch."""
-    # json, not pydantic's parser: that one refuses a whole body over one "\ud800" escape,
-    # which the record then repairs (and a bare NaN, which the record then refuses alone).
+    # The json module, not msgspec's parser: that one refuses a whole body over one "\ud800"
+    # escape, which the record then repairs (and a bare NaN, which the record then refuses alone).
     try:
         doc = json.loads(body)
     except RecursionError:
@@ -119,22 +115,11 @@ def parse_batch(body: bytes, max_records: int | None = None) -> ParsedBatch:
     out = ParsedBatch([])
     for index, item in enumerate(items):
         try:
-            record = _RECORD.validate_python(item)
-        except ValidationError as exc:
-            out.refused.append(refusal(index, exc))
+            record = convert_record(item)
+        except RecordDecodeError as exc:
+            out.refused.append(Refused(index, exc.field, exc.reason))
             continue
         if (rid := record_id_of(item)) is not None:
             out.ids[len(out.records)] = rid
         out.records.append(record)
     return out
-
-
-def refusal(index: int, exc: ValidationError) -> Refused:
-    """Why record `index` was refused: the first problem pydantic (or the record's own check) found."""
-    err = exc.errors()[0]
-    cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, RecordError):
-        return Refused(index, cause.field, cause.reason)
-    if not err["loc"]:
-        return Refused(index, None, "expected a JSON object (a record)")
-    return Refused(index, ".".join(str(p) for p in err["loc"]), str(err["msg"]))

@@ -3,36 +3,27 @@
 A line that is not a record is an error naming its line number and the field at fault;
 callers that would rather keep going pass `skip_bad=True` and get the bad lines counted.
 Blank lines are ignored (a file cut off after its last newline is still whole).
+
+`keyed_records` reads a file as a stream, each record with the byte offset of its line, so a
+reader that folds records as they come (the diagnosis) holds a few numbers per record, not the
+records; `records_at` reads the lines at given offsets again. `read_records` keeps them all.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
-import math
-import operator
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from pydantic import TypeAdapter, ValidationError
-
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.record.rules import RecordError
-from lanewatch.collector.record.timing import FINITE_FIELDS, RequestTiming
+from lanewatch.collector.record.decode import RecordDecodeError, decode_record
+from lanewatch.collector.record.timing import RequestTiming
 
-# Validates types (a string where seconds belong, an unknown error kind) before a record
-# is built, so nothing downstream meets a value it cannot plot or sum.
-_RECORD = TypeAdapter(RequestTiming)
-_FLOAT_FIELDS = tuple(
-    f.name for f in dataclasses.fields(RequestTiming) if f.type in ("float", "float | None")
-)
-# What a built record may still hold as NaN or infinity (the rest it refused when built).
-_UNBOUNDED_NAMES = tuple(name for name in _FLOAT_FIELDS if name not in FINITE_FIELDS)
-_UNBOUNDED = operator.attrgetter(*_UNBOUNDED_NAMES)
 _CHUNK_BYTES = 8 << 20
 
 
@@ -55,63 +46,98 @@ class RecordsRead:
 
 def parse_record_line(line: str | bytes, line_no: int) -> RequestTiming:
     """One records.jsonl line as a record; RecordFileError says why it is not one."""
-    if isinstance(line, bytes):
-        try:
-            line = line.decode("utf-8")
-        except UnicodeDecodeError:
-            raise RecordFileError(line_no, "not UTF-8 text") from None
     try:
-        record = _RECORD.validate_json(line)
-    except ValidationError as exc:
-        if exc.errors()[0]["type"] != "json_invalid":
-            raise RecordFileError(line_no, _first_problem(exc)) from None
-        # pydantic's parser refuses a "\ud800" escape (a lone surrogate) that json decodes and
-        # the record repairs: a line an older gateway wrote is still read.
-        record = _from_json_module(line, line_no, exc)
-    if bad := non_finite_field(record):
-        raise RecordFileError(line_no, f"field {bad!r}: not a finite number")
-    return record
-
-
-def _from_json_module(line: str, line_no: int, first: ValidationError) -> RequestTiming:
-    try:
-        data = json.loads(line)
-    except (ValueError, RecursionError):
-        raise RecordFileError(line_no, _first_problem(first)) from None
-    try:
-        return _RECORD.validate_python(data)
-    except ValidationError as exc:
-        raise RecordFileError(line_no, _first_problem(exc)) from None
+        return decode_record(line)
+    except RecordDecodeError as exc:
+        raise RecordFileError(line_no, str(exc)) from None
 
 
 def parse_record_lines(lines: Iterable[str | bytes], *, skip_bad: bool = False) -> RecordsRead:
     """Every record in the lines (numbered from 1); raise on the first bad line unless skip_bad."""
-    records: list[RequestTiming] = []
     bad: list[RecordFileError] = []
-    for line_no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(parse_record_line(line, line_no))
-        except RecordFileError as exc:
-            if not skip_bad:
-                raise
-            bad.append(exc)
-    return RecordsRead(tuple(records), tuple(bad))
+    keyed = _keyed((0, line) for line in lines)
+    records = tuple(record for _, record in _checked(keyed, bad if skip_bad else None))
+    return RecordsRead(records, tuple(bad))
 
 
 def read_records(path: Path, *, skip_bad: bool = False) -> RecordsRead:
     """Read a records.jsonl file (see parse_record_lines)."""
-    # The records read stay alive to the end: collections while reading would only walk the
-    # growing heap again and again.
+    bad: list[RecordFileError] = []
+    with _no_collections():
+        records = tuple(record for _, record in keyed_records(path, bad if skip_bad else None))
+    return RecordsRead(records, tuple(bad))
+
+
+def keyed_records(
+    path: Path, bad: list[RecordFileError] | None = None
+) -> Iterator[tuple[int, RequestTiming]]:
+    """Each record of the file with its line's byte offset, as read; a bad line raises, or with
+    `bad` given is appended there and skipped. OSError when the file cannot be read."""
+    with path.open("rb") as f:  # bytes: a line that is not UTF-8 gets its number too
+        yield from _checked(_keyed(_offset_lines(f)), bad)
+
+
+def records_at(path: Path, offsets: Sequence[int]) -> Iterator[tuple[int, RequestTiming]]:
+    """The records on the lines starting at `offsets` (as keyed_records gave them), read again."""
+    with path.open("rb", buffering=0) as f:  # unbuffered: a line is read, not a buffer around it
+        for offset in offsets:
+            yield offset, decode_record(_line_at(f.fileno(), offset))
+
+
+def _line_at(fd: int, offset: int, guess: int = 4096) -> bytes:
+    """The line starting at byte `offset` of the file, without its newline."""
+    data = os.pread(fd, guess, offset)
+    while (end := data.find(b"\n")) < 0:
+        more = os.pread(fd, max(len(data), guess), offset + len(data))
+        if not more:
+            return data
+        data += more
+    return data[:end]
+
+
+def _keyed(
+    lines: Iterable[tuple[int, str | bytes]],
+) -> Iterator[tuple[int, int, RequestTiming | RecordFileError]]:
+    """(line number, key, record or why not) for each line that is not blank."""
+    for line_no, (key, line) in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield line_no, key, decode_record(line)
+        except RecordDecodeError as exc:
+            yield line_no, key, RecordFileError(line_no, str(exc))
+
+
+def _checked(
+    keyed: Iterator[tuple[int, int, RequestTiming | RecordFileError]], bad: list[RecordFileError] | None
+) -> Iterator[tuple[int, RequestTiming]]:
+    for _, key, got in keyed:
+        if isinstance(got, RecordFileError):
+            if bad is None:
+                raise got
+            bad.append(got)
+        else:
+            yield key, got
+
+
+@contextmanager
+def _no_collections() -> Iterator[None]:
+    """No garbage collections while records pile up: each would only walk the growing heap again."""
     paused = gc.isenabled()
     gc.disable()
     try:
-        with path.open("rb") as f:  # bytes: a line that is not UTF-8 gets its number too
-            return parse_record_lines(_lines(f), skip_bad=skip_bad)
+        yield
     finally:
         if paused:
             gc.enable()
+
+
+def _offset_lines(f: IO[bytes], chunk: int = _CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """The file's lines (without their newline), each with its byte offset, read in large chunks."""
+    offset = 0
+    for line in _lines(f, chunk):
+        yield offset, line
+        offset += len(line) + 1
 
 
 def _lines(f: IO[bytes], chunk: int = _CHUNK_BYTES) -> Iterator[bytes]:
@@ -171,30 +197,3 @@ class RecordsWriter:
 def record_line(record: RequestTiming) -> str:
     """One record as a records.jsonl line, newline included."""
     return json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
-
-
-def non_finite_field(record: RequestTiming) -> str | None:
-    """The first float field holding NaN or infinity (JSON parsers let `NaN`, `1e999` through)."""
-    for name in _FLOAT_FIELDS:
-        value = getattr(record, name)
-        if value is not None and not math.isfinite(value):
-            return name
-    gaps = record.itl_s
-    if not gaps or math.isfinite(sum(gaps)):  # one C pass; NaN and infinities make the sum non-finite
-        return None
-    return next((f"itl_s.{i}" for i, gap in enumerate(gaps) if not math.isfinite(gap)), None)
-
-
-def _first_problem(exc: ValidationError) -> str:
-    errors = exc.errors()
-    err = errors[0]
-    if err["type"] == "json_invalid":
-        return f"not JSON ({err['msg'].removeprefix('Invalid JSON: ')})"
-    cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, RecordError):
-        return f"field {cause.field!r}: {cause.reason}"
-    if not err["loc"]:
-        return "expected a JSON object"
-    field = ".".join(str(part) for part in err["loc"]) or "record"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"field {field!r}: {err['msg']}{more}"

@@ -55,6 +55,7 @@ BREAKDOWN_PARTS: tuple[str, ...] = (
 )
 # When no server span joined, queue + prefill + residual collapse into this part.
 SERVER_WAIT = "server_wait"
+WAIT_PARTS: tuple[str, ...] = ("dns", "connect", "tls", "send", SERVER_WAIT, "decode")
 # Prompt and response text: set only with `export.record_content` on (bounded, collector/record/content.py),
 # never read by metrics, and left out of a record's JSON while unset.
 CONTENT_FIELDS: tuple[str, ...] = ("prompt_text", "response_text")
@@ -287,32 +288,50 @@ def breakdown(r: RequestTiming) -> dict[str, float]:
     (decode here is first token to end of stream as the client saw it). Without:
     dns, connect, tls, send, server_wait, decode. Empty when e2e or ttft is missing.
     """
+    values = breakdown_values(r)
+    if values is None:
+        return {}
+    names = BREAKDOWN_PARTS if len(values) == len(BREAKDOWN_PARTS) else WAIT_PARTS
+    return dict(zip(names, values, strict=True))
+
+
+def breakdown_values(r: RequestTiming) -> tuple[float, ...] | None:
+    """breakdown()'s values alone, in BREAKDOWN_PARTS' order (server phases joined) or WAIT_PARTS'; None
+    when e2e or ttft is missing. A summary of many records adds these up without a dict per record."""
     e2e, ttft = r.e2e_s, r.ttft_s
     if e2e is None or ttft is None:
-        return {}
-    ttft = min(max(ttft, 0.0), e2e)
-    # Inline clamps, not a call per part: a diagnosis splits every record of a file.
-    # budget never goes below 0: each part takes at most what is left of it.
+        return None
+    # A record's durations are never negative (it refuses them when built), so each part is only
+    # capped by what is left of TTFT (the budget), which never goes below 0. Comparisons, not
+    # min() calls: a diagnosis splits every record of a file.
+    if ttft > e2e:
+        ttft = e2e
     budget = ttft
-    dns = min(max(r.dns_s or 0.0, 0.0), budget)
+    dns = r.dns_s or 0.0
+    if dns > budget:
+        dns = budget
     budget -= dns
-    connect = min(max(r.connect_s or 0.0, 0.0), budget)
+    connect = r.connect_s or 0.0
+    if connect > budget:
+        connect = budget
     budget -= connect
-    tls = min(max(r.tls_s or 0.0, 0.0), budget)
+    tls = r.tls_s or 0.0
+    if tls > budget:
+        tls = budget
     budget -= tls
-    send = min(max(r.send_s or 0.0, 0.0), budget)
+    send = r.send_s or 0.0
+    if send > budget:
+        send = budget
     budget -= send
-    parts = {"dns": dns, "connect": connect, "tls": tls, "send": send}
-    if r.queue_s is not None and r.prefill_s is not None and r.decode_s is not None:
-        # Server clocks run apart from ours; clamp so the parts never exceed the
-        # client-side window between request sent and first token seen.
-        queue = min(max(r.queue_s, 0.0), budget)
-        budget -= queue
-        prefill = min(max(r.prefill_s, 0.0), budget)
-        parts["queue"] = queue
-        parts["prefill"] = prefill
-        parts["residual"] = max(budget - prefill, 0.0)
-    else:
-        parts[SERVER_WAIT] = max(budget, 0.0)
-    parts["decode"] = max(e2e - ttft, 0.0)
-    return parts
+    decode = e2e - ttft
+    queue, prefill = r.queue_s, r.prefill_s
+    if queue is None or prefill is None or r.decode_s is None:
+        return dns, connect, tls, send, budget, decode
+    # Server clocks run apart from ours: the server's phases are capped by the client-side
+    # window between request sent and first token seen.
+    if queue > budget:
+        queue = budget
+    budget -= queue
+    if prefill > budget:
+        prefill = budget
+    return dns, connect, tls, send, queue, prefill, budget - prefill, decode

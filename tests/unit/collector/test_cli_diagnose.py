@@ -66,7 +66,7 @@ def test_bad_line_exits_2_naming_the_line(tmp_path: Path) -> None:
     path.write_text(path.read_text() + '{"source": "probe", "lane": 3}\n', encoding="utf-8")
     code, out, err = _invoke(str(path))
     assert (code, out) == (2, "")
-    assert err.startswith(f"lanewatch diagnose: {path}: line 241: field 'target'")
+    assert err.startswith(f"lanewatch diagnose: {path}: line 241: field 'lane': expected str, got int")
 
 
 def test_bad_flags_exit_2_naming_the_flag(tmp_path: Path) -> None:

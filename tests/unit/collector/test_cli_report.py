@@ -55,7 +55,7 @@ def test_bad_line_fails_naming_the_line_and_writes_nothing(tmp_path: Path) -> No
     records.write_text(records.read_text() + '{"source": "probe", "lane": 3}\n', encoding="utf-8")
     code, out, err = _invoke(str(records))
     assert code == 1 and out == ""
-    assert err.startswith(f"error: {records}: line 4: field 'target': Field required")
+    assert err.startswith(f"error: {records}: line 4: field 'lane': expected str, got int")
     assert "--skip-bad" in err
     assert not (tmp_path / "report.html").exists()
 

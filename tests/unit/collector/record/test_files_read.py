@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from lanewatch.collector.record import files
 from lanewatch.collector.record.files import RecordFileError, parse_record_line, read_records, record_line
@@ -67,19 +67,12 @@ def test_lines_split_across_chunks_keep_their_numbers(tmp_path: Path) -> None:
     assert gc.isenabled()  # paused while reading only
 
 
-def _checked_in_full(line: str) -> str:
-    """The error the reader gave when it looked at every float of a built record again."""
-    try:
-        record = files._RECORD.validate_json(line)
-    except ValidationError as exc:
-        return f"line 1: {files._first_problem(exc)}"
-    bad = files.non_finite_field(record)
-    return f"line 1: field {bad!r}: not a finite number" if bad else ""
+_FLOAT_FIELDS = [f.name for f in dataclasses.fields(RequestTiming) if f.type in ("float", "float | None")]
 
 
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"])
-@pytest.mark.parametrize("field", [*files._FLOAT_FIELDS, "itl_s"])
-def test_a_non_finite_number_is_refused_as_a_check_of_every_float_refuses_it(field: str, value: str) -> None:
+@pytest.mark.parametrize("field", [*_FLOAT_FIELDS, "itl_s"])
+def test_a_non_finite_number_is_refused_naming_its_field(field: str, value: str) -> None:
     line = record_line(FULL).replace(
         '"itl_s":[0.01', f'"itl_s":[{value}' if field == "itl_s" else '"itl_s":[0.01'
     )
@@ -88,4 +81,5 @@ def test_a_non_finite_number_is_refused_as_a_check_of_every_float_refuses_it(fie
     assert value in line
     with pytest.raises(RecordFileError) as exc:
         parse_record_line(line, 1)
-    assert str(exc.value) == _checked_in_full(line) and field in str(exc.value)
+    named = "itl_s.0" if field == "itl_s" else field
+    assert str(exc.value).startswith(f"line 1: field '{named}': not a finite")

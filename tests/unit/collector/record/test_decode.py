@@ -1,0 +1,74 @@
+"""Decoding one record: every field comes back as written; a refusal names the field as a line spells it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lanewatch.collector.record.decode import RecordDecodeError, convert_record, decode_record
+from lanewatch.collector.record.files import record_line
+from lanewatch.collector.record.itl import bounded_gaps
+from lanewatch.collector.record.timing import ErrorKind, RequestTiming
+
+BASE = RequestTiming(
+    source="tap", target="gw", lane="fast", request_class="short", model="m", started_at=1.7e9,
+    status=200, ttft_s=0.1, e2e_s=0.5, itl_s=(0.01, 0.02), output_tokens=3, attrs={"served_lane": "slow"},
+)  # fmt: skip
+
+
+def _line(**changes: object) -> str:
+    doc = json.loads(record_line(BASE))
+    doc.update(changes)
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def test_a_record_and_its_sampled_gaps_come_back_as_written() -> None:
+    gaps, stats = bounded_gaps([0.01] * 2000 + [1.5])
+    assert stats is not None
+    record = RequestTiming.from_json({**BASE.to_json(), "itl_s": gaps, "itl_stats": stats.to_json()})
+    assert decode_record(record_line(record)) == record
+    assert decode_record(record_line(record).encode()) == record
+    failed = RequestTiming(
+        source="probe", target="t", lane="l", request_class="c", model="m", error=ErrorKind.HTTP_429
+    )
+    assert decode_record(record_line(failed)).error is ErrorKind.HTTP_429
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "reason"),
+    [
+        (_line(ttft_s="slow"), "ttft_s", "expected float | null, got str"),
+        (_line(itl_s=[0.01, "x"]), "itl_s.1", "expected float, got str"),
+        (_line(itl_s=[0.01, -1]), "itl_s.1", "not a finite, non-negative number of seconds"),
+        (_line(status=True), "status", "expected int | null, got bool"),
+        (_line(attrs={"served_lane": "slow", "n": 5}), "attrs.n", "expected str, got int"),
+        (_line(itl_stats={"count": 9, "sum_s": 1.0, "min_s": 0.0}), "itl_stats.max_s", "missing"),
+        (_line(error="exploded"), "error", "invalid enum value 'exploded'"),
+        ('{"source": "probe"}', "target", "missing"),
+        ("[1, 2]", None, "expected a JSON object"),
+        ('{"source": ', None, "not JSON (input data was truncated)"),
+        (b'{"target": "\xff"}', None, "not UTF-8 text"),
+        (_line().replace('"ttft_s":0.1', '"ttft_s":1e999'), "ttft_s", "not a finite, non-negative number"),
+        (_line().replace('"e2e_s":0.5', '"e2e_s":NaN'), "e2e_s", "not a finite, non-negative number"),
+        (_line().replace('"response_ttft_s":null', '"response_ttft_s":1e999'), "response_ttft_s", "not a"),
+    ],
+)
+def test_a_refusal_names_the_field_and_why(line: str | bytes, field: str | None, reason: str) -> None:
+    with pytest.raises(RecordDecodeError) as exc:
+        decode_record(line)
+    assert exc.value.field == field and exc.value.reason.lower().startswith(reason.lower())
+
+
+def test_a_lone_surrogate_is_repaired_on_either_way_in() -> None:
+    line = _line().replace('"target":"gw"', '"target":"g\\ud800w"')
+    assert decode_record(line).target == "g\ufffdw"
+    assert convert_record(json.loads(line)).target == "g\ufffdw"
+
+
+def test_a_parsed_value_is_checked_as_a_line_is() -> None:
+    with pytest.raises(RecordDecodeError) as exc:
+        convert_record({**json.loads(_line()), "response_queue_s": float("nan")})
+    assert exc.value.field == "response_queue_s"
+    with pytest.raises(RecordDecodeError, match="expected a JSON object"):
+        convert_record([1])
