@@ -45,7 +45,8 @@ def _cli(path: Path) -> tuple[dict[str, Any], float, float, float]:
         "t = time.monotonic()\n"
         "done = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=600)\n"
         "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-        "print(u.ru_utime + u.ru_stime, time.monotonic() - t, u.ru_maxrss, done.returncode, file=sys.stderr)\n"
+        "cpu = u.ru_utime + u.ru_stime\n"
+        "print(cpu, time.monotonic() - t, u.ru_maxrss, done.returncode, file=sys.stderr)\n"
         "sys.stdout.write(done.stdout)\n"
     )
     # A wrapper process of its own, so ru_maxrss is the diagnosis's alone, not this process's children's

@@ -109,8 +109,10 @@ def run_profile(
                 await run_load(conns, STREAM_S * 3, STREAM_S, CHUNKS)  # warm-up
                 pids = tap.pids()
                 args = [spy, "record", "--pid", str(pids[0]), "--rate", "250", "--format", "raw"]
-                args += ["--duration", str(int(seconds)), "--output", str(out), "--nonblocking"]
-                args += ["--native"] if native else []
+                args += ["--duration", str(int(seconds)), "--output", str(out)]
+                # py-spy reads C frames only from a stopped process; Python frames alone it can read
+                # without stopping it (what the load would otherwise feel)
+                args += ["--native"] if native else ["--nonblocking"]
                 cpu0 = cpu_s(*pids)
                 spy_proc = await asyncio.create_subprocess_exec(
                     *args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

@@ -17,7 +17,7 @@ from lanewatch.collector.diagnose.evidence import LaneEvidence, SloTargets, Wind
 from lanewatch.collector.diagnose.queries import TIMEOUT_S, LaneQueries, valid_duration
 from lanewatch.collector.diagnose.records import lanes_from_keyed
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from lanewatch.collector.record.decode import RecordDecodeError
+from lanewatch.collector.record.codec import RecordDecodeError
 from lanewatch.collector.record.files import RecordFileError, keyed_records, records_at
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lanewatch.collector.common.errors import ProtocolViolation
-from lanewatch.collector.record.decode import RecordDecodeError, convert_record
+from lanewatch.collector.record.codec import RecordDecodeError, convert_record, encode_record_json
 from lanewatch.collector.record.timing import RequestTiming
 
 __all__ = [
@@ -77,7 +77,7 @@ class ParsedBatch:
 def encode_record(record: RequestTiming, with_id: bool = False) -> bytes:
     """One record's JSON (ValueError when a number is NaN or infinite); `with_id`: with a `record_id`
     that is a digest of those bytes, the same for the same record every time."""
-    body = json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False).encode()
+    body = encode_record_json(record)
     if not with_id:
         return body
     digest = hashlib.blake2b(body, digest_size=16).hexdigest()

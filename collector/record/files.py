@@ -12,7 +12,6 @@ records; `records_at` reads the lines at given offsets again. `read_records` kee
 from __future__ import annotations
 
 import gc
-import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.record.decode import RecordDecodeError, decode_record
+from lanewatch.collector.record.codec import RecordDecodeError, decode_record, encode_record_json
 from lanewatch.collector.record.timing import RequestTiming
 
 _CHUNK_BYTES = 8 << 20
@@ -196,4 +195,4 @@ class RecordsWriter:
 
 def record_line(record: RequestTiming) -> str:
     """One record as a records.jsonl line, newline included."""
-    return json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
+    return encode_record_json(record).decode() + "\n"

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from lanewatch.collector.record.decode import RecordDecodeError, convert_record, decode_record
+from lanewatch.collector.record.codec import (
+    RecordDecodeError,
+    convert_record,
+    decode_record,
+    encode_record_json,
+)
 from lanewatch.collector.record.files import record_line
 from lanewatch.collector.record.itl import bounded_gaps
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
@@ -72,3 +78,16 @@ def test_a_parsed_value_is_checked_as_a_line_is() -> None:
     assert exc.value.field == "response_queue_s"
     with pytest.raises(RecordDecodeError, match="expected a JSON object"):
         convert_record([1])
+
+
+def test_the_json_written_is_the_json_modules_in_value_and_reads_back_the_same() -> None:
+    record = replace(BASE, send_s=0.0000123, itl_s=(1e-7, 0.1 + 0.2, 12.5), response_tokens_per_s=81.25)
+    written = encode_record_json(record)
+    assert json.loads(written) == json.loads(json.dumps(record.to_json()))
+    assert decode_record(written) == record
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_number_json_cannot_hold_is_refused_not_written_as_null(value: float) -> None:
+    with pytest.raises(ValueError, match="response_mean_itl_s"):
+        encode_record_json(replace(BASE, response_mean_itl_s=value))
