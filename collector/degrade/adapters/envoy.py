@@ -21,6 +21,7 @@ stats to count it: `rds.<name>.update_success` (taken) or `rds.<name>.update_rej
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import tempfile
@@ -130,15 +131,8 @@ class EnvoyAdapter:
         """AdapterError unless Envoy's listeners run the Lua filter that the model rewrite rides on."""
         if self._has_lua:
             return
-        try:
-            response = await self._client.get("/config_dump", params={"resource": "static_listeners"})
-        except httpx.HTTPError as exc:
-            raise AdapterError(
-                f"envoy admin {self._s.admin_url}: {type(exc).__name__}", retryable=True
-            ) from None
-        if response.status_code != 200:
-            raise AdapterError(f"envoy admin /config_dump answered {response.status_code}", retryable=True)
-        if f'"{LUA_TYPE}"' not in response.text:
+        listeners = await self._admin_get("/config_dump", resource="static_listeners")
+        if f'"{LUA_TYPE}"' not in listeners:
             raise AdapterError(
                 "the shift rewrites the model, but Envoy's listener has no Lua filter "
                 "(envoy.filters.http.lua before the router in http_filters, as deploy/envoy/bootstrap.yaml "
@@ -154,17 +148,10 @@ class EnvoyAdapter:
         uses the configuration; the sums count every listener's view.
         """
         pattern = f"\\.rds\\.{re.escape(name)}\\.update_(success|rejected)$"
-        try:
-            response = await self._client.get("/stats", params={"filter": pattern})
-        except httpx.HTTPError as exc:
-            raise AdapterError(
-                f"envoy admin {self._s.admin_url}: {type(exc).__name__}", retryable=True
-            ) from None
-        if response.status_code != 200:
-            raise AdapterError(f"envoy admin /stats answered {response.status_code}", retryable=True)
+        stats = await self._admin_get("/stats", filter=pattern)
         counts = {"success": 0, "rejected": 0}
         seen = False
-        for line in response.text.splitlines():
+        for line in stats.splitlines():
             key, _, value = line.partition(": ")
             head, _, kind = key.rpartition(".update_")
             if head.endswith(f".rds.{name}") and kind in counts and value.strip().isdigit():
@@ -195,14 +182,26 @@ class EnvoyAdapter:
                 )
             await asyncio.sleep(0.05)
 
+    async def _admin_get(self, path: str, **params: str) -> str:
+        """The text an admin endpoint answers with 200; a retryable AdapterError otherwise."""
+        try:
+            response = await self._client.get(path, params=params)
+        except httpx.HTTPError as exc:
+            raise AdapterError(
+                f"envoy admin {self._s.admin_url}: {type(exc).__name__}", retryable=True
+            ) from None
+        if response.status_code != 200:
+            raise AdapterError(f"envoy admin {path} answered {response.status_code}", retryable=True)
+        return response.text
+
     async def read_back(self) -> RouterView:
         """The lanes in the route configuration Envoy holds (`/config_dump`)."""
         template = self.template()
+        text = await self._admin_get("/config_dump", resource="dynamic_route_configs")
         try:
-            response = await self._client.get("/config_dump", params={"resource": "dynamic_route_configs"})
-            data = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
-            raise AdapterError(f"envoy admin /config_dump: {type(exc).__name__}", retryable=True) from None
+            data = json.loads(text)
+        except ValueError:
+            raise AdapterError("envoy admin /config_dump: not JSON", retryable=True) from None
         for entry in data.get("configs", []) if isinstance(data, dict) else []:
             rc = entry.get("route_config") if isinstance(entry, dict) else None
             if isinstance(rc, dict) and rc.get("name") == template.name:
