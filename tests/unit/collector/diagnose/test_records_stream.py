@@ -83,3 +83,26 @@ def test_gather_streams_a_file_and_skips_bad_lines_only_when_asked(tmp_path: Pat
         gather(Sources(records=path), SLOS)
     window, queries = gather(Sources(records=path, skip_bad=True), SLOS)
     assert queries == () and dict(window.lanes) == lanes_from_records(rs, SLOS)
+
+
+def test_a_stream_is_folded_in_memory_that_does_not_grow_with_its_gaps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tracemalloc
+
+    monkeypatch.setattr(fold, "MAX_POOLED_GAPS", 10_000)
+    one = records(Shape(), n=3)[2]  # 255 gaps
+    n = 4_000  # a million gaps: 32 MB as Python floats in tuples, were the records kept
+
+    def stream():  # type: ignore[no-untyped-def]
+        for i in range(n):  # each record built as it is read, as a file's are
+            yield i, replace(one, started_at=one.started_at + i, itl_s=tuple(g + i * 1e-9 for g in one.itl_s))
+
+    tracemalloc.start()
+    try:
+        lanes = lanes_from_keyed(stream(), lambda keys: iter(()), {"slow": SLO})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert lanes["slow"].stats.requests == n
+    assert peak < 6_000_000, peak
