@@ -49,10 +49,11 @@ SCALE_NOTES: dict[str, Any] = {
             "histogram buckets by label set. On a loaded machine the median moves with the load.",
         ),
         "ingest": (
-            "A 256-record batch is one pydantic validation of the JSON, then per record the join, "
-            "the window and the metrics.",
-            "Per record the collector validates the JSON (pydantic), joins, adds to the window and "
-            "updates the histograms; {ingest_records_per_core_s:.0f} records/s per core here.",
+            "A 256-record batch is parsed by the json module and each record built and type-checked "
+            "in C (msgspec, collector/record/codec.py), then per record the join, the window and the "
+            "metrics.",
+            "Per record the collector builds and checks the record (msgspec), joins, adds to the "
+            "window and updates the histograms; {ingest_records_per_core_s:.0f} records/s per core here.",
         ),
         "fleet_cpu": (
             "Probing and scraping 1,000 targets take {fleet_1000_cpu_cores:.2f} of a core; the cost "
