@@ -236,8 +236,9 @@ NOTES |= {k: v for k, v in SCALE_NOTES.items() if k != "why"}
 NOTES["why"] |= {
     "diagnose_records": (
         "A 100,000-record file is diagnosed within 2 CPU s.",
-        "Measured on the shared 2-core machine (its load average is in the Diagnosis section): each of the file's {diagnose_records:,} lines is decoded into a record (msgspec, in "
-        "C) and checked by the record's own rules, every ITL gap a Python float; each record is then "
+        "Measured on the shared 2-core machine (its load average is in the Diagnosis section): each "
+        "of the file's {diagnose_records:,} lines is decoded into a record (msgspec, in C) and checked "
+        "by the record's own rules, every ITL gap a Python float; each record is then "
         "folded into its lane's summary in Python, a few µs a record; the CLI's start (interpreter, "
         "imports, the SLO spec) is part of the figure too (see the Diagnosis section's parts). The "
         "decoding and the record's checks alone take about 1.2 s and the start 0.3 s: the goal needs "

@@ -3,6 +3,7 @@ stalling records read a second time, and a line that changed between the reads n
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,11 +37,11 @@ def test_a_file_read_as_a_stream_gives_the_stats_of_its_records_in_a_list(tmp_pa
     path = _write(tmp_path / "records.jsonl", rs)
     asked: list[list[int]] = []
 
-    def again(keys: list[int]):  # type: ignore[no-untyped-def]
+    def again(keys: Sequence[int]) -> Iterator[tuple[int, RequestTiming]]:
         asked.append(list(keys))
         return records_at(path, keys)
 
-    streamed = lanes_from_keyed(keyed_records(path), again, SLOS)  # type: ignore[arg-type]
+    streamed = lanes_from_keyed(keyed_records(path), again, SLOS)
     assert streamed == lanes_from_records(rs, SLOS)
     stats = streamed["slow"].stats
     assert stats.stall_share_of_e2e is not None and stats.stall_share_of_e2e.value > 0
@@ -94,7 +95,7 @@ def test_a_stream_is_folded_in_memory_that_does_not_grow_with_its_gaps(
     one = records(Shape(), n=3)[2]  # 255 gaps
     n = 4_000  # a million gaps: 32 MB as Python floats in tuples, were the records kept
 
-    def stream():  # type: ignore[no-untyped-def]
+    def stream() -> Iterator[tuple[int, RequestTiming]]:
         for i in range(n):  # each record built as it is read, as a file's are
             yield i, replace(one, started_at=one.started_at + i, itl_s=tuple(g + i * 1e-9 for g in one.itl_s))
 
