@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,24 +41,24 @@ def write_file(path: Path, n: int) -> None:
 
 def _cli(path: Path) -> tuple[dict[str, Any], float, float, float]:
     """`lanewatch diagnose PATH --json` in a process of its own: its document, CPU s, wall s, peak RSS MB."""
-    script = (
-        "import resource, subprocess, sys, time\n"
-        "t = time.monotonic()\n"
-        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=600)\n"
-        "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-        "cpu = u.ru_utime + u.ru_stime\n"
-        "print(cpu, time.monotonic() - t, u.ru_maxrss, done.returncode, file=sys.stderr)\n"
-        "sys.stdout.write(done.stdout)\n"
-    )
-    # A wrapper process of its own, so ru_maxrss is the diagnosis's alone, not this process's children's
-    done = subprocess.run(
-        [sys.executable, "-c", script, *COMMAND, "diagnose", str(path), "--json"],
-        capture_output=True, text=True, timeout=700,
-    )  # fmt: skip
-    cpu, wall, rss_kb, code = done.stderr.split()[-4:]
-    if int(code) not in (0, 1):
-        raise RuntimeError(f"lanewatch diagnose exited {code}: {done.stderr[-2000:]}")
-    return json.loads(done.stdout), float(cpu), float(wall), int(rss_kb) / 1024
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        wall0 = time.monotonic()
+        proc = subprocess.Popen([*COMMAND, "diagnose", str(path), "--json"], stdout=out, stderr=err)
+        timer = threading.Timer(600, proc.kill)
+        timer.start()
+        try:
+            # wait4: this child's own usage (RUSAGE_CHILDREN's peak RSS is the largest child's ever)
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - wall0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"lanewatch diagnose exited {proc.returncode}: {err.read()[-2000:]!r}")
+        doc = json.loads(out.read())
+    return doc, usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
 
 
 def run_diagnose_cost(n: int, tmp: Path) -> dict[str, Any]:

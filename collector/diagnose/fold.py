@@ -10,11 +10,13 @@ Each value carries the computation that made it, so a finding shows it.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 import operator
 import random
 from collections import Counter
+from typing import NamedTuple
 
 from lanewatch.collector.diagnose.evidence import LaneStats, Value
 from lanewatch.collector.diagnose.thresholds import Thresholds
@@ -63,8 +65,6 @@ class LaneFold:
         self._due = self._missed = 0
         self._stalls = self._overlapping = 0
         self._excess = 0.0
-        # once every record is in: ITL p50, the stall limit, long prompts' arrivals, the keys to see again
-        self._stall: tuple[float, float, list[float], dict[int, float]] | None = None
 
     def add(self, key: int, r: RequestTiming) -> None:
         """Fold one record in; `key` fetches it again for `see_stalls`."""
@@ -149,17 +149,15 @@ class LaneFold:
 
     def stall_keys(self) -> list[int]:
         """The keys of the records with a gap at the stall limit, for `see_stalls` (in the order added)."""
-        if self._stall is None:
-            self._stall = self._stall_limit()
-        return list(self._stall[3])
+        stall = self._stall
+        return list(stall.keys) if stall is not None else []
 
     def see_stalls(self, key: int, r: RequestTiming) -> None:
         """Count the stalls of a record `stall_keys` named (any other, or one that changed, is ignored)."""
-        if self._stall is None:
-            self._stall = self._stall_limit()
-        p50, limit, arrivals, keys = self._stall
-        if keys.get(key) != r.started_at:
+        stall = self._stall
+        if stall is None or stall.keys.get(key) != r.started_at:
             return
+        p50, limit, arrivals = stall.p50, stall.limit, stall.arrivals
         gaps = r.itl_s
         # each gap's start (the running sum before it) and the stalls' places, both in C
         starts = list(itertools.accumulate(gaps, initial=r.started_at + (r.ttft_s or 0.0)))
@@ -169,17 +167,19 @@ class LaneFold:
             self._excess += gap - p50
             i = bisect.bisect_left(arrivals, at - gap)
             self._overlapping += i < len(arrivals) and arrivals[i] <= at + gap
-        del keys[key]
+        del stall.keys[key]
 
-    def _stall_limit(self) -> tuple[float, float, list[float], dict[int, float]]:
-        """ITL p50, the stall limit, the long prompts' arrivals, and the records to look at again."""
+    @functools.cached_property
+    def _stall(self) -> _StallLimit | None:
+        """What stalls are measured against, worked out once every record is in; None when they cannot be."""
         pool = self._pool
         pool.sort()  # in place: nothing is added after this, and the quantiles sort it again for free
         p50 = quantile(pool, 0.5) if pool else 0.0
-        prompts = sorted(self._prompts[0])
+        prompts = self._prompts[0]
         if p50 <= 0 or not prompts:
-            return p50, math.inf, [], {}
+            return None
         limit = self._t.itl_tail_ratio * p50
+        prompts = sorted(prompts)
         long_at = quantile(prompts, 0.9)
         arrivals = sorted(
             at for p, at in zip(*self._prompts, strict=True) if p >= long_at and long_at > prompts[0]
@@ -188,7 +188,7 @@ class LaneFold:
         # each key with its record's start: a record read again that no longer matches is not counted
         stalling = itertools.compress(range(len(peaks)), map(limit.__le__, peaks))
         wanted = {keys[i]: started[i] for i in stalling}
-        return p50, limit, arrivals, wanted
+        return _StallLimit(p50, limit, long_at, arrivals, wanted)
 
     def stats(self) -> LaneStats:
         """The lane's stats, once every record was added and every stall key seen."""
@@ -197,7 +197,7 @@ class LaneFold:
         quantiles, means = self._latencies(src, (0.5, self._t.slo_quantile))
         parts, server_phases = self._parts_means()
         tokens = sorted(self._tokens)
-        share, with_long = self._stall_values(quantiles.get("itl_p50"))
+        share, with_long = self._stall_values()
         return LaneStats(
             requests=self.requests,
             ok_requests=n_ok,
@@ -227,10 +227,10 @@ class LaneFold:
         sampled = self._stride > 1
         of = f" over a seeded sample of {len(self._pool):,} of {self._gap_count:,} gaps" if sampled else ""
         series = {"ttft": self._ttft, "tpot": self._tpot, "e2e": self._e2e, "itl": self._pool}
-        for name, values in series.items():
-            if not values:
+        for name, xs in series.items():
+            if not xs:
                 continue
-            xs = sorted(values)
+            xs.sort()  # in place: the fold is done with them
             means[name] = Value(sum(xs) / len(xs), f"records: mean({name}); {src}")  # sorted: small first
             for q in qs:
                 label = f"p{round(q * 100)}"
@@ -259,18 +259,17 @@ class LaneFold:
         source = f"records: mean breakdown over {counted} ok records"
         return {p: Value(s / counted, source) for p, s in sums.items()}, self._joined * 2 >= counted
 
-    def _stall_values(self, itl_p50: Value | None) -> tuple[Value | None, Value | None]:
+    def _stall_values(self) -> tuple[Value | None, Value | None]:
         """Stalls (gaps >= tail ratio x ITL p50): their share of E2E, and the share at long prompts."""
-        if itl_p50 is None or itl_p50.value <= 0 or not self._prompts[0]:
+        stall = self._stall
+        if stall is None:
             return None, None
-        limit = self._t.itl_tail_ratio * itl_p50.value
-        long_at = quantile(sorted(self._prompts[0]), 0.9)
         e2e = math.fsum(self._e2e)
-        src = f"records: gaps >= {self._t.itl_tail_ratio:g} x ITL p50 ({limit:.4f} s)"
+        src = f"records: gaps >= {self._t.itl_tail_ratio:g} x ITL p50 ({stall.limit:.4f} s)"
         share = Value(self._excess / e2e, f"{src}: sum(gap - p50) / sum(e2e)") if e2e > 0 else None
         with_long = Value(
             self._overlapping / self._stalls if self._stalls else 0.0,
-            f"{src}: share with a prompt >= p90 ({long_at:g} tokens) arriving within a gap of it",
+            f"{src}: share with a prompt >= p90 ({stall.long_at:g} tokens) arriving within a gap of it",
         )
         return share, with_long
 
@@ -325,3 +324,14 @@ class LaneFold:
 
 
 _FIRST = operator.itemgetter(0)
+
+
+class _StallLimit(NamedTuple):
+    """What stalls are measured against: ITL p50, the limit, the long prompts (their size and
+    arrivals), and the records to look at again (key -> started_at, to know a record read again)."""
+
+    p50: float
+    limit: float
+    long_at: float
+    arrivals: list[float]
+    keys: dict[int, float]

@@ -57,10 +57,8 @@ class RecordDecodeError(ProtocolViolation, ValueError):
 def encode_record_json(record: RequestTiming) -> bytes:
     """The record's JSON, `to_json()` compactly; ValueError when a number is NaN or infinite."""
     # The record refuses non-finite times itself; msgspec would write any other such float as null.
-    for name in _OPEN_FLOATS:
-        value = getattr(record, name)
-        if value is not None and not math.isfinite(value):
-            raise ValueError(f"field {name!r}: {value} is not a finite number")
+    if (name := _non_finite(record)) is not None:
+        raise ValueError(f"field {name!r}: {getattr(record, name)} is not a finite number")
     return _ENCODER.encode(record.to_json())
 
 
@@ -71,15 +69,15 @@ def decode_record(data: bytes | str) -> RequestTiming:
     except msgspec.ValidationError as exc:
         if "Number out of range" not in str(exc):  # 1e999: the json module reads it as infinity
             raise _refusal(exc, data) from None
-    except msgspec.DecodeError as exc:
-        text = _text(data)
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError):
-            why = str(exc).removeprefix("JSON is malformed: ")
-            raise RecordDecodeError(None, f"not JSON ({why})") from None
-        return convert_record(obj)
-    return convert_record(json.loads(_text(data)))
+        why = str(exc)
+    except msgspec.DecodeError as exc:  # a lone surrogate, NaN: the json module reads them
+        why = str(exc).removeprefix("JSON is malformed: ")
+    text = _text(data)  # outside the try below: text that is not UTF-8 says so, not "not JSON"
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        raise RecordDecodeError(None, f"not JSON ({why})") from None
+    return convert_record(obj)
 
 
 def convert_record(obj: Any) -> RequestTiming:
@@ -88,11 +86,18 @@ def convert_record(obj: Any) -> RequestTiming:
         record = msgspec.convert(obj, RequestTiming)
     except msgspec.ValidationError as exc:
         raise _refusal(exc, obj) from None
+    if (name := _non_finite(record)) is not None:
+        raise RecordDecodeError(name, "not a finite number")
+    return record
+
+
+def _non_finite(record: RequestTiming) -> str | None:
+    """The first float the record does not check itself that is NaN or infinite."""
     for name in _OPEN_FLOATS:
         value = getattr(record, name)
         if value is not None and not math.isfinite(value):
-            raise RecordDecodeError(name, "not a finite number")
-    return record
+            return name
+    return None
 
 
 def _text(data: bytes | str) -> str:

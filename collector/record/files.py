@@ -54,9 +54,8 @@ def parse_record_line(line: str | bytes, line_no: int) -> RequestTiming:
 def parse_record_lines(lines: Iterable[str | bytes], *, skip_bad: bool = False) -> RecordsRead:
     """Every record in the lines (numbered from 1); raise on the first bad line unless skip_bad."""
     bad: list[RecordFileError] = []
-    keyed = _keyed((0, line) for line in lines)
-    records = tuple(record for _, record in _checked(keyed, bad if skip_bad else None))
-    return RecordsRead(records, tuple(bad))
+    keyed = _records(((0, line) for line in lines), bad if skip_bad else None)
+    return RecordsRead(tuple(record for _, record in keyed), tuple(bad))
 
 
 def read_records(path: Path, *, skip_bad: bool = False) -> RecordsRead:
@@ -73,7 +72,7 @@ def keyed_records(
     """Each record of the file with its line's byte offset, as read; a bad line raises, or with
     `bad` given is appended there and skipped. OSError when the file cannot be read."""
     with path.open("rb") as f:  # bytes: a line that is not UTF-8 gets its number too
-        yield from _checked(_keyed(_offset_lines(f)), bad)
+        yield from _records(_offset_lines(f), bad)
 
 
 def records_at(path: Path, offsets: Sequence[int]) -> Iterator[tuple[int, RequestTiming]]:
@@ -94,29 +93,22 @@ def _line_at(fd: int, offset: int, guess: int = 4096) -> bytes:
     return data[:end]
 
 
-def _keyed(
-    lines: Iterable[tuple[int, str | bytes]],
-) -> Iterator[tuple[int, int, RequestTiming | RecordFileError]]:
-    """(line number, key, record or why not) for each line that is not blank."""
+def _records(
+    lines: Iterable[tuple[int, str | bytes]], bad: list[RecordFileError] | None
+) -> Iterator[tuple[int, RequestTiming]]:
+    """(key, record) of each line that is not blank, numbered from 1; a bad line raises, or with
+    `bad` given is kept there and skipped."""
     for line_no, (key, line) in enumerate(lines, start=1):
-        if not line.strip():
+        if not line or line.isspace():  # no copy of the line, as strip() would make
             continue
         try:
-            yield line_no, key, decode_record(line)
-        except RecordDecodeError as exc:
-            yield line_no, key, RecordFileError(line_no, str(exc))
-
-
-def _checked(
-    keyed: Iterator[tuple[int, int, RequestTiming | RecordFileError]], bad: list[RecordFileError] | None
-) -> Iterator[tuple[int, RequestTiming]]:
-    for _, key, got in keyed:
-        if isinstance(got, RecordFileError):
+            record = parse_record_line(line, line_no)
+        except RecordFileError as exc:
             if bad is None:
-                raise got
-            bad.append(got)
-        else:
-            yield key, got
+                raise
+            bad.append(exc)
+            continue
+        yield key, record
 
 
 @contextmanager

@@ -16,11 +16,9 @@ from lanewatch.collector.record.codec import (
 from lanewatch.collector.record.files import record_line
 from lanewatch.collector.record.itl import bounded_gaps
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
+from tests.unit.collector.record.test_files import GOOD
 
-BASE = RequestTiming(
-    source="tap", target="gw", lane="fast", request_class="short", model="m", started_at=1.7e9,
-    status=200, ttft_s=0.1, e2e_s=0.5, itl_s=(0.01, 0.02), output_tokens=3, attrs={"served_lane": "slow"},
-)  # fmt: skip
+BASE = replace(GOOD, status=200)
 
 
 def _line(**changes: object) -> str:
