@@ -117,7 +117,9 @@ class _Run:
         )
         self.burst: Burst | None = None  # the real-engine fault, while it runs
         prometheus = stack.layout.prometheus_url if stack.has_prometheus else None
-        self.diagnosis = FaultDiagnosis(prometheus, self.plan.lane, diagnosis_context(_slo_spec(opts)))
+        context = diagnosis_context(_slo_spec(opts))
+        self.slos = context.slos  # each lane's SLOs: the burst sizes itself by the faulted lane's TTFT
+        self.diagnosis = FaultDiagnosis(prometheus, self.plan.lane, context)
         self._told_diagnosis = False
         self.notes: list[str] = []
         self._last_status = 0.0
@@ -169,7 +171,9 @@ class _Run:
         if step is Step.INJECT:
             if real:  # a real cause: long prompts straight to the lane's vLLM fill its queue
                 spec = BurstSpec(**self.plan.fault["burst"])
-                self.burst = Burst(self.stack.layout.lane_url(lane), MODELS[lane], spec)
+                slo = self.slos.get(lane)
+                url = self.stack.layout.lane_url(lane)
+                self.burst = Burst(url, MODELS[lane], spec, slo.ttft_s if slo is not None else None)
                 self.burst.start()
             else:
                 await self.stack.set_fault(lane, dict(self.plan.fault))

@@ -22,6 +22,7 @@ class Engine:
     """A vLLM stand-in: streams `max_tokens` chunks `gap_s` apart; counts open, finished, cut."""
 
     gap_s: float = 0.05
+    first_s: float = 0.0  # before the first chunk: the prompt's prefill
     url: str = ""
     open: int = 0
     most_open: int = 0
@@ -43,6 +44,7 @@ async def engine() -> AsyncIterator[Engine]:
         resp.content_type = "text/event-stream"
         try:
             await resp.prepare(request)
+            await asyncio.sleep(state.first_s)
             for _ in range(body["max_tokens"]):
                 await asyncio.sleep(state.gap_s)
                 await resp.write(b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n')
@@ -100,3 +102,20 @@ async def test_a_refusing_server_is_counted_not_hammered() -> None:
     stats = burst.stats()
     assert stats["finished"] == 0 and sum(stats["errors"].values()) == stats["sent"]
     assert stats["sent"] <= 6  # a pause between attempts: 2 loops over 1.5 s
+
+
+@pytest.mark.parametrize(("first_s", "expect_open"), [(0.05, 8), (0.5, 2)])
+async def test_the_burst_keeps_open_what_queues_its_slos_on_this_engine(
+    engine: Engine, first_s: float, expect_open: int
+) -> None:
+    # One prompt alone first: 0.05 s to its first chunk asks for 20 open to queue 1 s (at most 8);
+    # 0.5 s (or up to 1 s, on a loaded machine) for 2.
+    engine.first_s = first_s
+    spec = BurstSpec(concurrency=8, prompt_words=5, max_tokens=2, queue_slos=2.0)
+    burst = Burst(engine.url, "m", spec, ttft_slo_s=0.5)
+    burst.start()
+    await until(lambda: engine.finished >= expect_open + 1)
+    await burst.stop()
+    stats = burst.stats()
+    assert stats["open"] == expect_open and stats["solo_s"] >= first_s
+    assert engine.most_open == expect_open

@@ -10,7 +10,7 @@ import yaml
 from lanewatch.alerts.build import rule_file_name
 from lanewatch.alerts.spec import load_spec
 from lanewatch.collector.config import load_config
-from lanewatch.collector.demo.burst import BurstSpec, burst_body
+from lanewatch.collector.demo.burst import BurstSpec, burst_body, open_for
 from lanewatch.collector.demo.configs import (
     DEMO_RULES,
     DEPLOY_DIR,
@@ -199,3 +199,14 @@ def test_the_cli_refuses_a_bad_engine_choice(args: list[str], says: str) -> None
 
     result = CliRunner().invoke(app, ["demo", *args])
     assert result.exit_code == 2 and says in result.output
+
+
+def test_a_burst_opens_enough_prompts_to_queue_its_slos_within_its_ceiling() -> None:
+    spec = BurstSpec(concurrency=16, prompt_words=250, max_tokens=4, queue_slos=5.0)
+    assert open_for(spec, 7.5, 7.5) == 5  # one AVX2 core: the small model prefills a prompt in ~7 s
+    assert open_for(spec, 2.0, 7.5) == 16  # a faster machine: 19 asked, 16 at most
+    assert open_for(spec, 3.0, 7.5) == 13  # 37.5 s / 3 s, rounded up
+    assert open_for(spec, 100.0, 7.5) == 1  # at least one
+    assert open_for(spec, None, 7.5) == 16  # the solo prompt failed: the most
+    assert open_for(spec, 3.0, None) == 16  # no SLO to size by
+    assert open_for(BurstSpec(concurrency=4), 3.0, 7.5) == 4  # no queue goal: `concurrency` at once
