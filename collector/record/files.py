@@ -7,6 +7,9 @@ Blank lines are ignored (a file cut off after its last newline is still whole).
 `keyed_records` reads a file as a stream, each record with the byte offset of its line, so a
 reader that folds records as they come (the diagnosis) holds a few numbers per record, not the
 records; `records_at` reads the lines at given offsets again. `read_records` keeps them all.
+
+A line longer than MAX_LINE_BYTES is refused (naming its line) before it is decoded: decoding a
+line takes some 16 times its size, and the reader never holds more of one than the limit.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from lanewatch.collector.record.codec import RecordDecodeError, decode_record, e
 from lanewatch.collector.record.timing import RequestTiming
 
 _CHUNK_BYTES = 8 << 20
+# The longest line read. The collector writes at most 1,024 gaps, two 64 Ki-character texts and 32
+# attrs per record (rules.py, itl.py): under 1.6 MB even with every character escaped.
+MAX_LINE_BYTES = 2 << 20
+_TOO_LONG = f"longer than {MAX_LINE_BYTES:,} bytes (MAX_LINE_BYTES), not read"
 
 
 class RecordFileError(ConfigError, ValueError):
@@ -94,14 +101,16 @@ def _line_at(fd: int, offset: int, guess: int = 4096) -> bytes:
 
 
 def _records(
-    lines: Iterable[tuple[int, str | bytes]], bad: list[RecordFileError] | None
+    lines: Iterable[tuple[int, str | bytes | None]], bad: list[RecordFileError] | None
 ) -> Iterator[tuple[int, RequestTiming]]:
     """(key, record) of each line that is not blank, numbered from 1; a bad line raises, or with
-    `bad` given is kept there and skipped."""
+    `bad` given is kept there and skipped. None stands for a line over MAX_LINE_BYTES, not read."""
     for line_no, (key, line) in enumerate(lines, start=1):
-        if not line or line.isspace():  # no copy of the line, as strip() would make
+        if line is not None and (not line or line.isspace()):  # no copy of the line, as strip() makes
             continue
         try:
+            if line is None or len(line) > MAX_LINE_BYTES:
+                raise RecordFileError(line_no, _TOO_LONG)
             record = parse_record_line(line, line_no)
         except RecordFileError as exc:
             if bad is None:
@@ -123,23 +132,43 @@ def _no_collections() -> Iterator[None]:
             gc.enable()
 
 
-def _offset_lines(f: IO[bytes], chunk: int = _CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """The file's lines (without their newline), each with its byte offset, read in large chunks."""
+def _offset_lines(
+    f: IO[bytes], chunk: int = _CHUNK_BYTES, limit: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, bytes | None]]:
+    """The file's lines (without their newline), each with its byte offset, read in large chunks;
+    a line over `limit` bytes comes as None (its bytes are passed over, never held)."""
     offset = 0
-    for line in _lines(f, chunk):
+    for line, size in _lines(f, chunk, limit):
         yield offset, line
-        offset += len(line) + 1
+        offset += size + 1
 
 
-def _lines(f: IO[bytes], chunk: int = _CHUNK_BYTES) -> Iterator[bytes]:
-    """The file's lines (without their newline), read in large chunks."""
+def _lines(
+    f: IO[bytes], chunk: int = _CHUNK_BYTES, limit: int = MAX_LINE_BYTES
+) -> Iterator[tuple[bytes | None, int]]:
+    """Each line (without its newline) and its size, read in large chunks; None for one over `limit`."""
     rest = b""
+    skipped = -1  # the bytes of an over-long line passed over so far; -1 while none is
     while block := f.read(chunk):
+        if skipped >= 0:  # inside an over-long line: drop its bytes up to its newline
+            end = block.find(b"\n")
+            if end < 0:
+                skipped += len(block)
+                continue
+            yield None, skipped + end
+            block, skipped = block[end + 1 :], -1
         lines = (rest + block).split(b"\n")
         rest = lines.pop()
-        yield from lines
-    if rest:
-        yield rest
+        if max(map(len, lines), default=0) > limit:  # one C pass per chunk; rare
+            yield from ((None if len(line) > limit else line, len(line)) for line in lines)
+        else:
+            yield from ((line, len(line)) for line in lines)
+        if len(rest) > limit:
+            skipped, rest = len(rest), b""
+    if skipped >= 0:
+        yield None, skipped
+    elif rest:
+        yield (None if len(rest) > limit else rest), len(rest)
 
 
 def open_for_append(path: Path) -> IO[str]:

@@ -59,7 +59,7 @@ def test_lines_split_across_chunks_keep_their_numbers(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     path.write_text(record_line(FULL) + "\n" + record_line(FAILED) + "garbage")
     with path.open("rb") as f:
-        lines = list(files._lines(f, chunk=7))
+        lines = [line for line, _ in files._lines(f, chunk=7)]
     assert lines == [record_line(FULL)[:-1].encode(), b"", record_line(FAILED)[:-1].encode(), b"garbage"]
     with pytest.raises(RecordFileError, match=r"^line 4: not JSON"):
         read_records(path)
@@ -83,3 +83,46 @@ def test_a_non_finite_number_is_refused_naming_its_field(field: str, value: str)
         parse_record_line(line, 1)
     named = "itl_s.0" if field == "itl_s" else field
     assert str(exc.value).startswith(f"line 1: field '{named}': not a finite")
+
+
+def _long_line(gaps: int) -> str:
+    """A record whose line carries `gaps` ITL gaps (a records file written before gaps were bounded)."""
+    return record_line(FULL).replace('"itl_s":[0.01,0.02,0.0]', '"itl_s":[' + ",".join(["0.01"] * gaps) + "]")
+
+
+def test_a_line_over_the_limit_is_refused_naming_it_and_skipped_when_asked(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    line = _long_line(files.MAX_LINE_BYTES // 5 + 10)
+    assert len(line) > files.MAX_LINE_BYTES
+    path.write_text(record_line(FAILED) + line + record_line(FAILED))
+    with pytest.raises(RecordFileError, match=r"^line 2: longer than 2,097,152 bytes \(MAX_LINE_BYTES\)"):
+        read_records(path)
+    read = read_records(path, skip_bad=True)
+    assert read.records == (FAILED, FAILED)
+    assert [e.line_no for e in read.bad_lines] == [2]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4, 5, 7, 100])
+def test_over_long_lines_across_chunks_keep_the_others_and_their_offsets(tmp_path: Path, chunk: int) -> None:
+    path = tmp_path / "records.jsonl"
+    data = b"ab\nlonglong\n\nxyz\nlongertoo\nend1\nlast-long"
+    path.write_bytes(data)
+    with path.open("rb") as f:
+        got = list(files._offset_lines(f, chunk=chunk, limit=4))
+    assert got == [(0, b"ab"), (3, None), (12, b""), (13, b"xyz"), (17, None), (27, b"end1"), (32, None)]
+
+
+def test_a_huge_line_is_passed_over_without_holding_it(tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = tmp_path / "records.jsonl"
+    path.write_text(record_line(FAILED) + _long_line(4_000_000) + record_line(FAILED))  # 20 MB
+    tracemalloc.start()
+    try:
+        read = read_records(path, skip_bad=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert read.records == (FAILED, FAILED) and [e.line_no for e in read.bad_lines] == [2]
+    # 325 MB when the line was decoded; now two chunks of the file at most (8 MiB each)
+    assert peak < 40e6, f"{peak / 1e6:.1f} MB"
