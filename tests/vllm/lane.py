@@ -30,6 +30,7 @@ from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names
 from tests.conftest import require_binary
 from tests.integration.gateway_harness import start_gateway
+from tests.layout import ROOT
 from tests.servers import free_port, lanewatch_command, run_service, started, wait_http
 from tests.waiting import eventually
 
@@ -140,14 +141,51 @@ def _baseline(prom: str, lane: str) -> float:
     return first - WINDOW_MARGIN_S
 
 
-def diagnose(m: MeasuredLane) -> dict[str, Any]:
-    """`lanewatch diagnose` over the lane's records and its Prometheus: the JSON document."""
+def diagnose(m: MeasuredLane, slo_spec: Path | None = None) -> dict[str, Any]:
+    """`lanewatch diagnose` over the lane's records and its Prometheus (and `slo_spec`): the JSON document."""
     args = ["diagnose", str(m.records_path), "--prometheus", m.prometheus_url, "--lane", m.lane]
     args += ["--window", m.window(), "--json"]
+    if slo_spec is not None:
+        args += ["--slo-spec", str(slo_spec)]
     done = subprocess.run([*lanewatch_command(), *args], capture_output=True, text=True, timeout=120)
     assert done.returncode in (0, 1), done.stderr
     doc: dict[str, Any] = json.loads(done.stdout)
     return doc
+
+
+def bucket_at_most(seconds: float) -> float:
+    """The largest latency bucket bound at most `seconds` (an SLO threshold must be one)."""
+    return max((b for b in names.LATENCY_BUCKETS if b <= seconds), default=names.LATENCY_BUCKETS[0])
+
+
+def ttft_spec(folder: Path, lane: str, threshold_s: float) -> Path:
+    """The bundled SLO spec with `lane`'s TTFT objective and alert at `threshold_s`, written to `folder`.
+
+    Tests that need a breach (or its absence) set the SLO from what they measured on this machine,
+    never from an assumed engine speed.
+    """
+    spec = yaml.safe_load((ROOT / "alerts" / "slos.yaml").read_text())
+    for slo in spec["spec"]["slos"]:
+        if slo["name"] == "ttft" and slo["lanes"] == [lane]:
+            slo["latency"]["threshold"] = threshold_s
+    for alert in spec["spec"]["alerts"]["latency"]:
+        if alert["metric"] == "ttft" and alert["lanes"] == [lane]:
+            alert["limit"] = threshold_s
+    path = folder / f"slos-{lane}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def first_token_s(url: str, body: dict[str, object]) -> float:
+    """Seconds from sending a streamed completion straight to the engine to its first data chunk."""
+    began, took = time.monotonic(), None
+    with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=300) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():  # read to the end: the engine is idle again after
+            if took is None and line.startswith("data: {"):
+                took = time.monotonic() - began
+    assert took is not None, "no data chunk"
+    return took
 
 
 def findings(doc: dict[str, Any]) -> list[dict[str, Any]]:
