@@ -16,6 +16,7 @@ import math
 import operator
 import random
 from collections import Counter
+from collections.abc import Callable
 from typing import NamedTuple
 
 from lanewatch.collector.diagnose.evidence import LaneStats, Value
@@ -59,7 +60,7 @@ class LaneFold:
         self._gap_sums: list[float] = []
         self._pool: list[float] = []
         self._stride, self._cap = 1, MAX_POOLED_GAPS
-        self._phase = random.Random(0).random
+        self._phase: Callable[[], float] | None = None  # a seeded Random (2.5 KB) once sampling starts
         self._peaks: tuple[list[float], list[int], list[float]] = ([], [], [])  # peak, key, started_at
         self._deadlines: list[float] = []
         self._due = self._missed = 0
@@ -130,7 +131,12 @@ class LaneFold:
         self._gap_count += n
         self._gap_sums.append(sum(gaps))
         stride = self._stride
-        self._pool.extend(gaps if stride == 1 else gaps[int(self._phase() * stride) :: stride])
+        if stride == 1:
+            self._pool.extend(gaps)
+        else:
+            if self._phase is None:
+                self._phase = random.Random(0).random
+            self._pool.extend(gaps[int(self._phase() * stride) :: stride])
         if len(self._pool) > self._cap:  # every other one kept: still an even spread, at twice the stride
             self._pool = self._pool[::2]
             self._stride *= 2

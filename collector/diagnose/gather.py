@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.diagnose.evidence import LaneEvidence, SloTargets, Window
 from lanewatch.collector.diagnose.queries import TIMEOUT_S, LaneQueries, valid_duration
-from lanewatch.collector.diagnose.records import lanes_from_keyed
+from lanewatch.collector.diagnose.records import MAX_LANES, Folded, lanes_from_keyed
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from lanewatch.collector.record.codec import RecordDecodeError
 from lanewatch.collector.record.files import RecordFileError, keyed_records, records_at
+from lanewatch.exporters.names import OTHER_VALUE
 
 if TYPE_CHECKING:
     import httpx
@@ -54,8 +55,14 @@ def gather(
         raise DiagnoseInputError("give a records file, --prometheus URL, or both")
     if not valid_duration(sources.window):
         raise DiagnoseInputError(f"--window: {sources.window!r} is not a Prometheus duration such as 10m")
-    lanes = _from_records(sources, slos, thresholds) if sources.records else {}
+    folded = Folded()
+    lanes = _from_records(sources, slos, pairs, thresholds, folded) if sources.records else {}
     described = [f"records {sources.records}"] if sources.records else []
+    if folded.records:
+        described.append(
+            f"{folded.records:,} records of lanes past the first {MAX_LANES:,} (from {folded.first!r} on) "
+            f"counted as lane {OTHER_VALUE!r}"
+        )
     queries: tuple[str, ...] = ()
     if sources.prometheus:
         wanted = sources.lanes or tuple(sorted(set(lanes) | set(slos)))
@@ -72,15 +79,23 @@ def gather(
     return window, queries
 
 
-def _from_records(sources: Sources, slos: Mapping[str, SloTargets], t: Thresholds) -> dict[str, LaneEvidence]:
+def _from_records(
+    sources: Sources,
+    slos: Mapping[str, SloTargets],
+    pairs: Sequence[tuple[str, str]],
+    t: Thresholds,
+    folded: Folded,
+) -> dict[str, LaneEvidence]:
     path = sources.records
     assert path is not None
+    # the lanes asked for, their partners and the SLOs' keep their own summary past MAX_LANES
+    keep = {*sources.lanes, *slos, *(s for f, s in pairs if f in sources.lanes)}
     # Read as a stream: each record is folded into its lane's summary and dropped, so a file of
     # any size takes a few numbers per record; the few records whose stalls are counted are read
     # again at their lines.
     try:
         keyed = keyed_records(path, [] if sources.skip_bad else None)
-        return lanes_from_keyed(keyed, lambda keys: records_at(path, keys), slos, t)
+        return lanes_from_keyed(keyed, lambda keys: records_at(path, keys), slos, t, keep=keep, folded=folded)
     except RecordFileError as exc:
         raise DiagnoseInputError(f"{path}: {exc} (or --skip-bad to skip such lines)") from None
     except RecordDecodeError as exc:  # a line that changed between the two reads
