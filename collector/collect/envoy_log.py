@@ -61,11 +61,13 @@ MAX_NUMBER_CHARS: Final = 32  # a longer "number" is refused before it is parsed
 DURATION_KEYS: Final = ("ttft", "ttfb", "duration")
 # Response flags that say how a request failed, most telling first; the status decides otherwise.
 FLAG_ERRORS: Final[tuple[tuple[str, ErrorKind], ...]] = (
-    ("DC", ErrorKind.CLIENT_DISCONNECT),  # downstream connection terminated
+    ("DC", ErrorKind.CLIENT_DISCONNECT),  # downstream connection terminated (HTTP/1.1 give-up)
+    ("DR", ErrorKind.CLIENT_DISCONNECT),  # downstream remote reset (an HTTP/2 client's RST_STREAM)
     ("DF", ErrorKind.DNS),  # DNS resolution of the upstream failed
     ("UF", ErrorKind.CONNECT),  # upstream connection failure
     ("UT", ErrorKind.TIMEOUT),  # upstream request timeout
     ("DT", ErrorKind.TIMEOUT),  # the stream's max duration passed
+    ("UMSDR", ErrorKind.TIMEOUT),  # the upstream request's max stream duration passed
     ("SI", ErrorKind.STALL),  # stream idle timeout
     ("UPE", ErrorKind.BAD_STREAM),  # upstream protocol error
     ("UC", ErrorKind.TRUNCATED),  # upstream connection terminated (mid-stream after a 200)
@@ -73,6 +75,8 @@ FLAG_ERRORS: Final[tuple[tuple[str, ErrorKind], ...]] = (
     ("LR", ErrorKind.TRUNCATED),  # local reset
     ("RL", ErrorKind.HTTP_429),  # rate limited locally
 )
+# The other flags Envoy 1.40 sets (LH, UH, UO, NR, NC, URX, DI, FI, UAEX, RLSE, IH, DPE, RFCF, NFCF,
+# OM, DO) come with the status Envoy answered with (503, 404, 403, 400, ...), which says enough.
 _FLAG_TOKENS: Final = re.compile(r"[A-Z]{1,8}")
 _TRACEPARENT: Final = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _LANE: Final = re.compile(LANE_NAME_PATTERN)

@@ -105,6 +105,10 @@ def test_completions_path_sets_the_api() -> None:
         ("200", "UC", ErrorKind.TRUNCATED),
         ("200", "DC", ErrorKind.CLIENT_DISCONNECT),
         ("0", "DC", ErrorKind.CLIENT_DISCONNECT),
+        # an HTTP/2 client's RST_STREAM: the client's doing, never counted against availability
+        ("200", "DR", ErrorKind.CLIENT_DISCONNECT),
+        ("0", "DR", ErrorKind.CLIENT_DISCONNECT),
+        ("504", "UMSDR", ErrorKind.TIMEOUT),
         ("200", "SI", ErrorKind.STALL),
         ("503", "UF,URX", ErrorKind.CONNECT),
         ("0", "-", ErrorKind.OTHER),
