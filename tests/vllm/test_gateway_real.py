@@ -22,7 +22,7 @@ from tests.servers import free_port
 from .contract import decode_spans
 from .engine import VllmHandle
 from .relay import SpanRelay
-from .traffic import send
+from .traffic import SPAN_WAIT_S, send
 
 pytestmark = pytest.mark.vllm
 
@@ -47,7 +47,7 @@ async def test_tap_tokens_equal_usage_and_tap_records_join_real_spans(
             return out
 
         results = await asyncio.to_thread(through_gateway)
-        assert await eventually(lambda: len(g.records) >= len(CASES), within_s=10)
+        assert await eventually(lambda: len(g.records) >= len(CASES), within_s=30)
     by_trace = {r.trace_id: r for r in g.records}
     for api, stream, prompt_tokens, completion_tokens, trace_id in results:
         record = by_trace.get(trace_id)
@@ -64,7 +64,7 @@ async def test_tap_tokens_equal_usage_and_tap_records_join_real_spans(
     def joined() -> set[str]:
         return {s["trace_id"] for s in decode_spans(span_relay.snapshot())}
 
-    assert await eventually(lambda: {r.trace_id for r in g.records} <= joined(), within_s=15)
+    assert await eventually(lambda: {r.trace_id for r in g.records} <= joined(), within_s=SPAN_WAIT_S)
     spans = {s["trace_id"]: s["attributes"] for s in decode_spans(span_relay.snapshot())}
     for record in g.records:
         attrs = spans[record.trace_id]

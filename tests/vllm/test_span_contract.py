@@ -22,6 +22,7 @@ LATENCIES = (
     "gen_ai.latency.time_to_first_token",
     "gen_ai.latency.e2e",
 )
+CLOCK_EPS_S = 0.001  # the span's start is arrival truncated to whole nanoseconds; float rounding
 
 
 def simulator_attributes() -> dict[str, str]:
@@ -52,7 +53,13 @@ def test_real_span_has_the_simulators_attributes_units_and_the_incoming_parent(
     for key in LATENCIES:
         assert 0 <= attrs[key] <= sent.wall_s, (key, attrs[key], sent.wall_s)
     assert attrs["gen_ai.latency.time_to_first_token"] <= attrs["gen_ai.latency.e2e"]
-    assert abs(span["duration_s"] - attrs["gen_ai.latency.e2e"]) < 0.05  # start = arrival, end = finish
+    # start = arrival, end = finish. vLLM stamps e2e when it starts processing the engine's last
+    # output and ends the span after that (time.time() both), so the span is at least e2e long;
+    # how much longer is however long the API process waited for a core meanwhile (unbounded on
+    # a loaded machine), and the span ends before the last chunk is sent, inside the client's time.
+    duration, e2e = span["duration_s"], attrs["gen_ai.latency.e2e"]
+    assert isinstance(duration, float) and isinstance(e2e, float)
+    assert e2e - CLOCK_EPS_S <= duration <= sent.wall_s, (duration, e2e, sent.wall_s)
     assert attrs["gen_ai.usage.completion_tokens"] == sent.usage["completion_tokens"]
     assert attrs["gen_ai.usage.prompt_tokens"] == sent.usage["prompt_tokens"]
     assert attrs["gen_ai.request.max_tokens"] == 12

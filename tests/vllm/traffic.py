@@ -57,7 +57,12 @@ def send(client: httpx.Client, model: str, api: str, stream: bool, max_tokens: i
     return Sent(trace_id, span_id, usage, time.monotonic() - started)
 
 
-def wait_for(found: Callable[[], bool], within_s: float = 15.0) -> bool:
+# vLLM's span processor exports every ~5 s from a thread of its busy API process; on a loaded
+# 2-core machine an export can come much later, and the wait ends as soon as the spans are in.
+SPAN_WAIT_S = 60.0
+
+
+def wait_for(found: Callable[[], bool], within_s: float = SPAN_WAIT_S) -> bool:
     """Whether `found` becomes true within `within_s` seconds (vLLM batches its span exports)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
