@@ -13,11 +13,19 @@ import ipaddress
 from pathlib import Path
 from typing import Literal
 
+import re2  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lanewatch.collector.common.names import ClassName
 
-__all__ = ["DEFAULT_CLASS_RULES", "ClassRule", "HintsConfig", "IntRange"]
+__all__ = [
+    "DEFAULT_CLASS_RULES",
+    "ClassRule",
+    "HintsConfig",
+    "IntRange",
+    "ReadingConfig",
+    "check_prompt_regex",
+]
 
 
 class _Section(BaseModel):
@@ -45,6 +53,32 @@ class HintsConfig(_Section):
         return value
 
 
+class ReadingConfig(_Section):
+    """How classes and routes measure a request where its body leaves the measure open."""
+
+    # What a chat request with neither max_tokens nor max_completion_tokens counts as: vLLM lets
+    # it run up to the context length, so by default it is never in a smaller class than one
+    # that asks for a lot. (A completions request without max_tokens counts 16, vLLM's default.)
+    missing_max_tokens: int = Field(default=1_000_000, ge=1, le=2**31 - 1)
+    # Prompt-size rules (prompt_chars) count each token id of a token-id prompt as this many chars.
+    chars_per_token: int = Field(default=4, ge=1, le=64)
+    # message_regex rules see only the first this many characters of the last user message.
+    regex_max_chars: int = Field(default=16_384, ge=1, le=1_048_576)
+
+
+_QUIET = re2.Options()
+_QUIET.log_errors = False  # the error is raised with the field named; not printed to stderr too
+
+
+def check_prompt_regex(pattern: str) -> str:
+    """The pattern, when RE2 (linear time) compiles it; ValueError otherwise."""
+    try:
+        re2.compile(pattern, _QUIET)
+    except re2.error as exc:
+        raise ValueError(f"RE2 cannot compile this regular expression: {exc}") from None
+    return pattern
+
+
 class IntRange(_Section):
     """An inclusive range; either end open."""
 
@@ -66,8 +100,9 @@ class ClassRule(_Section):
     name: ClassName
     models: list[str] = Field(default_factory=list)  # the requested model is one of these
     api: Literal["chat", "completions"] | None = None  # the route: /v1/chat/completions or /v1/completions
-    max_tokens: IntRange | None = None  # max_tokens / max_completion_tokens (a request without one: no match)
-    prompt_chars: IntRange | None = None  # characters of all prompt text
+    # the output bound vLLM reads (common/request_reading.py); unset: reading.missing_max_tokens
+    max_tokens: IntRange | None = None
+    prompt_chars: IntRange | None = None  # characters of all prompt text, + chars_per_token per token id
 
     @model_validator(mode="after")
     def _some_criterion(self) -> ClassRule:

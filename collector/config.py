@@ -8,7 +8,6 @@ starts half-configured.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,7 +23,13 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from lanewatch.collector.classify_config import DEFAULT_CLASS_RULES, ClassRule, HintsConfig
+from lanewatch.collector.classify_config import (
+    DEFAULT_CLASS_RULES,
+    ClassRule,
+    HintsConfig,
+    ReadingConfig,
+    check_prompt_regex,
+)
 from lanewatch.collector.common.headers import CLASS_HEADER
 from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
 from lanewatch.collector.common.served_models import ServedModels
@@ -223,7 +228,7 @@ class LaneConfig(Section, ServedModels):
 
 
 class RegexRoute(Section):
-    """Send a request whose last user message matches `pattern` (re.search) to `lane`."""
+    """Send a request whose last user message matches `pattern` (RE2 search, linear time) to `lane`."""
 
     pattern: str
     lane: LaneName
@@ -231,11 +236,7 @@ class RegexRoute(Section):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"bad regular expression: {exc}") from None
-        return value
+        return check_prompt_regex(value)
 
 
 class RangeRoute(Section):
@@ -310,6 +311,7 @@ class GatewayConfig(Section):
     default_class: ClassName = "interactive"
     classes: list[ClassRule] = Field(default_factory=lambda: list(DEFAULT_CLASS_RULES))
     hints: HintsConfig = HintsConfig()
+    reading: ReadingConfig = ReadingConfig()  # missing max_tokens, token-id prompts, regex bound
     shift_mode: Literal["spread", "random"] = "spread"  # spread: exactly N% evenly; random: seeded draw
     shift_seed: int = 0
     shed_retry_after_s: int = Field(default=30, ge=1)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from lanewatch.collector.classify_config import ClassRule, IntRange
+from lanewatch.collector.classify_config import ClassRule, IntRange, ReadingConfig
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.common.headers import AUTHORIZATION, LANE_HEADER
@@ -46,12 +46,15 @@ class Classifier:
     header: str
     networks: tuple[Network, ...] = ()
     token: str | None = None
+    reading: ReadingConfig = field(default_factory=ReadingConfig)
 
     @classmethod
     def from_config(cls, cfg: GatewayConfig, token: str | None) -> Classifier:
         """The classifier of a validated gateway config; `token` is the hint token read from its file."""
         nets = tuple(ipaddress.ip_network(n, strict=False) for n in cfg.hints.trusted_networks)
-        return cls(tuple(cfg.classes), cfg.default_class, cfg.class_names, cfg.class_header, nets, token)
+        return cls(
+            tuple(cfg.classes), cfg.default_class, cfg.class_names, cfg.class_header, nets, token, cfg.reading
+        )
 
     def trusted(self, peer: str | None, authorization: str | None) -> bool:
         """Whether a client at `peer` sending this Authorization header may hint its class and lane."""
@@ -63,7 +66,9 @@ class Classifier:
             addr = ipaddress.ip_address(peer.split("%", 1)[0])  # an IPv6 zone id is no part of the address
         except ValueError:
             return False
-        return any(addr in net for net in self.networks)
+        # A dual-stack listener sees an IPv4 client as ::ffff:a.b.c.d; its IPv4 networks still hold it.
+        mapped = addr.ipv4_mapped if isinstance(addr, ipaddress.IPv6Address) else None
+        return any(addr in net or (mapped is not None and mapped in net) for net in self.networks)
 
     def by_rules(self, req: RouteInput, api: Api) -> str:
         """The first rule's class the request matches, else the default class."""
@@ -99,8 +104,9 @@ def _holds(rng: IntRange, value: int | None) -> bool:
 def classify_request(
     c: Classifier, headers: Mapping[str, str], peer: str | None, body: Mapping[str, object], api: Api
 ) -> tuple[str, RouteInput]:
-    """The request's class and what routing reads of it (the lane header only from a trusted client)."""
+    """The request's class and what routing reads of it (the lane header only from a trusted client);
+    ReadingError for a max_tokens, max_completion_tokens or prompt vLLM would refuse."""
     trusted = c.trusted(peer, headers.get(AUTHORIZATION))
-    req = route_input(body, headers.get(LANE_HEADER) if trusted else None)
+    req = route_input(body, headers.get(LANE_HEADER) if trusted else None, api, c.reading)
     hint = headers.get(c.header) if trusted else None
     return (c.hinted(hint) if hint else c.by_rules(req, api)), req

@@ -26,6 +26,15 @@ from lanewatch.collector.common.degrade_wire import (
     parse_put,
 )
 from lanewatch.collector.common.degrade_wire import parse_lanes as parse_degrade
+from lanewatch.collector.common.request_reading import (
+    ReadApi as Api,
+)
+from lanewatch.collector.common.request_reading import (
+    ReadingError,
+    max_tokens_field,
+    read_max_tokens,
+    read_tokens,
+)
 
 __all__ = [
     "ACTIONS",
@@ -139,16 +148,27 @@ def decide(state: DegradeState, lane: str, request_class: str, shifter: Shifter)
     return Decision(lane, served, cap_max_tokens=cap, actions=actions)
 
 
-def cap_max_tokens(body: dict[str, Any], cap: int) -> bool:
-    """Clamp the body's max_tokens (and max_completion_tokens) to `cap`; True when it changed."""
+def cap_max_tokens(body: dict[str, Any], cap: int, api: Api = "chat") -> bool:
+    """Clamp the output bound vLLM reads to `cap` (and the other field, if larger); True when changed.
+
+    The body was read already (common/request_reading.py), so its counts are readable; a string
+    or float count under the cap is left as it is, vLLM reads it so.
+    """
     changed = False
-    present = [k for k in ("max_tokens", "max_completion_tokens") if body.get(k) is not None]
-    for key in present:
-        value = body[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value > cap:
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = _tokens_or_cap(body.get(key), cap)
+        if value is not None and value > cap:
             body[key] = cap
             changed = True
-    if not present:  # unset means "up to the context length": the cap must be explicit
-        body["max_tokens"] = cap
+    bound = read_max_tokens(body, api)
+    if bound is None or bound > cap:  # unset means "up to the context length": the cap must be explicit
+        body[max_tokens_field(body, api)] = cap
         changed = True
     return changed
+
+
+def _tokens_or_cap(value: Any, cap: int) -> int | None:
+    try:
+        return read_tokens(value, "max_tokens")
+    except ReadingError:  # unread by vLLM (max_completion_tokens in completions): still not above cap
+        return cap + 1

@@ -20,6 +20,7 @@ from opentelemetry.util.types import AttributeValue
 
 from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
+from lanewatch.collector.common.request_reading import ReadingError
 from lanewatch.collector.common.response_metrics import with_response_metrics
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
@@ -140,6 +141,8 @@ def _admit(
         cls, info = classify_request(gw.classifier, request.headers, peer, body, api)
     except ClassHintError as exc:
         raise _Reject(error_response(400, str(exc), param=gw.cfg.class_header)) from None
+    except ReadingError as exc:  # vLLM would refuse it too: before it can pass a shed as a small request
+        raise _Reject(error_response(400, str(exc), param=exc.field)) from None
     requested = body.get("model")
     requested = requested if isinstance(requested, str) else None
     if requested is not None and gw.models.complete and not gw.models.known(requested):
@@ -156,7 +159,7 @@ def _admit(
     rewritten = changed = served != requested
     if rewritten:
         body["model"] = served  # re-encoded below, with any other change, in one dumps
-    if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens):
+    if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens, api):
         actions = (*actions, "cap_max_tokens")
         changed = True
     absent = "stream_options" not in body

@@ -2,19 +2,24 @@
 
 Order (first match wins): the `x-lanewatch-lane` header (read only from a client
 `gateway.hints` trusts, classify.py), the model-name map, a regex on
-the last user message, prompt length in characters, max_tokens; then the fastest lane
+the last user message (RE2, linear time, over its first `reading.regex_max_chars` characters),
+prompt length in characters (a token id counts `reading.chars_per_token`), max_tokens (as vLLM
+reads it, common/request_reading.py; unset: `reading.missing_max_tokens`); then the fastest lane
 that serves the requested model when the default lane does not serve it; then the
 default lane.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import re2  # type: ignore[import-untyped]
+
+from lanewatch.collector.classify_config import ReadingConfig
 from lanewatch.collector.common.errors import ProtocolViolation
+from lanewatch.collector.common.request_reading import ReadApi, read_max_tokens, read_prompt
 from lanewatch.collector.config import GatewayConfig
 
 from .lane_models import LaneModels
@@ -32,9 +37,9 @@ class RouteInput:
 
     header_lane: str | None = None
     model: str | None = None
-    last_user_message: str | None = None
-    prompt_chars: int = 0
-    max_tokens: int | None = None
+    last_user_message: str | None = None  # cut to reading.regex_max_chars
+    prompt_chars: int = 0  # text characters + chars_per_token per token id
+    max_tokens: int | None = None  # as vLLM reads it; unset: reading.missing_max_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,7 @@ class RouteTable:
     lanes: frozenset[str]
     default_lane: str
     models: Mapping[str, str]
-    regexes: tuple[tuple[re.Pattern[str], str], ...] = ()
+    regexes: tuple[tuple[Any, str], ...] = ()  # RE2 patterns (re2 has no type hints)
     prompt_chars: tuple[_Range, ...] = ()
     max_tokens: tuple[_Range, ...] = ()
     # model -> the fastest lane serving it, for models the default lane does not serve (declared
@@ -74,7 +79,7 @@ class RouteTable:
             lanes=frozenset(cfg.lanes),
             default_lane=default,
             models=dict(rules.models),
-            regexes=tuple((re.compile(r.pattern), r.lane) for r in rules.message_regex),
+            regexes=tuple((re2.compile(r.pattern), r.lane) for r in rules.message_regex),
             prompt_chars=tuple(_Range(r.lane, r.min, r.max) for r in rules.prompt_chars),
             max_tokens=tuple(_Range(r.lane, r.min, r.max) for r in rules.max_tokens),
             served_elsewhere=LaneModels.from_config(cfg).served_elsewhere(default),
@@ -112,49 +117,22 @@ def choose_lane(table: RouteTable, req: RouteInput) -> Routed:
     return Routed(table.default_lane, "default")
 
 
-def route_input(body: Mapping[str, Any], header_lane: str | None) -> RouteInput:
-    """Extract what routing needs from a chat or completions request body."""
+def route_input(
+    body: Mapping[str, Any],
+    header_lane: str | None,
+    api: ReadApi = "chat",
+    reading: ReadingConfig | None = None,
+) -> RouteInput:
+    """What routing needs of a chat or completions body; ReadingError for a field vLLM would refuse."""
+    rd = reading or ReadingConfig()
     model = body.get("model")
-    max_tokens = _int_or_none(body.get("max_completion_tokens", body.get("max_tokens")))
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        texts = [_message_text(m) for m in messages if isinstance(m, dict)]
-        users = [_message_text(m) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-        last_user = users[-1] if users else None
-        chars = sum(len(t) for t in texts)
-    else:
-        prompt = body.get("prompt")
-        texts = _prompt_texts(prompt)
-        last_user = texts[-1] if texts else None
-        chars = sum(len(t) for t in texts)
+    max_tokens = read_max_tokens(body, api)
+    prompt = read_prompt(body, api)
+    last = prompt.last_user
     return RouteInput(
         header_lane=header_lane,
         model=model if isinstance(model, str) else None,
-        last_user_message=last_user,
-        prompt_chars=chars,
-        max_tokens=max_tokens,
+        last_user_message=last[: rd.regex_max_chars] if last is not None else None,
+        prompt_chars=prompt.chars + rd.chars_per_token * prompt.tokens,
+        max_tokens=rd.missing_max_tokens if max_tokens is None else max_tokens,
     )
-
-
-def _message_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # multi-part content: keep the text parts
-        parts = [p.get("text") for p in content if isinstance(p, dict)]
-        return "".join(p for p in parts if isinstance(p, str))
-    return ""
-
-
-def _prompt_texts(prompt: Any) -> list[str]:
-    if isinstance(prompt, str):
-        return [prompt]
-    if isinstance(prompt, Sequence) and all(isinstance(p, str) for p in prompt):
-        return list(prompt)
-    return []  # token-id prompts carry no text to match
-
-
-def _int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value

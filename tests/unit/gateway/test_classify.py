@@ -27,7 +27,8 @@ def chat(max_tokens: int | None = 16, content: str = "hi", model: str = "m") -> 
 def test_the_default_rules_class_long_answers_and_long_prompts_as_batch() -> None:
     c = classifier()
     assert classify_request(c, {}, "10.0.0.1", chat(16), "chat")[0] == "interactive"
-    assert classify_request(c, {}, "10.0.0.1", chat(None), "chat")[0] == "interactive"
+    # no max_tokens: vLLM runs it up to the context length (reading.missing_max_tokens)
+    assert classify_request(c, {}, "10.0.0.1", chat(None), "chat")[0] == "batch"
     assert classify_request(c, {}, "10.0.0.1", chat(1024), "chat")[0] == "batch"
     assert classify_request(c, {}, "10.0.0.1", chat(16, "x" * 32_000), "chat")[0] == "batch"
 

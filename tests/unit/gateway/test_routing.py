@@ -99,13 +99,18 @@ def test_explicit_default_lane() -> None:
             {"model": "m", "max_tokens": 9, "max_completion_tokens": 4, "messages": []},
             RouteInput(model="m", last_user_message=None, prompt_chars=0, max_tokens=4),
         ),
-        ({"prompt": "abc", "max_tokens": True}, RouteInput(last_user_message="abc", prompt_chars=3)),
-        ({"prompt": ["ab", "cde"]}, RouteInput(last_user_message="cde", prompt_chars=5)),
-        ({"prompt": [1, 2, 3], "model": 7}, RouteInput(prompt_chars=0)),  # token ids: no text
+        # vLLM reads true as 1, and a completions request without max_tokens as 16
+        (
+            {"prompt": "abc", "max_tokens": True},
+            RouteInput(last_user_message="abc", prompt_chars=3, max_tokens=1),
+        ),
+        ({"prompt": ["ab", "cde"]}, RouteInput(last_user_message="cde", prompt_chars=5, max_tokens=16)),
+        # token ids: no text, each counts reading.chars_per_token (4) chars
+        ({"prompt": [1, 2, 3], "model": 7}, RouteInput(prompt_chars=12, max_tokens=16)),
     ],
 )
 def test_route_input_from_body(body: dict[str, Any], expected: RouteInput) -> None:
-    assert route_input(body, None) == expected
+    assert route_input(body, None, "chat" if "messages" in body else "completions") == expected
 
 
 def test_config_rejects_rules_naming_unknown_lanes() -> None:
@@ -118,7 +123,7 @@ def test_config_rejects_rules_naming_unknown_lanes() -> None:
 @pytest.mark.parametrize(
     ("rules", "reason"),
     [
-        ({"message_regex": [{"pattern": "(", "lane": "fast"}]}, "bad regular expression"),
+        ({"message_regex": [{"pattern": "(", "lane": "fast"}]}, "RE2 cannot compile"),
         ({"prompt_chars": [{"lane": "fast"}]}, "give min, max or both"),
         ({"max_tokens": [{"min": 10, "max": 5, "lane": "fast"}]}, "min 10 > max 5"),
     ],
