@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
+from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters.envoy_render import parse_template, render, render_text
 from lanewatch.collector.degrade.adapters.nginx import render_include
+from tests.servers import free_port, started, wait_http
 
 from .routers import ENVOY_DIR, NGINX_DIR, require_router
 
@@ -48,3 +51,39 @@ def test_the_shipped_nginx_config_passes_nginx_t(tmp_path: Path) -> None:
     argv += ["-g", f"pid {tmp_path / 'nginx.pid'};", "-t"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("lanes", [["default", "include"], ["hostnames", "volatile"]])
+def test_lanes_named_as_map_keywords_render_an_include_nginx_runs(tmp_path: Path, lanes: list[str]) -> None:
+    nginx = require_router("nginx")
+    first, second = lanes
+    state = {
+        second: LaneDegrade(shift_to=first, shift_percent=100),
+        first: LaneDegrade(shed_classes=("batch",)),
+    }
+    (tmp_path / "lanes.conf").write_text(render_include(state, lanes, 30))
+    listen = free_port()
+    upstreams = "".join(f"upstream {lane} {{ server 127.0.0.1:9; }}\n" for lane in lanes)
+    (tmp_path / "nginx.conf").write_text(
+        "events {}\nhttp {\n" + upstreams + "map $http_x_lane $lanewatch_lane { default $http_x_lane; }\n"
+        "map $http_x_class $lanewatch_class { default $http_x_class; }\n"
+        f"include {tmp_path / 'lanes.conf'};\n"
+        f"server {{ listen 127.0.0.1:{listen};\n"
+        'location / { return 200 "$lanewatch_routed $lanewatch_upstream $lanewatch_shed"; } } }\n'
+    )
+    argv = [nginx, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-e", str(tmp_path / "error.log")]
+    argv += ["-g", f"pid {tmp_path / 'nginx.pid'}; daemon off;"]
+    with started(argv, tmp_path / "stderr.log") as proc:
+        wait_http(f"http://127.0.0.1:{listen}/", proc, lambda: (tmp_path / "error.log").read_text())
+
+        def ask(lane: str, cls: str) -> str:
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{listen}/", headers={"x-lane": lane, "x-class": cls}
+            )
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return str(r.read().decode())
+
+        assert ask(first, "chat") == f"{first} {first} 0"
+        assert ask(first, "batch") == f"{first} {first} 1"
+        assert ask(second, "chat") == f"{second} {first} 0"  # shifted
+        assert ask(second, "batch") == f"{second} {first} 1"  # shifted to a lane that sheds batch
