@@ -19,7 +19,11 @@ sets them all):
 - `request_class` (`%REQ(<a header a trusted hop sets>)%`): `request_class`; the default when
   absent or not a class name;
 - `model` (`%REQ(<header>)%`): `model`, else `route_name` (`%ROUTE_NAME%`), else UNKNOWN_MODEL;
-- `path` (`%REQ(:PATH)%`): `api` (`completions` for /v1/completions, else `chat`).
+- `path` (`%REQ(:PATH)%`): `api`: `chat` for /v1/chat/completions, `completions` for
+  /v1/completions (INFERENCE_PATHS; a query string aside). Any other path (`GET /v1/models`,
+  `GET /health`: a client's or a load balancer's polls) is not inference: `inference_api` says
+  None and the receiver refuses the entry, so no poll's few-ms "TTFT" reaches a latency or
+  availability SLI. An entry without `path` is taken as `chat` (the mapping cannot tell).
 
 `%RESPONSE_DURATION%` and `US_RX_BEG` mark the upstream's response headers, which vLLM sends
 before the first token: they are the record's ttfb, never its TTFT. Envoy writes `-` for a
@@ -37,16 +41,18 @@ from typing import Any, Final
 
 from lanewatch.collector.common.names import CLASS_NAME_PATTERN, LANE_NAME_PATTERN
 from lanewatch.collector.record.rules import RecordError
-from lanewatch.collector.record.timing import ErrorKind, RequestTiming, error_kind_for_status
+from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 
 __all__ = [
     "DEFAULT_CLASS",
     "DURATION_KEYS",
     "FLAG_ERRORS",
+    "INFERENCE_PATHS",
     "UNKNOWN_MODEL",
     "UNROUTED",
     "EnvoyLogEntry",
     "error_kind",
+    "inference_api",
     "is_access_log",
     "record_from_log",
     "trace_context",
@@ -59,6 +65,8 @@ DEFAULT_CLASS: Final = "interactive"
 MAX_NUMBER_CHARS: Final = 32  # a longer "number" is refused before it is parsed
 # The durations, each read from `<key>_us` (microseconds) or else `<key>_ms`.
 DURATION_KEYS: Final = ("ttft", "ttfb", "duration")
+# The routes whose entries become records, and the `api` each is: the two vLLM serves alike.
+INFERENCE_PATHS: Final[dict[str, Api]] = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
 # Response flags that say how a request failed, most telling first; the status decides otherwise.
 FLAG_ERRORS: Final[tuple[tuple[str, ErrorKind], ...]] = (
     ("DC", ErrorKind.CLIENT_DISCONNECT),  # downstream connection terminated (HTTP/1.1 give-up)
@@ -115,7 +123,7 @@ def record_from_log(entry: EnvoyLogEntry, default_class: str = DEFAULT_CLASS) ->
         lane=lane,
         request_class=_request_class(_text(attrs, "request_class"), default_class),
         model=_text(attrs, "model") or _text(attrs, "route_name") or UNKNOWN_MODEL,
-        api="completions" if (_text(attrs, "path") or "").startswith("/v1/completions") else "chat",
+        api=inference_api(_text(attrs, "path")) or "chat",
         started_at=entry.time_unix_nano / 1e9 if entry.time_unix_nano > 0 else 0.0,
         request_id=_text(attrs, "request_id"),
         trace_id=trace_id,
@@ -127,6 +135,13 @@ def record_from_log(entry: EnvoyLogEntry, default_class: str = DEFAULT_CLASS) ->
         e2e_s=_duration(attrs, "duration"),
         attrs=extras,
     )
+
+
+def inference_api(path: str | None) -> Api | None:
+    """The `api` of an inference route (`chat` when no path was logged); None for any other path."""
+    if path is None:
+        return "chat"
+    return INFERENCE_PATHS.get(path.split("?", 1)[0].rstrip("/") or "/")
 
 
 def error_kind(status: int | None, flags: str | None) -> ErrorKind | None:

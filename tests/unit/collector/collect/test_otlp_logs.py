@@ -165,3 +165,15 @@ def test_logs_can_be_turned_off(tmp_path: Path) -> None:
         TestClient(svc.app()).post(LOGS_PATH, content=logs_body(good(1)), headers=PROTOBUF).status_code == 404
     )
     svc.shutdown()
+
+
+def test_polls_that_are_not_inference_are_refused_and_inference_routes_kept() -> None:
+    from lanewatch.collector.collect.envoy_log import EnvoyLogEntry
+    from lanewatch.collector.collect.otlp_logs import NOT_INFERENCE, admit_logs
+
+    base = {"upstream_cluster": "fast", "response_code": "200", "ttft_us": "3000", "duration_ms": "4"}
+    paths = ["/v1/models", "/health", "/v1/chat/completions", "/v1/completions?x=1", None]
+    entries = [EnvoyLogEntry({**base, **({"path": p} if p else {})}, 1) for p in paths]
+    got = admit_logs(entries, None)
+    assert [r.api for r in got.kept] == ["chat", "completions", "chat"]
+    assert got.invalid == 2 and NOT_INFERENCE in got.reason
