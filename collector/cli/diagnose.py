@@ -35,6 +35,19 @@ def diagnose(
         [], "--lane", help="Diagnose only this lane (repeatable; default: every lane).", show_default=False
     ),
     window: str = typer.Option("10m", "--window", help="With --prometheus: the range each query covers."),
+    # the defaults are queries.TIMEOUT_S and RUN_TIMEOUT_S, spelled here so --help loads no diagnosis
+    query_timeout: float = typer.Option(
+        10.0,
+        "--query-timeout",
+        min=0.001,
+        help="With --prometheus: seconds one query may take, from asking to the answer's last byte.",
+    ),
+    deadline: float = typer.Option(
+        120.0,
+        "--deadline",
+        min=0.001,
+        help="With --prometheus: seconds every query of the run may take together.",
+    ),
     slo_spec: Path | None = typer.Option(
         None,
         "--slo-spec",
@@ -84,7 +97,14 @@ def diagnose(
     paused = gc.isenabled()
     gc.disable()
     try:
-        evidence, _ = gather(sources, slo_targets(from_spec(spec)), pairs, thresholds)
+        evidence, _ = gather(
+            sources,
+            slo_targets(from_spec(spec)),
+            pairs,
+            thresholds,
+            timeout_s=query_timeout,
+            deadline_s=deadline,
+        )
     except DiagnoseInputError as exc:
         fail("diagnose", exc)
     finally:

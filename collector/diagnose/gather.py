@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.diagnose.evidence import LaneEvidence, SloTargets, Window
-from lanewatch.collector.diagnose.queries import TIMEOUT_S, LaneQueries, valid_duration
+from lanewatch.collector.diagnose.queries import RUN_TIMEOUT_S, TIMEOUT_S, LaneQueries, valid_duration
 from lanewatch.collector.diagnose.records import MAX_LANES, Folded, lanes_from_keyed
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from lanewatch.collector.record.codec import RecordDecodeError
@@ -49,8 +49,10 @@ def gather(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     transport: httpx.BaseTransport | None = None,
     timeout_s: float = TIMEOUT_S,
+    deadline_s: float = RUN_TIMEOUT_S,
 ) -> tuple[Window, tuple[str, ...]]:
-    """The evidence window and the Prometheus queries asked (none without --prometheus)."""
+    """The evidence window and the Prometheus queries asked (none without --prometheus); each query
+    ends within `timeout_s` and all of them within `deadline_s`, or DiagnoseInputError says which."""
     if sources.records is None and sources.prometheus is None:
         raise DiagnoseInputError("give a records file, --prometheus URL, or both")
     if not valid_duration(sources.window):
@@ -68,7 +70,9 @@ def gather(
         wanted = sources.lanes or tuple(sorted(set(lanes) | set(slos)))
         # a fast lane is judged against its slow partner: fetch the partner too, as evidence
         wanted += tuple(s for f, s in pairs if f in wanted and s not in wanted)
-        lanes, queries = _from_prometheus(sources, wanted, lanes, slos, thresholds, transport, timeout_s)
+        lanes, queries = _from_prometheus(
+            sources, wanted, lanes, slos, thresholds, transport, timeout_s, deadline_s
+        )
         described.append(f"prometheus {sources.prometheus} over {sources.window}")
     if sources.lanes:
         unknown = [lane for lane in sources.lanes if lane not in lanes]
@@ -111,7 +115,8 @@ def _from_prometheus(
     slos: Mapping[str, SloTargets],
     t: Thresholds,
     transport: httpx.BaseTransport | None,
-    timeout_s: float = TIMEOUT_S,
+    timeout_s: float,
+    deadline_s: float,
 ) -> tuple[dict[str, LaneEvidence], tuple[str, ...]]:
     assert sources.prometheus is not None
     # httpx and the client load only to ask a Prometheus: a records file needs neither
@@ -119,7 +124,9 @@ def _from_prometheus(
 
     if not sources.prometheus.startswith(("http://", "https://")):
         raise DiagnoseInputError(f"--prometheus: {sources.prometheus!r} is not an http(s) URL")
-    prom = PrometheusSource(sources.prometheus, timeout_s=timeout_s, transport=transport)
+    prom = PrometheusSource(
+        sources.prometheus, timeout_s=timeout_s, deadline_s=deadline_s, transport=transport
+    )
     out = dict(lanes)
     try:
         for name in wanted:

@@ -3,19 +3,27 @@
 Each value keeps its query as its source, so the output shows exactly what was asked. A query
 that returns nothing (or NaN) leaves its value None: the check that needs it says `unknown` and
 names the family. The transport is injectable (httpx.MockTransport in unit tests).
+
+Each query has a deadline (`timeout_s`, from its first byte sent to its answer's last byte read)
+and so has the whole run (`deadline_s`, from the source's making): every read and write of the
+socket waits at most until the nearer one, so a Prometheus that trickles its answer a byte at a
+time ends the query at its deadline, not a read timeout's worth after each byte.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+import ssl
+import time
+from collections.abc import Iterable, Mapping
 
+import httpcore
 import httpx
 
 from lanewatch.collector.common.errors import UpstreamError
 from lanewatch.collector.diagnose.evidence import LaneStats, ServerSeries, Value
-from lanewatch.collector.diagnose.queries import TIMEOUT_S, LaneQueries
+from lanewatch.collector.diagnose.queries import RUN_TIMEOUT_S, TIMEOUT_S, LaneQueries
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from lanewatch.exporters import names
 
@@ -34,9 +42,18 @@ class PrometheusSource:
     """Queries one Prometheus for the evidence of a lane over a window."""
 
     def __init__(
-        self, url: str, *, timeout_s: float = TIMEOUT_S, transport: httpx.BaseTransport | None = None
+        self,
+        url: str,
+        *,
+        timeout_s: float = TIMEOUT_S,
+        deadline_s: float = RUN_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.timeout_s, self.deadline_s = timeout_s, deadline_s
+        self._run_ends = time.monotonic() + deadline_s
+        self._deadline = _Deadline()
+        transport = transport or _DeadlineTransport(self._deadline)
         self._client = httpx.Client(base_url=self.url, timeout=timeout_s, transport=transport)
         self.queries: list[str] = []  # every query asked, in order
 
@@ -59,6 +76,8 @@ class PrometheusSource:
 
     def _get(self, promql: str) -> tuple[int, bytes]:
         """The answer's status and body, read up to MAX_BODY_BYTES (a bigger one is refused)."""
+        now = time.monotonic()
+        ends = self._deadline.at = min(now + self.timeout_s, self._run_ends)
         try:
             with self._client.stream("GET", "/api/v1/query", params={"query": promql}) as response:
                 chunks, size = [], 0
@@ -67,9 +86,21 @@ class PrometheusSource:
                     if size > MAX_BODY_BYTES:
                         raise PrometheusError(f"{self.url}: answer to {promql!r} over {MAX_BODY_BYTES} bytes")
                     chunks.append(chunk)
+                    if time.monotonic() >= ends:  # an injected transport's chunks come without a socket
+                        raise PrometheusError(self._late(promql, ends == self._run_ends))
                 return response.status_code, b"".join(chunks)
         except httpx.HTTPError as exc:
+            if isinstance(exc, httpx.TimeoutException) and time.monotonic() >= ends - 0.05:
+                raise PrometheusError(self._late(promql, ends == self._run_ends)) from None
             raise PrometheusError(f"{self.url}: cannot query: {exc}") from None
+        finally:
+            self._deadline.at = math.inf
+
+    def _late(self, promql: str, run: bool) -> str:
+        """Why a query ended at its deadline: the run's or its own."""
+        if run:
+            return f"{self.url}: no answer to {promql!r} within the run's {self.deadline_s:g} s (--deadline)"
+        return f"{self.url}: no answer to {promql!r} within its {self.timeout_s:g} s (--query-timeout)"
 
     def scalar(self, promql: str) -> Value | None:
         """The first sample's value as a Value carrying its query, or None."""
@@ -169,3 +200,85 @@ def _number(text: object) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+class _Deadline:
+    """The moment (time.monotonic) the query under way must be answered by; inf between queries."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = math.inf
+
+    def left(self, timeout: float | None = None) -> float:
+        """The seconds a socket operation may wait: `timeout` cut to the deadline; ReadTimeout past it."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise httpcore.ReadTimeout("deadline passed")
+        return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A socket stream whose every read and write ends by the deadline."""
+
+    def __init__(self, stream: httpcore.NetworkStream, deadline: _Deadline) -> None:
+        self._stream, self._deadline = stream, deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        """Up to max_bytes, waiting no later than the deadline."""
+        return self._stream.read(max_bytes, self._deadline.left(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        """The buffer, sent by the deadline."""
+        self._stream.write(buffer, self._deadline.left(timeout))
+
+    def close(self) -> None:
+        """Close the socket."""
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        """The TLS stream over this one, its handshake and its reads held to the deadline too."""
+        tls = self._stream.start_tls(ssl_context, server_hostname, self._deadline.left(timeout))
+        return _DeadlineStream(tls, self._deadline)
+
+    def get_extra_info(self, info: str) -> object:
+        """What the socket says of itself (httpcore asks for the SSL object and the socket)."""
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's sync sockets, each connect, read and write held to the deadline."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        self._backend, self._deadline = httpcore.SyncBackend(), deadline
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        """A TCP connection, made by the deadline."""
+        stream = self._backend.connect_tcp(
+            host, port, self._deadline.left(timeout), local_address, socket_options
+        )
+        return _DeadlineStream(stream, self._deadline)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep (httpcore's retries)."""
+        self._backend.sleep(seconds)
+
+
+class _DeadlineTransport(httpx.HTTPTransport):
+    """httpx's own transport over sockets held to the deadline."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        # httpx builds its pool without a way to give it a network backend: the same pool, with one
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), network_backend=_DeadlineBackend(deadline)
+        )

@@ -11,9 +11,10 @@ import re
 
 from lanewatch.exporters import names
 
-__all__ = ["TIMEOUT_S", "LaneQueries", "valid_duration"]
+__all__ = ["RUN_TIMEOUT_S", "TIMEOUT_S", "LaneQueries", "valid_duration"]
 
-TIMEOUT_S = 10.0  # one query's HTTP timeout (prometheus.py)
+TIMEOUT_S = 10.0  # one query's deadline, from asking to the answer's last byte (prometheus.py)
+RUN_TIMEOUT_S = 120.0  # every query of one diagnosis together
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w))+$")
 
 
