@@ -22,8 +22,12 @@ class LogLevel(StrEnum):
 
 @app.command("collect", short_help="Run probes, scrapes and the OTLP receiver; serve /metrics.")
 def collect(
-    config: Path = typer.Option(
-        ..., "-c", "--config", help="The YAML config file (see `lanewatch config check`)."
+    config: Path | None = typer.Option(
+        None,
+        "-c",
+        "--config",
+        help="The YAML config file (see `lanewatch config check`). Without one, the defaults: no "
+        "targets to probe or scrape, and the span, log and record receivers on 127.0.0.1:9464.",
     ),
     records: Path | None = typer.Option(
         None, "--records", help="Append every request record to this JSONL file (read by `lanewatch report`)."

@@ -38,6 +38,29 @@ def test_bad_shard_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--shard" in result.stderr
 
 
+def test_collect_starts_without_a_config_file_on_the_defaults(tmp_path: Path) -> None:
+    port = free_port()
+    args = [*lanewatch_command(), "collect", "--port", str(port)]
+    log_path = tmp_path / "collect.log"
+    with started(args, log_path, env={"LANEWATCH__GPU__ENABLED": "false"}) as proc:
+
+        def healthy() -> bool:
+            assert proc.poll() is None, log_path.read_text()
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        eventually(healthy, 30, "the collector's /healthz on the defaults", every_s=0.2)
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 200
+        # The receivers are on: an empty OTLP/JSON span batch is taken.
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/traces", json={"resourceSpans": []})
+        assert r.status_code == 200, r.text
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    assert "0 targets" in log_path.read_text()
+
+
 def test_collect_serves_metrics_writes_joined_records_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     with start_simulator(tmp_path, otlp_endpoint=f"http://127.0.0.1:{port}/v1/traces") as sim:
