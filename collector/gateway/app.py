@@ -17,7 +17,7 @@ from .core import Gateway
 from .errors import error_body, error_response
 from .front import FrontConn, FrontLimits, Handler, HeadCheck, Request, Response
 from .front_server import FrontServer
-from .proxy import handle_completion
+from .proxy import carries_token, handle_completion
 
 __all__ = ["GatewayServer", "default_max_connections", "head_check", "router"]
 
@@ -141,6 +141,9 @@ async def _lane_models(gw: Gateway, lane: str, request: Request) -> list[Any] | 
     headers = {}
     key = gw.api_keys.get(lane)
     auth = request.headers.get(AUTHORIZATION)
+    hint = gw.classifier.token
+    if auth is not None and hint is not None and carries_token(AUTHORIZATION, auth, hint):
+        auth = None  # the hint token is the gateway's credential: no upstream sees it
     if key is not None or auth is not None:
         headers[AUTHORIZATION] = f"Bearer {key}" if key is not None else str(auth)
     try:

@@ -8,6 +8,7 @@ upstream connection. Failures before the response starts become OpenAI error JSO
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import time
@@ -47,7 +48,7 @@ from .routing import RouteError, choose_lane
 from .tap import StreamTap
 from .tracing import TraceIds
 
-__all__ = ["handle_completion"]
+__all__ = ["carries_token", "handle_completion"]
 
 log = logging.getLogger("lanewatch.gateway")
 
@@ -84,7 +85,9 @@ def handle_completion(
         return rej.response
     ids = gw.tracing.ids_for(request.headers)
     ex.trace_id, ex.span_id = ids.trace_id_hex, f"{ids.span_id:016x}"
-    headers = _upstream_headers(request.headers, gw.api_keys.get(ex.decision.served_lane))
+    headers = _upstream_headers(
+        request.headers, gw.api_keys.get(ex.decision.served_lane), gw.classifier.token
+    )
     gw.tracing.inject(ids, headers)
     flight = begin(gw, ex, UpstreamRequest(request.method, request.target, headers, body, strip_usage))
     return _proxy(gw, request, conn, ex, flight, ids)
@@ -225,13 +228,34 @@ def _count(gw: Gateway, lane: str, served: str, actions: tuple[str, ...]) -> Non
         gw.stats.degrade_applied[(lane, action)] += 1
 
 
-def _upstream_headers(incoming: Mapping[str, str], api_key: str | None) -> CIMultiDict[str]:
-    """The client's headers, repeats kept, less hop-by-hop ones and Accept-Encoding (the tap reads plain)."""
-    out = CIMultiDict((k, v) for k, v in incoming.items() if k.lower() not in _HOP)
+def _upstream_headers(
+    incoming: Mapping[str, str], api_key: str | None, hint_token: str | None = None
+) -> CIMultiDict[str]:
+    """The client's headers, repeats kept, less hop-by-hop ones and Accept-Encoding (the tap reads plain),
+    and less any Authorization that carries the hint token (a credential for the gateway alone)."""
+    out = CIMultiDict(
+        (k, v)
+        for k, v in incoming.items()
+        if k.lower() not in _HOP and not (hint_token is not None and carries_token(k, v, hint_token))
+    )
     if api_key is not None:
         # Replaces every Authorization the client sent; written in the case clients and servers log.
         out[AUTHORIZATION.title()] = f"Bearer {api_key}"
     return out
+
+
+def carries_token(name: str, value: str, token: str) -> bool:
+    """Whether header `name: value` is an Authorization whose credential is `token`, under any scheme."""
+    if name.lower() != AUTHORIZATION:
+        return False
+    whole = value.strip()
+    _scheme, _, credential = whole.partition(" ")
+    secret = token.encode()
+    # constant time in the token's content, as the trust check (common/bearer.py); both compared
+    # always, so a bare token (no scheme) takes the same path as a `Bearer` one
+    bare = hmac.compare_digest(whole.encode("utf-8", "replace"), secret)
+    after_scheme = hmac.compare_digest(credential.strip().encode("utf-8", "replace"), secret)
+    return bare or after_scheme
 
 
 def _span_attributes(request: Request, ex: Exchange) -> dict[str, AttributeValue]:
