@@ -20,6 +20,7 @@ _TYPES = {
     403: "PermissionDeniedError",
     404: "NotFoundError",
     405: "MethodNotAllowedError",
+    409: "ConflictError",  # a stale revision, a shift to a lane of unknown models (openai.ConflictError)
     413: "RequestTooLargeError",
     429: "RateLimitError",
     431: "RequestHeaderFieldsTooLargeError",
@@ -32,7 +33,8 @@ _TYPES = {
 
 def error_body(status: int, message: str, param: str | None = None) -> bytes:
     """`{"error": {message, type, param, code}}` as vLLM's ErrorResponse writes it."""
-    err = {"message": message, "type": _TYPES.get(status, "InternalServerError"), "param": param}
+    fallback = "BadRequestError" if status < 500 else "InternalServerError"  # a client's error is not ours
+    err = {"message": message, "type": _TYPES.get(status, fallback), "param": param}
     return json.dumps({"error": {**err, "code": status}}, separators=(",", ":")).encode()
 
 

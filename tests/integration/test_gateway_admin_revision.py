@@ -60,6 +60,7 @@ async def test_a_replayed_older_put_is_refused_and_changes_nothing(tmp_path: Pat
         assert status == 409, refused
         assert refused["revision"] == 6  # what the sender lost to
         assert refused["error"]["param"] == "revision" and refused["error"]["code"] == 409
+        assert refused["error"]["type"] == "ConflictError"  # what it is, as openai.ConflictError names it
         assert "revision 5 is older than the degrade state's revision 6" in refused["error"]["message"]
         _, after = await _admin(s, g, "GET")
         assert after == held  # the state, its version and its revision are as they were
