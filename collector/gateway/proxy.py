@@ -52,6 +52,8 @@ __all__ = ["carries_token", "handle_completion"]
 
 log = logging.getLogger("lanewatch.gateway")
 
+_AUTH_HEADER = AUTHORIZATION  # a header's name, compared as a name (the credential goes through bearer_ok)
+
 # Hop-by-hop and gateway-owned headers: never passed upstream as the client sent them.
 _HOP = frozenset(
     {
@@ -246,7 +248,7 @@ def _upstream_headers(
 
 def carries_token(name: str, value: str, token: str) -> bool:
     """Whether header `name: value` is an Authorization whose credential is `token`, under any scheme."""
-    if name.lower() != AUTHORIZATION:
+    if name.lower() != _AUTH_HEADER:
         return False
     whole = value.strip()
     _scheme, _, credential = whole.partition(" ")
