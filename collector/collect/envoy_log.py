@@ -21,9 +21,9 @@ sets them all):
 - `model` (`%REQ(<header>)%`): `model`, else `route_name` (`%ROUTE_NAME%`), else UNKNOWN_MODEL;
 - `path` (`%REQ(:PATH)%`): `api`: `chat` for /v1/chat/completions, `completions` for
   /v1/completions (INFERENCE_PATHS; a query string aside). Any other path (`GET /v1/models`,
-  `GET /health`: a client's or a load balancer's polls) is not inference: `inference_api` says
-  None and the receiver refuses the entry, so no poll's few-ms "TTFT" reaches a latency or
-  availability SLI. An entry without `path` is taken as `chat` (the mapping cannot tell).
+  `GET /health`: a client's or a load balancer's polls) is not inference: the entry is refused
+  (RecordError on `path`), so no poll's few-ms "TTFT" reaches a latency or availability SLI.
+  An entry without `path` is taken as `chat` (the mapping cannot tell).
 
 `%RESPONSE_DURATION%` and `US_RX_BEG` mark the upstream's response headers, which vLLM sends
 before the first token: they are the record's ttfb, never its TTFT. Envoy writes `-` for a
@@ -48,6 +48,7 @@ __all__ = [
     "DURATION_KEYS",
     "FLAG_ERRORS",
     "INFERENCE_PATHS",
+    "NOT_INFERENCE",
     "UNKNOWN_MODEL",
     "UNROUTED",
     "EnvoyLogEntry",
@@ -67,6 +68,7 @@ MAX_NUMBER_CHARS: Final = 32  # a longer "number" is refused before it is parsed
 DURATION_KEYS: Final = ("ttft", "ttfb", "duration")
 # The routes whose entries become records, and the `api` each is: the two vLLM serves alike.
 INFERENCE_PATHS: Final[dict[str, Api]] = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
+NOT_INFERENCE: Final = "not an inference route (only /v1/chat/completions and /v1/completions are recorded)"
 # Response flags that say how a request failed, most telling first; the status decides otherwise.
 FLAG_ERRORS: Final[tuple[tuple[str, ErrorKind], ...]] = (
     ("DC", ErrorKind.CLIENT_DISCONNECT),  # downstream connection terminated (HTTP/1.1 give-up)
@@ -107,8 +109,12 @@ def is_access_log(attributes: Mapping[str, Any]) -> bool:
 
 
 def record_from_log(entry: EnvoyLogEntry, default_class: str = DEFAULT_CLASS) -> RequestTiming:
-    """The record of one Envoy access-log entry; RecordError naming the attribute it cannot take."""
+    """The record of one Envoy access-log entry; RecordError naming the attribute it cannot take
+    (`path` for a route that is not inference: a poll's few-ms "TTFT" is no latency SLI's sample)."""
     attrs = entry.attributes
+    api = inference_api(_text(attrs, "path"))
+    if api is None:
+        raise RecordError("path", NOT_INFERENCE)
     cluster = _text(attrs, "upstream_cluster")
     lane = _lane(cluster)
     status = _status(attrs)
@@ -123,7 +129,7 @@ def record_from_log(entry: EnvoyLogEntry, default_class: str = DEFAULT_CLASS) ->
         lane=lane,
         request_class=_request_class(_text(attrs, "request_class"), default_class),
         model=_text(attrs, "model") or _text(attrs, "route_name") or UNKNOWN_MODEL,
-        api=inference_api(_text(attrs, "path")) or "chat",
+        api=api,
         started_at=entry.time_unix_nano / 1e9 if entry.time_unix_nano > 0 else 0.0,
         request_id=_text(attrs, "request_id"),
         trace_id=trace_id,

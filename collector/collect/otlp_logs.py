@@ -23,7 +23,6 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from lanewatch.collector.collect.envoy_log import (
     DEFAULT_CLASS,
     EnvoyLogEntry,
-    inference_api,
     is_access_log,
     record_from_log,
 )
@@ -57,7 +56,6 @@ LOGS_PATH = "/v1/logs"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 MAX_LOG_RECORDS = 2048  # per call, as the span receivers' bound
 NOT_ACCESS_LOG = "not an access-log entry (no duration_us or duration_ms attribute)"
-NOT_INFERENCE = "not an inference route (only /v1/chat/completions and /v1/completions are recorded)"
 
 
 LogsAdmission = Admission[RequestTiming]  # the records one call's log records became
@@ -71,9 +69,6 @@ def admit_logs(
     def take(entry: EnvoyLogEntry) -> RequestTiming | Refusal:
         if not is_access_log(entry.attributes):
             return Refusal(NOT_ACCESS_LOG)
-        path = entry.attributes.get("path")
-        if isinstance(path, str) and path.strip() not in ("", "-") and inference_api(path.strip()) is None:
-            return Refusal(NOT_INFERENCE)  # a poll (GET /v1/models, /health): no latency SLI's sample
         try:
             return record_from_log(entry, default_class)
         except RecordError as exc:

@@ -29,7 +29,6 @@ __all__ = [
     "COMPLETIONS_DEFAULT_MAX_TOKENS",
     "PromptReading",
     "ReadingError",
-    "max_tokens_field",
     "read_max_tokens",
     "read_prompt",
     "read_tokens",
@@ -73,13 +72,6 @@ def read_tokens(value: Any, field: str) -> int | None:
         return _INT.validate_python(value)
     except ValidationError:
         raise ReadingError(field, f"{field} must be an integer; got {str(value)[:40]!r}") from None
-
-
-def max_tokens_field(body: Mapping[str, Any], api: ReadApi) -> str:
-    """The field vLLM takes the output bound from (chat: max_completion_tokens when not null)."""
-    if api == "chat" and read_tokens(body.get("max_completion_tokens"), "max_completion_tokens") is not None:
-        return "max_completion_tokens"
-    return "max_tokens"
 
 
 def read_max_tokens(body: Mapping[str, Any], api: ReadApi) -> int | None:

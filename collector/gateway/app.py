@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 
+from lanewatch.collector.common.bearer import holds_token
 from lanewatch.collector.common.headers import AUTHORIZATION
 
 from .admin import denied, get_degrade, put_degrade
@@ -17,7 +18,7 @@ from .core import Gateway
 from .errors import error_body, error_response
 from .front import FrontConn, FrontLimits, Handler, HeadCheck, Request, Response
 from .front_server import FrontServer
-from .proxy import carries_token, handle_completion
+from .proxy import handle_completion
 
 __all__ = ["GatewayServer", "default_max_connections", "head_check", "router"]
 
@@ -142,7 +143,7 @@ async def _lane_models(gw: Gateway, lane: str, request: Request) -> list[Any] | 
     key = gw.api_keys.get(lane)
     auth = request.headers.get(AUTHORIZATION)
     hint = gw.classifier.token
-    if auth is not None and hint is not None and carries_token(AUTHORIZATION, auth, hint):
+    if auth is not None and hint is not None and holds_token(auth, hint):
         auth = None  # the hint token is the gateway's credential: no upstream sees it
     if key is not None or auth is not None:
         headers[AUTHORIZATION] = f"Bearer {key}" if key is not None else str(auth)

@@ -26,15 +26,7 @@ from lanewatch.collector.common.degrade_wire import (
     parse_put,
 )
 from lanewatch.collector.common.degrade_wire import parse_lanes as parse_degrade
-from lanewatch.collector.common.request_reading import (
-    ReadApi as Api,
-)
-from lanewatch.collector.common.request_reading import (
-    ReadingError,
-    max_tokens_field,
-    read_max_tokens,
-    read_tokens,
-)
+from lanewatch.collector.common.request_reading import ReadApi, ReadingError, read_max_tokens, read_tokens
 
 __all__ = [
     "ACTIONS",
@@ -148,7 +140,7 @@ def decide(state: DegradeState, lane: str, request_class: str, shifter: Shifter)
     return Decision(lane, served, cap_max_tokens=cap, actions=actions)
 
 
-def cap_max_tokens(body: dict[str, Any], cap: int, api: Api = "chat") -> bool:
+def cap_max_tokens(body: dict[str, Any], cap: int, api: ReadApi = "chat") -> bool:
     """Clamp the output bound vLLM reads to `cap` (and the other field, if larger); True when changed.
 
     The body was read already (common/request_reading.py), so its counts are readable; a string
@@ -160,9 +152,11 @@ def cap_max_tokens(body: dict[str, Any], cap: int, api: Api = "chat") -> bool:
         if value is not None and value > cap:
             body[key] = cap
             changed = True
+    # Both fields are at most `cap` now, so what is left above it is a bound neither field sets:
+    # chat's "up to the context length", or completions' default 16. max_tokens then carries the cap.
     bound = read_max_tokens(body, api)
-    if bound is None or bound > cap:  # unset means "up to the context length": the cap must be explicit
-        body[max_tokens_field(body, api)] = cap
+    if bound is None or bound > cap:
+        body["max_tokens"] = cap
         changed = True
     return changed
 
@@ -170,5 +164,5 @@ def cap_max_tokens(body: dict[str, Any], cap: int, api: Api = "chat") -> bool:
 def _tokens_or_cap(value: Any, cap: int) -> int | None:
     try:
         return read_tokens(value, "max_tokens")
-    except ReadingError:  # unread by vLLM (max_completion_tokens in completions): still not above cap
+    except ReadingError:  # a field vLLM does not read here (completions' max_completion_tokens): capped too
         return cap + 1

@@ -8,7 +8,6 @@ upstream connection. Failures before the response starts become OpenAI error JSO
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import time
@@ -19,6 +18,7 @@ from typing import Any
 from multidict import CIMultiDict
 from opentelemetry.util.types import AttributeValue
 
+from lanewatch.collector.common.bearer import holds_token
 from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
 from lanewatch.collector.common.request_reading import ReadingError
@@ -48,7 +48,7 @@ from .routing import RouteError, choose_lane
 from .tap import StreamTap
 from .tracing import TraceIds
 
-__all__ = ["carries_token", "handle_completion"]
+__all__ = ["handle_completion"]
 
 log = logging.getLogger("lanewatch.gateway")
 
@@ -238,7 +238,7 @@ def _upstream_headers(
     out = CIMultiDict(
         (k, v)
         for k, v in incoming.items()
-        if k.lower() not in _HOP and not (hint_token is not None and carries_token(k, v, hint_token))
+        if k.lower() not in _HOP and not (hint_token is not None and _carries(k, v, hint_token))
     )
     if api_key is not None:
         # Replaces every Authorization the client sent; written in the case clients and servers log.
@@ -246,18 +246,8 @@ def _upstream_headers(
     return out
 
 
-def carries_token(name: str, value: str, token: str) -> bool:
-    """Whether header `name: value` is an Authorization whose credential is `token`, under any scheme."""
-    if name.lower() != _AUTH_HEADER:
-        return False
-    whole = value.strip()
-    _scheme, _, credential = whole.partition(" ")
-    secret = token.encode()
-    # constant time in the token's content, as the trust check (common/bearer.py); both compared
-    # always, so a bare token (no scheme) takes the same path as a `Bearer` one
-    bare = hmac.compare_digest(whole.encode("utf-8", "replace"), secret)
-    after_scheme = hmac.compare_digest(credential.strip().encode("utf-8", "replace"), secret)
-    return bare or after_scheme
+def _carries(name: str, value: str, token: str) -> bool:
+    return name.lower() == _AUTH_HEADER and holds_token(value, token)
 
 
 def _span_attributes(request: Request, ex: Exchange) -> dict[str, AttributeValue]:

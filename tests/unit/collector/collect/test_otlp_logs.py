@@ -168,8 +168,8 @@ def test_logs_can_be_turned_off(tmp_path: Path) -> None:
 
 
 def test_polls_that_are_not_inference_are_refused_and_inference_routes_kept() -> None:
-    from lanewatch.collector.collect.envoy_log import EnvoyLogEntry
-    from lanewatch.collector.collect.otlp_logs import NOT_INFERENCE, admit_logs
+    from lanewatch.collector.collect.envoy_log import NOT_INFERENCE, EnvoyLogEntry
+    from lanewatch.collector.collect.otlp_logs import admit_logs
 
     base = {"upstream_cluster": "fast", "response_code": "200", "ttft_us": "3000", "duration_ms": "4"}
     paths = ["/v1/models", "/health", "/v1/chat/completions", "/v1/completions?x=1", None]
