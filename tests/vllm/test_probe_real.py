@@ -20,7 +20,7 @@ from tests.servers import free_port, lanewatch_command
 from .contract import decode_spans
 from .engine import MAX_MODEL_LEN, PER_REQUEST_METRICS, VllmHandle
 from .relay import SpanRelay
-from .traffic import wait_for
+from .traffic import SPAN_WAIT_S, wait_for
 
 pytestmark = pytest.mark.vllm
 
@@ -54,6 +54,10 @@ def test_probes_join_real_spans_and_the_phases_nest(
     args = [*lanewatch_command(), "probe", vllm_server.url, "-m", vllm_server.model, "-n", str(PROBES)]
     address = f"127.0.0.1:{free_port()}"
     args += ["-c", str(cfg), "--class", "brief", "--json", "--otlp-grpc-listen", address]
+    # A probe goes out once its span joins it, so a long wait costs nothing while spans come; vLLM
+    # batches them every 5 s from a thread of a busy process, and the CLI's 6 s default let 2 of
+    # 100 go unjoined beside a CPU-bound job.
+    args += ["--join-wait", str(SPAN_WAIT_S)]
     with span_relay.forwarding_over_grpc_to(address):
         done = subprocess.run(args, capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stderr
