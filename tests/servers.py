@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 from aiohttp import web
 
+from lanewatch.collector.demo.supervisor import free_ports
 from tests.waiting import eventually
 
 START_TIMEOUT_S = 20.0
@@ -36,11 +37,8 @@ DEFAULT_MODELS = {"fast": "meta-llama/Llama-3.2-1B-Instruct", "slow": "meta-llam
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now (below the ephemeral range)."""
+    return free_ports(1)[0]
 
 
 # Sockets bound and never listening, held until the test run ends (see closed_port).

@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -61,17 +62,47 @@ def lanewatch_command() -> list[str]:
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
-    socks = []
+    """`count` distinct TCP ports on 127.0.0.1 that nothing listens on right now.
+
+    Drawn below the kernel's ephemeral range: a port picked there and released could be taken
+    as the source port of any outgoing connection on the machine before the child binds it (a
+    busy machine opens thousands a second), and the child would then fail with EADDRINUSE.
+    """
+    low, high = _quiet_range()
+    socks: list[socket.socket] = []
     try:
-        for _ in range(count):
+        for _ in range(count * 50):
+            if len(socks) == count:
+                break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("127.0.0.1", _RANDOM.randrange(low, high) if high > low else 0))
+            except OSError:  # taken: draw again
+                s.close()
+                continue
             socks.append(s)
+        if len(socks) < count:
+            raise OSError(f"no {count} free ports found in {low}-{high}")
         return [int(s.getsockname()[1]) for s in socks]
     finally:
         for s in socks:
             s.close()
+
+
+# Not the module-level random: a test that seeds it would make parallel workers draw alike.
+_RANDOM = random.SystemRandom()
+QUIET_FLOOR = 20000  # below: ports that services commonly claim (8080, 9090, 9093, ...)
+
+
+def _quiet_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    """[low, high): ports no connect() picks as a source port; (0, 0) where too few are left."""
+    try:
+        ephemeral_low = int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0, 0  # not Linux: the kernel's own pick
+    if ephemeral_low - QUIET_FLOOR < 1000:
+        return 0, 0
+    return QUIET_FLOOR, ephemeral_low
 
 
 def _die_with_parent() -> Callable[[], None] | None:

@@ -113,7 +113,11 @@ def test_demo_without_prometheus_says_so_runs_the_rest_and_ctrl_c_ends_everythin
         return (tmp_path / "demo.log").read_text()
 
     try:
-        eventually(lambda: "gateway http://" in text(), 120, f"the stack up:\n{text()}")
+        # A demo that ended (a child that could not start) fails here at once, with its log.
+        eventually(
+            lambda: "gateway http://" in text() or demo.poll() is not None, 120, "the stack up", context=text
+        )
+        assert demo.poll() is None, text()
         assert "prometheus and prometheus-alertmanager not found" in text()
         records = out / "records.jsonl"
         eventually(lambda: records.is_file() and records.read_text().count("\n") >= 5, 60, "records")
