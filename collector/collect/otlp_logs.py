@@ -6,12 +6,18 @@ admission both it and the gRPC `LogsService/Export` use. Each log record stands 
 is not an access-log entry (no `duration_us` or `duration_ms` attribute), one whose attributes
 the mapping refuses, and those past the per-call bound are left out and counted in the answer's
 `partial_success.rejected_log_records`, with the first one's reason; the rest become records.
+Protobuf and JSON differ only in decoding: an OTLP JSON log record that is not one (not an
+object, an attribute without a string key, a time that is no whole number) decodes to a
+`Refusal`, which the one admission counts as it counts a record the mapping refuses. Only a body
+that is no ExportLogsServiceRequest at all (not JSON, `resourceLogs`, `scopeLogs` or `logRecords`
+not lists) is a 400.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Any
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -44,6 +50,7 @@ __all__ = [
     "LOGS_PATH",
     "LOGS_SERVICE",
     "MAX_LOG_RECORDS",
+    "LogItem",
     "LogsAdmission",
     "admit_logs",
     "decode_logs_json",
@@ -56,17 +63,24 @@ LOGS_PATH = "/v1/logs"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 MAX_LOG_RECORDS = 2048  # per call, as the span receivers' bound
 NOT_ACCESS_LOG = "not an access-log entry (no duration_us or duration_ms attribute)"
+NOT_JSON_LOG_RECORD = "not an OTLP JSON log record"
+MAX_NANOS_DIGITS = 20  # a uint64's; a longer timeUnixNano is no time
+_UINT64 = 1 << 64
 
 
 LogsAdmission = Admission[RequestTiming]  # the records one call's log records became
+# One log record as decoded: an entry, or why it is none (a JSON record of the wrong shape)
+LogItem = EnvoyLogEntry | Refusal
 
 
 def admit_logs(
-    entries: Iterable[EnvoyLogEntry], max_records: int | None, default_class: str = DEFAULT_CLASS
+    entries: Iterable[LogItem], max_records: int | None, default_class: str = DEFAULT_CLASS
 ) -> LogsAdmission:
-    """Each entry mapped to a record or refused alone; at most `max_records` taken."""
+    """Each entry mapped to a record or refused alone (a decoder's Refusal too); at most `max_records`."""
 
-    def take(entry: EnvoyLogEntry) -> RequestTiming | Refusal:
+    def take(entry: LogItem) -> RequestTiming | Refusal:
+        if isinstance(entry, Refusal):
+            return entry
         if not is_access_log(entry.attributes):
             return Refusal(NOT_ACCESS_LOG)
         try:
@@ -107,26 +121,62 @@ def decode_logs_protobuf(body: bytes) -> list[EnvoyLogEntry]:
     ]
 
 
-def decode_logs_json(body: bytes) -> list[EnvoyLogEntry]:
-    """Every log record in an OTLP JSON logs request (hex ids, camelCase keys), as entries."""
+def decode_logs_json(body: bytes) -> list[LogItem]:
+    """Every log record in an OTLP JSON logs request (hex ids, camelCase keys): an entry, or a
+    Refusal for one that is no log record; OtlpError (400) for a body that is no such request."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise OtlpError(400, f"not JSON: {str(exc)[:200]}") from None
     try:
         scopes = [sl for rl in json_list(doc, "resourceLogs") for sl in json_list(rl, "scopeLogs")]
-        return [_json_entry(lr) for sl in scopes for lr in json_list(sl, "logRecords")]
-    except (AttributeError, TypeError, KeyError, ValueError) as exc:
-        raise OtlpError(400, f"not an OTLP JSON ExportLogsServiceRequest: {exc!r}") from None
+        records = [lr for sl in scopes for lr in json_list(sl, "logRecords")]
+    except TypeError as exc:
+        raise OtlpError(400, f"not an OTLP JSON ExportLogsServiceRequest: {exc}") from None
+    return [_json_entry(lr) for lr in records]
 
 
-def _json_entry(lr: object) -> EnvoyLogEntry:
+def _json_entry(lr: object) -> LogItem:
+    """One OTLP JSON log record as an entry, or a Refusal saying which part of it is no log record's."""
     if not isinstance(lr, dict):
-        raise TypeError("a log record must be an object")
-    attrs = {a["key"]: json_value(a.get("value") or {}) for a in lr.get("attributes") or ()}
+        return Refusal(f"{NOT_JSON_LOG_RECORD}: not an object")
+    attributes = lr.get("attributes") or []
+    if not isinstance(attributes, list):
+        return Refusal(f"{NOT_JSON_LOG_RECORD}: attributes is not a list")
+    attrs: dict[str, Any] = {}
+    for i, kv in enumerate(attributes):
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            return Refusal(f"{NOT_JSON_LOG_RECORD}: attributes[{i}] has no string key")
+        value = kv.get("value") or {}
+        if not isinstance(value, dict):
+            return Refusal(f"{NOT_JSON_LOG_RECORD}: attributes[{i}].value is not an object")
+        attrs[kv["key"]] = json_value(value)
+    nanos = _json_nanos(lr.get("timeUnixNano"))
+    if nanos is None:
+        return Refusal(f"{NOT_JSON_LOG_RECORD}: timeUnixNano is not a whole number of nanoseconds")
     ids = [lr.get(k) for k in ("traceId", "spanId")]
     trace_id, span_id = (v if isinstance(v, str) else "" for v in ids)
-    return EnvoyLogEntry(attrs, int(lr.get("timeUnixNano") or 0), trace_id, span_id)
+    return EnvoyLogEntry(attrs, nanos, trace_id, span_id)
+
+
+def _json_nanos(value: object) -> int | None:
+    """A JSON uint64 (a number, or a string of digits as OTLP JSON writes it); 0 when absent."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value < _UINT64 else None
+    if isinstance(value, float):  # a sender that writes the number as a float: whole and in range
+        return int(value) if value.is_integer() and 0 <= value < _UINT64 else None
+    if isinstance(value, str) and value.isdigit() and value.isascii() and len(value) <= MAX_NANOS_DIGITS:
+        return int(value)
+    return None
+
+
+def _decode(raw: bytes, as_json: bool) -> list[LogItem]:
+    """The log records of a body in either encoding (protobuf's never fail to be records)."""
+    return decode_logs_json(raw) if as_json else [*decode_logs_protobuf(raw)]
 
 
 def handle_logs_export(
@@ -143,7 +193,7 @@ def handle_logs_export(
         content_type,
         content_encoding,
         max_body_bytes,
-        lambda raw, as_json: decode_logs_json(raw) if as_json else decode_logs_protobuf(raw),
+        _decode,
         lambda entries: admit_logs(entries, max_records, default_class),
         logs_response,
     )

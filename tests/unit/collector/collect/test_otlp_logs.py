@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
+from lanewatch.collector.collect.envoy_log import EnvoyLogEntry
 from lanewatch.collector.collect.otlp_grpc import handle_grpc_logs
 from lanewatch.collector.collect.otlp_logs import LOGS_PATH, decode_logs_json, handle_logs_export
 from lanewatch.collector.collect.service import CollectorService
@@ -92,7 +93,7 @@ def test_json_and_gzip_are_taken_and_bad_bodies_are_400_413_415() -> None:
     for lr in doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"]:
         lr["traceId"], lr["spanId"] = TRACE, PARENT  # OTLP JSON ids are hex
     raw = json.dumps(doc).encode()
-    assert [r.trace_id for r in decode_logs_json(raw)] == [TRACE, TRACE]
+    assert [r.trace_id for r in decode_logs_json(raw) if isinstance(r, EnvoyLogEntry)] == [TRACE, TRACE]
     as_json = handle_logs_export(raw, "application/json", None, 1 << 20)
     assert as_json.status == 200 and len(as_json.admission.kept) == 2
     assert as_json.admission.kept[0].span_id == PARENT
@@ -102,6 +103,74 @@ def test_json_and_gzip_are_taken_and_bad_bodies_are_400_413_415() -> None:
     assert handle_logs_export(b'{"resourceLogs": 3}', "application/json", None, 1 << 20).status == 400
     assert handle_logs_export(logs_body(good(9)), "application/x-protobuf", None, 1024).status == 413
     assert handle_logs_export(b"x", "text/plain", None, 1 << 20).status == 415
+
+
+def json_records(records: list[LogRecord]) -> list[dict[str, Any]]:
+    """The log records as OTLP JSON writes them (hex ids)."""
+    doc = MessageToDict(ExportLogsServiceRequest.FromString(logs_body(records)))
+    out: list[dict[str, Any]] = doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
+    for lr in out:
+        lr["traceId"], lr["spanId"] = TRACE, PARENT
+    return out
+
+
+def json_body(records: list[Any]) -> bytes:
+    return json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}).encode()
+
+
+def test_a_json_log_record_of_the_wrong_shape_is_refused_alone_as_protobuf_refuses_one() -> None:
+    g = json_records(good(4))
+    bad: list[Any] = [
+        "not an object",
+        {**g[0], "attributes": [{"value": {"stringValue": "no key"}}]},
+        {**g[0], "attributes": {"duration_us": "5"}},
+        {**g[0], "attributes": [{"key": "duration_us", "value": 5}]},
+        {**g[0], "timeUnixNano": "soon"},
+        {**g[0], "timeUnixNano": 1.5},
+    ]
+    body = json_body([g[0], *bad[:3], g[1], *bad[3:], g[2], {**g[3], "timeUnixNano": 1.796e18}])
+    result = handle_logs_export(body, "application/json", None, 1 << 20)
+    assert result.status == 200 and result.media_type == "application/json"
+    assert [r.request_id for r in result.admission.kept] == ["env-0", "env-1", "env-2", "env-3"]
+    assert result.admission.invalid == len(bad) == result.admission.rejected
+    partial = json.loads(result.body)["partialSuccess"]
+    assert partial["rejectedLogRecords"] == str(len(bad))  # int64: a string in OTLP JSON
+    assert partial["errorMessage"] == "log record 1: not an OTLP JSON log record: not an object"
+    # the mapping's refusal reads alike whichever encoding carried the record
+    mapped = json_body([*json_records([log_record(ttft_us="-7")]), g[0]])
+    as_json = handle_logs_export(mapped, "application/json", None, 1 << 20)
+    as_pb = handle_logs_export(
+        logs_body([log_record(ttft_us="-7"), *good(1)]), PROTOBUF["content-type"], None, 1 << 20
+    )
+    assert as_json.admission.reason == as_pb.admission.reason and "ttft_us" in as_json.admission.reason
+    assert len(as_json.admission.kept) == len(as_pb.admission.kept) == 1
+
+
+def test_a_json_body_that_is_no_logs_request_is_a_400_naming_why() -> None:
+    for body, why in (
+        (b"{not json", "not JSON"),
+        (b"[]", "expected an object holding 'resourceLogs'"),
+        (b'{"resourceLogs": 3}', "'resourceLogs' must be a list"),
+        (b'{"resourceLogs": [{"scopeLogs": [{"logRecords": {"a": 1}}]}]}', "'logRecords' must be a list"),
+    ):
+        result = handle_logs_export(body, "application/json", None, 1 << 20)
+        assert result.status == 400 and not result.admission.kept
+        assert why in json.loads(result.body)["message"]
+    big = handle_logs_export(json_body(json_records(good(40))), "application/json", None, 1024)
+    assert big.status == 413 and "larger than 1024 bytes" in json.loads(big.body)["message"]
+
+
+def test_the_app_counts_a_refused_json_log_record_and_keeps_the_rest(tmp_path: Path) -> None:
+    svc, seen = token_service(tmp_path)
+    auth = {"content-type": "application/json", "authorization": f"Bearer {TOKEN}"}
+    g = json_records(good(2))
+    body = json_body([g[0], {**g[0], "timeUnixNano": "soon"}, g[1]])
+    answer = TestClient(svc.app()).post(LOGS_PATH, content=body, headers=auth)
+    assert answer.status_code == 200 and answer.json()["partialSuccess"]["rejectedLogRecords"] == "1"
+    assert [r.request_id for r in seen] == ["env-0", "env-1"]
+    assert sample(svc, names.OTLP_LOG_RECORDS_REFUSED_TOTAL) == 1
+    assert sample(svc, names.OTLP_LOG_RECORDS_RECEIVED_TOTAL) == 2
+    svc.shutdown()
 
 
 def test_grpc_decision_matches_http() -> None:
