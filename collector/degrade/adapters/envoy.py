@@ -12,7 +12,8 @@ stats to count it: `rds.<name>.update_success` (taken) or `rds.<name>.update_rej
   body's `model` rewritten to one the faster lane serves, by a Lua script on that cluster
   weight (envoy_lua.py); the bootstrap's listener needs the Lua filter, which is checked.
 - Shed: a `direct_response` 429 with `retry-after` for the shed class's requests, ahead of the
-  lane's route; the template's `classes` rules decide the class, nothing else does.
+  lane's route; the template's `classes` rules decide the class, nothing else does. A request
+  shifted to a lane obeys that lane's shed too (the serving lane's, as at the gateway).
 - Read-back: Envoy's `/config_dump` of the route configuration, read into lanes.
 - Cannot: cap max_tokens (stock Envoy cannot rewrite a JSON request body safely); the
   controller skips it, audits it and counts it.

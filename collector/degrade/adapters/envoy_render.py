@@ -12,6 +12,9 @@ marked `metadata.filter_metadata.lanewatch.lane` and sends to the lane's cluster
   script that rewrites the body's `model` (envoy_lua.py); else the body is sent unchanged.
 - shed class K: a route is put before the lane's route, matching what it matches and K's
   rule as well, answering `429` with `retry-after` from Envoy itself (`direct_response`).
+- a shift to T where T sheds K: a request shifted to T obeys T's shed, as at the gateway. A
+  shed route for K before the lane's route takes the shifted share of K (`runtime_fraction`
+  under a partial shift), and a route after it keeps the rest of K on the lane's cluster.
 
 The rendered routes carry the same metadata (`shed` names the class), so what Envoy holds
 reads back into lanes (`held_lanes`).
@@ -177,6 +180,7 @@ def render(
                 out.append(route)
                 continue
             out += [_shed_route(template, route, mark["lane"], c) for c in spec.shed_classes]
+            out += _shifted_shed_routes(template, route, mark["lane"], lanes)
             out.append(_shift_route(template, route, mark["lane"], spec, rewrite))
         host["routes"] = out
     return rc
@@ -203,6 +207,52 @@ def _check_state(template: EnvoyTemplate, lanes: Mapping[str, LaneDegrade]) -> N
                 )
 
 
+def _moved(spec: LaneDegrade) -> int:
+    """The weight, in tenths of a percent, that a shift sends to the lane it shifts to."""
+    if "shift" not in spec.active() or spec.shift_to is None:
+        return 0
+    return round(float(spec.shift_percent) * WEIGHT_TOTAL / 100)
+
+
+def _shifted_shed_routes(
+    template: EnvoyTemplate, route: dict[str, Any], lane: str, lanes: Mapping[str, LaneDegrade]
+) -> list[dict[str, Any]]:
+    """The routes that make a request shifted from `lane` obey the shed of the lane serving it.
+
+    As at the gateway, a request shifted to T is shed when T sheds its class. For each class T
+    sheds and `lane` does not, a shed route takes the shifted share of the class's requests
+    (all of them under a full shift; else a `runtime_fraction` of the moved weight), and a
+    route after it keeps the rest on `lane`'s own cluster, so none of the class reaches T.
+    """
+    spec = lanes[lane]
+    moved, target = _moved(spec), spec.shift_to
+    there = lanes.get(target) if target is not None and target != lane else None
+    if there is None or moved <= 0:
+        return []
+    out: list[dict[str, Any]] = []
+    for cls in there.shed_classes:
+        if cls in spec.shed_classes:
+            continue  # shed on its own lane already, shifted or not
+        shed = _shed_route(template, route, lane, cls, serving=target)
+        if moved >= WEIGHT_TOTAL:
+            out.append(shed)
+            continue
+        if "runtime_fraction" in route["match"]:
+            raise AdapterError(
+                f"lane {lane!r}: its route's match has a runtime_fraction, so a partial shift cannot "
+                f"shed the share of class {cls!r} that lane {target!r} would serve",
+                retryable=False,
+            )
+        keep = {**route, "name": f"lanewatch-keep-{lane}-{cls}", "match": copy.deepcopy(shed["match"])}
+        shed["match"]["runtime_fraction"] = {
+            # Envoy draws a number per request: this route takes `moved` in 1000 of them.
+            "default_value": {"numerator": moved * 10, "denominator": "TEN_THOUSAND"},
+            "runtime_key": f"lanewatch.shift.{lane}",
+        }
+        out += [shed, keep]
+    return out
+
+
 def _shift_route(
     template: EnvoyTemplate,
     route: dict[str, Any],
@@ -212,7 +262,7 @@ def _shift_route(
 ) -> dict[str, Any]:
     if "shift" not in spec.active() or spec.shift_to is None:
         return route
-    moved = round(float(spec.shift_percent) * WEIGHT_TOTAL / 100)
+    moved = _moved(spec)
     action = {k: v for k, v in route["route"].items() if k != "cluster"}
     target: dict[str, Any] = {"name": template.clusters[spec.shift_to], "weight": moved}
     if rewrite is not None:
@@ -225,7 +275,11 @@ def _shift_route(
     return {**route, "route": action}
 
 
-def _shed_route(template: EnvoyTemplate, route: dict[str, Any], lane: str, cls: str) -> dict[str, Any]:
+def _shed_route(
+    template: EnvoyTemplate, route: dict[str, Any], lane: str, cls: str, serving: str | None = None
+) -> dict[str, Any]:
+    """A route before `lane`'s that answers 429 to class `cls`; `serving`: the lane a shift sends
+    it to, whose shed this is (read back as that lane's, not `lane`'s)."""
     rule = template.classes[cls]
     match = copy.deepcopy(route["match"])
     if any(k in rule for k in _PATH_KEYS):
@@ -242,10 +296,13 @@ def _shed_route(template: EnvoyTemplate, route: dict[str, Any], lane: str, cls: 
             "code": 429,
         }
     }
+    mark = {"lane": lane, "shed": cls} if serving is None else {"lane": lane, "shed": cls, "serving": serving}
     return {
-        "name": f"lanewatch-shed-{lane}-{cls}",
+        "name": f"lanewatch-shed-{lane}-{cls}"
+        if serving is None
+        else f"lanewatch-shed-{lane}-to-{serving}-{cls}",
         "match": match,
-        "metadata": {"filter_metadata": {META: {"lane": lane, "shed": cls}}},
+        "metadata": {"filter_metadata": {META: mark}},
         "direct_response": {
             "status": 429,
             "body": {"inline_string": json.dumps(body, separators=(",", ":"))},
@@ -340,7 +397,7 @@ def held_lanes(template: EnvoyTemplate, route_config: Mapping[str, Any]) -> dict
             lane = mark.get("lane")
             if not isinstance(lane, str):
                 continue
-            if isinstance(mark.get("shed"), str):
+            if isinstance(mark.get("shed"), str) and "serving" not in mark:  # a shifted request's
                 shed.setdefault(lane, set()).add(mark["shed"])
             weights = ((route.get("route") or {}).get("weighted_clusters") or {}).get("clusters", [])
             total = sum(int(c.get("weight", 0)) for c in weights)

@@ -6,9 +6,11 @@ and the bounds are the behaviour promised: a shift takes hold within 2 s of the 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
+import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -19,6 +21,7 @@ from lanewatch.collector.degrade.policy import DEFAULT_POLICY
 from lanewatch.collector.degrade.service import DegradeService
 from lanewatch.collector.degrade.store import Store
 from tests.integration.gateway_harness import chat_body, read_events
+from tests.sse_upstream import SseUpstream
 
 from .traffic import BATCH, KINDS, SHIFTED, moved_within, router_setup, send, share_at_fast, share_from
 
@@ -81,6 +84,59 @@ async def test_shed_gives_429_to_batch_only(kind: str, tmp_path: Path) -> None:
         assert await _held(adapter) == {"fast": LaneDegrade(shed_classes=("batch",))}
         await adapter.apply({}, 2)
         assert await send(s, router.url, "fast", BATCH) == 200
+
+
+# Both lanes alerting, as the default policy answers it: slow shifts to fast, fast sheds batch.
+BOTH_ALERT = {
+    "slow": LaneDegrade(shift_to="fast", shift_percent=100),
+    "fast": LaneDegrade(shed_classes=("batch",)),
+}
+Answer = tuple[int, dict[str, str | None], bytes]
+
+
+async def _answer(s: aiohttp.ClientSession, url: str, lane: str, headers: dict[str, str]) -> Answer:
+    h = {"x-lanewatch-lane": lane, **headers}
+    async with s.post(
+        f"{url}/v1/chat/completions", json=chat_body(max_tokens=1, stream=False), headers=h
+    ) as r:
+        keys = ("retry-after", "content-type", "x-lanewatch-degraded")
+        return r.status, {k: r.headers.get(k) for k in keys}, await r.read()
+
+
+def _served(ups: dict[str, SseUpstream]) -> dict[str, int]:
+    return {lane: len(up.requests) for lane, up in ups.items()}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_request_shifted_to_a_lane_obeys_that_lane_shed(kind: str, tmp_path: Path) -> None:
+    async with router_setup(kind, tmp_path) as (ups, router, adapter, s):
+        await adapter.apply(BOTH_ALERT, 1)
+        own = await _answer(s, router.url, "fast", BATCH)  # the fast lane's own shed answer
+        assert own[0] == 429 and own[1]["retry-after"] == "30"
+        assert own[1]["x-lanewatch-degraded"] == "shed" and json.loads(own[2])["error"]["code"] == 429
+        before = _served(ups)
+        shifted = [await _answer(s, router.url, "slow", BATCH) for _ in range(10)]
+        assert shifted == [own] * 10  # answered as fast answers its own batch requests
+        assert _served(ups) == before  # none reached an upstream
+        assert await share_at_fast(s, router, ups, 10) == 1.0  # slow's other requests still shift
+        assert await _held(adapter) == BOTH_ALERT
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_under_a_half_shift_no_request_of_a_class_the_target_sheds_reaches_it(
+    kind: str, tmp_path: Path
+) -> None:
+    lanes = {**BOTH_ALERT, "slow": LaneDegrade(shift_to="fast", shift_percent=50)}
+    async with router_setup(kind, tmp_path) as (ups, router, adapter, s):
+        await adapter.apply(lanes, 1)
+        before = _served(ups)
+        statuses = [(await _answer(s, router.url, "slow", BATCH))[0] for _ in range(60)]
+        shed = statuses.count(429)
+        # The shifted half is shed, the rest stays on slow: 60 draws at 50 %, 10..50 is 5 sd wide
+        assert 10 <= shed <= 50 and statuses.count(200) == 60 - shed
+        after = _served(ups)
+        assert (after["fast"] - before["fast"], after["slow"] - before["slow"]) == (0, 60 - shed)
+        assert await _held(adapter) == lanes
 
 
 async def _held(adapter: Adapter) -> dict[str, LaneDegrade]:

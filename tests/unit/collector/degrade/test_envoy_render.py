@@ -64,7 +64,16 @@ def test_a_full_shift_sends_every_request_of_the_lane_to_the_faster_cluster() ->
     }
 
 
-@pytest.mark.parametrize("lanes", [{}, DEGRADED, {"slow": LaneDegrade(shift_to="fast", shift_percent=12.5)}])
+BOTH_ALERT = {
+    "slow": LaneDegrade(shift_to="fast", shift_percent=100),
+    "fast": LaneDegrade(shed_classes=("batch",)),
+}
+HALF_BOTH = {**BOTH_ALERT, "slow": LaneDegrade(shift_to="fast", shift_percent=50)}
+
+
+@pytest.mark.parametrize(
+    "lanes", [{}, DEGRADED, BOTH_ALERT, HALF_BOTH, {"slow": LaneDegrade(shift_to="fast", shift_percent=12.5)}]
+)
 def test_what_envoy_holds_reads_back_into_the_lanes(lanes: dict[str, LaneDegrade]) -> None:
     t = _template()
     assert held_lanes(t, render(t, lanes)) == lanes
@@ -141,3 +150,37 @@ def test_the_validation_bootstrap_holds_the_routes_inline_with_their_clusters() 
     assert hcm["route_config"] == routes
     assert [c["name"] for c in boot["static_resources"]["clusters"]] == ["fast", "slow"]
     assert boot["node"] == {"id": "validate", "cluster": "validate"}
+
+
+def test_a_full_shift_to_a_lane_that_sheds_a_class_sheds_that_class_before_the_shift() -> None:
+    shed, shift = render(_template(), BOTH_ALERT)["virtual_hosts"][0]["routes"][:2]
+    assert shed["match"]["headers"] == [
+        {"name": "x-lanewatch-lane", "string_match": {"exact": "slow"}},
+        {"name": "x-tenant-tier", "string_match": {"exact": "batch"}},
+    ]
+    assert "runtime_fraction" not in shed["match"] and shed["direct_response"]["status"] == 429
+    assert shed["metadata"]["filter_metadata"]["lanewatch"] == {
+        "lane": "slow",
+        "shed": "batch",
+        "serving": "fast",
+    }
+    assert shift["route"]["weighted_clusters"]["clusters"][1] == {"name": "fast", "weight": 1000}
+
+
+def test_a_partial_shift_sheds_the_moved_share_of_the_class_and_keeps_the_rest_on_its_lane() -> None:
+    shed, keep, shift = render(_template(), HALF_BOTH)["virtual_hosts"][0]["routes"][:3]
+    assert shed["match"]["runtime_fraction"]["default_value"] == {
+        "numerator": 5000,
+        "denominator": "TEN_THOUSAND",
+    }
+    assert keep["match"] == {k: v for k, v in shed["match"].items() if k != "runtime_fraction"}
+    assert (keep["route"], "weighted_clusters" in shift["route"]) == (
+        {"cluster": "slow", "timeout": "0s"},
+        True,
+    )
+
+
+def test_a_class_both_lanes_shed_renders_one_shed_route() -> None:
+    lanes = {**BOTH_ALERT, "slow": LaneDegrade(shift_to="fast", shift_percent=100, shed_classes=("batch",))}
+    names = [r.get("name") for r in render(_template(), lanes)["virtual_hosts"][0]["routes"]]
+    assert names == ["lanewatch-shed-slow-batch", None, "lanewatch-shed-fast-batch", None]
