@@ -52,6 +52,8 @@ class GatewayView(Protocol):
     @property
     def model_discovery_failures(self) -> Mapping[str, int]: ...
     @property
+    def model_collisions(self) -> Mapping[str, int]: ...
+    @property
     def upstreams(self) -> Sequence[UpstreamState]: ...
 
 
@@ -151,6 +153,15 @@ def _model_families(v: GatewayView) -> Iterator[Metric]:
     for lane, count in sorted(dict(v.model_discovery_failures).items()):
         failures.add_metric((lane,), count)
     yield failures
+    collisions = CounterMetricFamily(
+        names.GATEWAY_MODEL_COLLISIONS_TOTAL,
+        "Times a lane began to list a model another lane owns (declared there, or listed there first); "
+        "requests naming the model stay with its owner.",
+        labels=(names.LANE,),
+    )
+    for lane, count in sorted(dict(v.model_collisions).items()):
+        collisions.add_metric((lane,), count)
+    yield collisions
 
 
 class ShippingView(Protocol):

@@ -119,6 +119,8 @@ GATEWAY_MODEL_DISCOVERY_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_model_discove
 # Shipping tap records to the collector (gateway.collector_url).
 GATEWAY_SHIPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_shipped_records_total"  # the collector took them
 GATEWAY_SHIP_SEND_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_ship_send_failures_total"  # retried later
+# A lane listing a model another lane owns (declared there, or listed there first); once per new pair.
+GATEWAY_MODEL_COLLISIONS_TOTAL: Final = f"{PREFIX}_gateway_model_collisions_total"  # lane
 GATEWAY_SHIP_DROPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_ship_dropped_records_total"  # reason
 GATEWAY_SHIP_QUEUED_RECORDS: Final = f"{PREFIX}_gateway_ship_queued_records"  # gauge
 CODE: Final = "code"  # the HTTP status answered

@@ -22,6 +22,7 @@ from .classify import Classifier
 from .degrade_state import DegradeState, LaneDegrade, Shifter
 from .lane_models import LaneModels
 from .model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
+from .model_ownership import Collision
 from .pool import LanePool, Upstream
 from .routing import RouteTable
 from .shipper import RecordShipper
@@ -109,7 +110,9 @@ class Gateway:
     def _models_changed(self) -> None:
         """Rebuild what depends on the lanes' models: the rewrite, routing by served model, /metrics."""
         learned = self.learner.models() if self.learner is not None else {}
-        self.models = LaneModels.from_config(self.cfg, learned)
+        before = self.models
+        self.models = LaneModels.from_config(self.cfg, learned, before.owners)
+        _note_collisions(before.collisions, self.models, self.stats)
         default = self.routes.default_lane
         self.routes = replace(self.routes, served_elsewhere=self.models.served_elsewhere(default))
         served = self.models.served
@@ -180,6 +183,19 @@ class Gateway:
             except Exception:  # a bug here must not stop health checking for good
                 log.exception("health check round failed")
             await asyncio.sleep(self.cfg.health_interval_s)
+
+
+def _note_collisions(before: frozenset[Collision], models: LaneModels, stats: GatewayStats) -> None:
+    """Log and count each collision new since the last change (not each refresh); log each one gone."""
+    for c in sorted(models.collisions - before):
+        how = "listed it first" if c.owner in models.learned else "declares it"
+        log.warning(
+            "model %r is listed by lane %s but lane %s owns it (%s): requests naming it go to %s",
+            c.model, c.lane, c.owner, how, c.owner,
+        )  # fmt: skip
+        stats.model_collisions[c.lane] += 1
+    for c in sorted(before - models.collisions):
+        log.info("model %r: lane %s no longer collides with lane %s", c.model, c.lane, c.owner)
 
 
 def _ssl_for(lane: LaneConfig) -> ssl.SSLContext:

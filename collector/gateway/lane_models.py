@@ -7,15 +7,18 @@ that lands on a lane not serving its `model` (shifted there by a degrade, or sen
 a routing rule) is asked of that lane under another name: the lane's `model_map` entry for
 the requested name, else the lane's first model. When every lane declares its models, a
 model no lane serves or maps is refused with a 404 before routing (learned lists never make
-that check: an upstream may load a model between two refreshes).
+that check: an upstream may load a model between two refreshes). A model more than one lane
+serves belongs to one of them (model_ownership.py): a request naming it is routed there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lanewatch.collector.config import GatewayConfig
+
+from .model_ownership import Collision, decide_owners
 
 __all__ = ["LaneModels", "header_value", "serve_as"]
 
@@ -32,15 +35,22 @@ class LaneModels:
     names: frozenset[str]  # every model some lane serves or maps (checked on every request)
     complete: bool  # every lane declared its models, so a model none serves is known to be unknown
     learned: frozenset[str] = frozenset()  # lanes whose models come from their upstreams' /v1/models
+    owners: Mapping[str, str] = field(default_factory=dict)  # model -> the lane a request naming it goes to
+    collisions: frozenset[Collision] = frozenset()  # lanes listing a model another lane owns
 
     @classmethod
     def from_config(
-        cls, cfg: GatewayConfig, learned: Mapping[str, Sequence[str]] | None = None
+        cls,
+        cfg: GatewayConfig,
+        learned: Mapping[str, Sequence[str]] | None = None,
+        previous: Mapping[str, str] | None = None,
     ) -> LaneModels:
         """The lanes' declarations of a validated gateway config; `learned` (lane -> the models its
-        upstreams list) fills in a lane that declared none."""
+        upstreams list) fills in a lane that declared none; `previous` is the last owners (model ->
+        lane), so a learned model stays with the lane that listed it first."""
         lanes, order = cfg.lanes, tuple(cfg.ordered_lanes)
-        served = {name: tuple(lane.models) for name, lane in lanes.items() if lane.models}
+        declared = {name: tuple(lane.models) for name, lane in lanes.items() if lane.models}
+        served = dict(declared)
         complete = bool(order) and all(lane in served for lane in order)
         found = {lane: tuple(ms) for lane, ms in (learned or {}).items() if ms and lane in lanes}
         taught = frozenset(found) - frozenset(served)
@@ -49,7 +59,20 @@ class LaneModels:
         names = frozenset(m for models in served.values() for m in models) | {
             k for m in maps.values() for k in m
         }
-        return cls(served=served, maps=maps, order=order, names=names, complete=complete, learned=taught)
+        default = cfg.effective_default_lane
+        ranked = (*([default] if default else []), *(lane for lane in order if lane != default))
+        taught_models = {lane: found[lane] for lane in taught}
+        owned = decide_owners(declared, taught_models, previous or {}, ranked)
+        return cls(
+            served=served,
+            maps=maps,
+            order=order,
+            names=names,
+            complete=complete,
+            learned=taught,
+            owners=owned.owners,
+            collisions=owned.collisions,
+        )
 
     def knows(self, lane: str) -> bool:
         """The lane's models are known: declared, or listed by its upstreams."""
@@ -62,20 +85,15 @@ class LaneModels:
         return "declared" if lane in self.served else "unknown"
 
     def served_elsewhere(self, default: str) -> dict[str, str]:
-        """Models some lane serves but the default lane does not -> the fastest lane serving each.
+        """Models a lane other than the default owns -> that lane (model_ownership.py).
 
         Without this a request naming the small model would go to the default (big) lane and be
-        rewritten to the big model there; the client asked for the small one.
+        rewritten to the big model there; the client asked for the small one. A model the
+        default lane also lists stays with the lane that owns it.
         """
-        own = self.served.get(default)
-        if own is None:  # the default lane serves what it is asked: nothing to steer
+        if default not in self.served:  # the default lane serves what it is asked: nothing to steer
             return {}
-        out: dict[str, str] = {}
-        for lane in self.order:
-            for model in self.served.get(lane, ()):
-                if model not in own:
-                    out.setdefault(model, lane)
-        return out
+        return {model: lane for model, lane in self.owners.items() if lane != default}
 
     def known(self, model: str) -> bool:
         """Some lane serves `model` or maps it."""

@@ -4,9 +4,9 @@ Order (first match wins): the `x-lanewatch-lane` header (read only from a client
 `gateway.hints` trusts, classify.py), the model-name map, a regex on
 the last user message (RE2, linear time, over its first `reading.regex_max_chars` characters),
 prompt length in characters (a token id counts `reading.chars_per_token`), max_tokens (as vLLM
-reads it, common/request_reading.py; unset: `reading.missing_max_tokens`); then the fastest lane
-that serves the requested model when the default lane does not serve it; then the
-default lane.
+reads it, common/request_reading.py; unset: `reading.missing_max_tokens`); then the lane that
+owns the requested model when that is not the default lane (declared there, or listed there
+first: model_ownership.py); then the default lane.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ class RouteTable:
     regexes: tuple[tuple[Any, str], ...] = ()  # RE2 patterns (re2 has no type hints)
     prompt_chars: tuple[_Range, ...] = ()
     max_tokens: tuple[_Range, ...] = ()
-    # model -> the fastest lane serving it, for models the default lane does not serve (declared
-    # models; the gateway replaces it as lanes learn theirs: LaneModels.served_elsewhere)
+    # model -> the lane owning it, for models a lane other than the default owns (declared models;
+    # the gateway replaces it as lanes learn theirs: LaneModels.served_elsewhere)
     served_elsewhere: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod

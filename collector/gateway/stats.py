@@ -35,6 +35,7 @@ class GatewayStats:
     degrade_refused: Counter[str] = field(default_factory=Counter)  # reason an admin PUT was refused
     lane_models: tuple[tuple[str, str, str], ...] = ()  # (lane, model, declared | learned)
     model_discovery_failures: Counter[str] = field(default_factory=Counter)  # lane
+    model_collisions: Counter[str] = field(default_factory=Counter)  # lane listing a model another owns
 
     def count_refused(self, status: int) -> None:
         """Count a request refused before routing (unreadable, too big, too slow, over the cap)."""

@@ -20,6 +20,7 @@ def test_gateway_metrics_text() -> None:
     stats.degrade_refused["stale_revision"] += 2
     stats.lane_models = (("fast", "small", "learned"), ("slow", "big", "declared"))
     stats.model_discovery_failures["fast"] += 1
+    stats.model_collisions["fast"] += 1
     registry = CollectorRegistry()
     registry.register(GatewayCollector(stats))
     text = generate_latest(registry).decode()
@@ -41,5 +42,6 @@ def test_gateway_metrics_text() -> None:
         'lanewatch_gateway_lane_model_info{lane="fast",model="small",source="learned"} 1.0',
         'lanewatch_gateway_lane_model_info{lane="slow",model="big",source="declared"} 1.0',
         'lanewatch_gateway_model_discovery_failures_total{lane="fast"} 1.0',
+        'lanewatch_gateway_model_collisions_total{lane="fast"} 1.0',
     ]
     assert "# TYPE lanewatch_gateway_requests_total counter" in text
