@@ -11,7 +11,8 @@ marked `metadata.filter_metadata.lanewatch.lane` and sends to the lane's cluster
   request may need another model (`ModelRewrite`), T's cluster weight carries the Lua
   script that rewrites the body's `model` (envoy_lua.py); else the body is sent unchanged.
 - shed class K: a route is put before the lane's route, matching what it matches and K's
-  rule as well, answering `429` with `retry-after` from Envoy itself (`direct_response`).
+  rule as well, answering `429` with `retry-after` from Envoy itself (`direct_response`);
+  where both have a path rule, the lane's stays and K's becomes a `:path` header matcher.
 - a shift to T where T sheds K: a request shifted to T obeys T's shed, as at the gateway. A
   shed route for K before the lane's route takes the shifted share of K (`runtime_fraction`
   under a partial shift), and a route after it keeps the rest of K on the lane's cluster.
@@ -46,6 +47,7 @@ __all__ = [
     "render",
     "render_text",
     "rewrites_model",
+    "shed_match",
     "validation_bootstrap",
 ]
 
@@ -280,15 +282,7 @@ def _shed_route(
 ) -> dict[str, Any]:
     """A route before `lane`'s that answers 429 to class `cls`; `serving`: the lane a shift sends
     it to, whose shed this is (read back as that lane's, not `lane`'s)."""
-    rule = template.classes[cls]
-    match = copy.deepcopy(route["match"])
-    if any(k in rule for k in _PATH_KEYS):
-        for key in _PATH_KEYS:
-            match.pop(key, None)
-    for key, value in rule.items():
-        match[key] = (
-            [*match.get(key, []), *copy.deepcopy(value)] if isinstance(value, list) else copy.deepcopy(value)
-        )
+    match = shed_match(route["match"], template.classes[cls], f"lane {lane!r}, class {cls!r}")
     body = {
         "error": {
             "message": f"shed by lanewatch degrade: class {cls}",
@@ -313,6 +307,94 @@ def _shed_route(
             _header("x-lanewatch-degraded", "shed"),
         ],
     }
+
+
+def shed_match(lane_match: Mapping[str, Any], rule: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """The lane route's match and the class rule together: a request must pass both.
+
+    A route has one path rule. When both have one, the lane's stays the route's path rule
+    and the class's becomes a `:path` header matcher (a path template, which has no such
+    form, swaps places with the lane's); a lane path rule that takes every path (`prefix: /`)
+    is replaced by the class's. Both rules see the whole request path, as Envoy matches it.
+    """
+    match = copy.deepcopy(dict(lane_match))
+    extra = {k: copy.deepcopy(v) for k, v in rule.items() if k not in _PATH_KEYS}
+    ours = next(((k, rule[k]) for k in _PATH_KEYS if k in rule), None)
+    theirs = next(((k, match[k]) for k in _PATH_KEYS if k in match), None)
+    if ours is not None:
+        if theirs is None or (theirs[0] == "prefix" and theirs[1] in ("", "/")):
+            for key in _PATH_KEYS:
+                match.pop(key, None)
+            match[ours[0]] = copy.deepcopy(ours[1])
+        else:
+            _check_overlap(theirs, ours, what, match.get("case_sensitive") is not False)
+            if ours[0] != "path_match_policy":
+                header = _path_header(*ours, case_sensitive=True)
+            elif theirs[0] != "path_match_policy":
+                header = _path_header(*theirs, case_sensitive=match.get("case_sensitive") is not False)
+                match.pop(theirs[0])
+                match[ours[0]] = copy.deepcopy(ours[1])
+            else:
+                raise AdapterError(
+                    f"{what}: the lane's route and the class both match a path template "
+                    "(path_match_policy); Envoy's route holds one",
+                    retryable=False,
+                )
+            extra["headers"] = [header, *extra.get("headers", [])]
+    for key, value in extra.items():
+        match[key] = [*match.get(key, []), *value] if isinstance(value, list) else value
+    return match
+
+
+def _check_overlap(lane: tuple[str, Any], cls: tuple[str, Any], what: str, case_sensitive: bool) -> None:
+    """AdapterError where two plain path rules match no path together: the shed would refuse nothing."""
+    a, b = lane[1], cls[1]
+    if not (isinstance(a, str) and isinstance(b, str)):
+        return
+    if not case_sensitive:
+        a, b = a.lower(), b.lower()
+    # a path_separated_prefix matches fewer paths than the same prefix: disjoint as a prefix, disjoint
+    kinds = (_as_prefix(lane[0]), _as_prefix(cls[0]))
+    disjoint = {
+        ("prefix", "prefix"): not (a.startswith(b) or b.startswith(a)),
+        ("path", "path"): a != b,
+        ("prefix", "path"): not b.startswith(a),
+        ("path", "prefix"): not a.startswith(b),
+    }.get(kinds, False)
+    if disjoint:
+        raise AdapterError(
+            f"{what}: the class's path rule {{{cls[0]}: {cls[1]!r}}} and the lane route's "
+            f"{{{lane[0]}: {lane[1]!r}}} match no path together, so the shed would refuse nothing; "
+            "write the class's rule for the whole request path of each lane (a safe_regex, say)",
+            retryable=False,
+        )
+
+
+def _as_prefix(key: str) -> str:
+    return "prefix" if key == "path_separated_prefix" else key
+
+
+def _re2_literal(text: str) -> str:
+    """`text` as an RE2 pattern matching it literally."""
+    return "".join("\\" + c if c in "\\.^$|?*+()[]{}" else c for c in text)
+
+
+def _path_header(key: str, value: Any, *, case_sensitive: bool) -> dict[str, Any]:
+    """A route path rule as a `:path` header matcher; `:path` holds the query too, which the
+    `path`, `safe_regex` and `path_separated_prefix` rules do not look at, so it may follow."""
+    fold = "" if case_sensitive else "(?i)"
+    query = r"(\?.*)?"
+    if key == "prefix":
+        string: dict[str, Any] = {"prefix": value}
+        if not case_sensitive:
+            string["ignore_case"] = True
+    elif key == "path":
+        string = {"safe_regex": {"regex": fold + _re2_literal(str(value)) + query}}
+    elif key == "path_separated_prefix":
+        string = {"safe_regex": {"regex": fold + _re2_literal(str(value)) + r"([/?].*)?"}}
+    else:  # safe_regex: a RegexMatcher, matched against the path without its query
+        string = {"safe_regex": {**value, "regex": f"(?:{value['regex']}){query}"}}
+    return {"name": ":path", "string_match": string}
 
 
 def _header(key: str, value: str) -> dict[str, Any]:

@@ -10,7 +10,12 @@ import pytest
 import yaml
 
 from lanewatch.collector.common.degrade_wire import LaneDegrade
-from lanewatch.collector.degrade.adapters.envoy_render import parse_template, render, render_text
+from lanewatch.collector.degrade.adapters.envoy_render import (
+    parse_template,
+    render,
+    render_text,
+    validation_bootstrap,
+)
 from lanewatch.collector.degrade.adapters.nginx import render_include
 from tests.servers import free_port, started, wait_http
 
@@ -35,6 +40,31 @@ def test_the_shipped_envoy_bootstrap_validates(tmp_path: Path) -> None:
     (tmp_path / "routes.yaml").write_text(render_text(render(template, {})))
     (tmp_path / "bootstrap.yaml").write_text(yaml.safe_dump(boot))
     argv = [envoy, "--mode", "validate", "-c", str(tmp_path / "bootstrap.yaml"), "--log-level", "error"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"prefix": "/slow/v1/completions"},
+        {"path": "/slow/v1/completions"},
+        {"path_separated_prefix": "/slow/v1"},
+        {"safe_regex": {"regex": "(/slow)?/v1/completions"}},
+    ],
+)
+def test_a_shed_on_a_lane_chosen_by_path_renders_routes_envoy_validates(
+    rule: dict[str, object], tmp_path: Path
+) -> None:
+    envoy = require_router("envoy")
+    data = yaml.safe_load((ENVOY_DIR / "routes.template.yaml").read_text())
+    data["route_config"]["virtual_hosts"][0]["routes"][0]["match"]["prefix"] = "/slow/"  # the slow lane's
+    data["classes"]["batch"] = {**data["classes"]["batch"], **rule}
+    routes = render(parse_template(yaml.safe_dump(data)), {"slow": LaneDegrade(shed_classes=("batch",))})
+    shed = routes["virtual_hosts"][0]["routes"][0]
+    assert shed["match"]["prefix"] == "/slow/" and shed["match"]["headers"][1]["name"] == ":path"
+    (tmp_path / "validate.yaml").write_text(yaml.safe_dump(validation_bootstrap(routes)))
+    argv = [envoy, "--mode", "validate", "-c", str(tmp_path / "validate.yaml"), "--log-level", "error"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -139,6 +139,56 @@ async def test_under_a_half_shift_no_request_of_a_class_the_target_sheds_reaches
         assert await _held(adapter) == lanes
 
 
+# Lanes by path: /slow/... is the slow lane (its prefix stripped for the upstream), the rest fast.
+# The class's rule names the whole request path on either lane.
+BY_PATH = """\
+classes:
+  batch:
+    safe_regex: {regex: "(/slow)?/v1/completions"}
+route_config:
+  name: lanes
+  virtual_hosts:
+    - name: llm
+      domains: ["*"]
+      routes:
+        - match: {prefix: /slow/}
+          metadata: {filter_metadata: {lanewatch: {lane: slow}}}
+          route: {cluster: slow, timeout: 0s, prefix_rewrite: /}
+        - match: {prefix: /}
+          metadata: {filter_metadata: {lanewatch: {lane: fast}}}
+          route: {cluster: fast, timeout: 0s}
+"""
+
+
+async def _status(s: aiohttp.ClientSession, url: str) -> int:
+    async with s.post(url, json=chat_body(max_tokens=1, stream=False)) as r:
+        await r.read()
+        return r.status
+
+
+@pytest.mark.parametrize("shed", ["slow", "fast"])
+async def test_with_lanes_by_path_a_shed_refuses_the_class_on_its_own_lane_only(
+    shed: str, tmp_path: Path
+) -> None:
+    async with router_setup("envoy", tmp_path) as (ups, router, adapter, s):
+        settings = router.settings
+        assert isinstance(settings, EnvoySettings)
+        settings.route_template.write_text(BY_PATH)
+        await adapter.apply({shed: LaneDegrade(shed_classes=("batch",))}, 1)
+        batch = {"slow": "/slow/v1/completions", "fast": "/v1/completions"}
+        before = _served(ups)
+        got = {lane: await _status(s, router.url + path) for lane, path in batch.items()}
+        assert got == {lane: 429 if lane == shed else 200 for lane in batch}
+        assert await _status(s, router.url + batch[shed] + "?n=1") == 429  # a query does not hide the path
+        other = "fast" if shed == "slow" else "slow"
+        after = _served(ups)
+        assert (after[other] - before[other], after[shed] - before[shed]) == (1, 0)
+        chat = {"slow": "/slow/v1/chat/completions", "fast": "/v1/chat/completions"}
+        assert [await _status(s, router.url + chat[lane]) for lane in ("slow", "fast")] == [200, 200]
+        assert _served(ups)[shed] - after[shed] == 1  # the shed lane serves its other requests
+        assert await _held(adapter) == {shed: LaneDegrade(shed_classes=("batch",))}
+
+
 async def _held(adapter: Adapter) -> dict[str, LaneDegrade]:
     view = await adapter.read_back()
     assert view is not None

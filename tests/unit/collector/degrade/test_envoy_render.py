@@ -15,6 +15,7 @@ from lanewatch.collector.degrade.adapters.envoy_render import (
     parse_template,
     render,
     render_text,
+    shed_match,
     validation_bootstrap,
 )
 from tests.layout import ROOT
@@ -184,3 +185,65 @@ def test_a_class_both_lanes_shed_renders_one_shed_route() -> None:
     lanes = {**BOTH_ALERT, "slow": LaneDegrade(shift_to="fast", shift_percent=100, shed_classes=("batch",))}
     names = [r.get("name") for r in render(_template(), lanes)["virtual_hosts"][0]["routes"]]
     assert names == ["lanewatch-shed-slow-batch", None, "lanewatch-shed-fast-batch", None]
+
+
+LANE_BY_PATH = {"prefix": "/slow/", "headers": [{"name": "x-a", "present_match": True}]}
+
+
+@pytest.mark.parametrize(
+    ("rule", "header"),
+    [
+        ({"prefix": "/slow/v1/batch/"}, {"prefix": "/slow/v1/batch/"}),
+        ({"path": "/slow/v1/b.c"}, {"safe_regex": {"regex": r"/slow/v1/b\.c(\?.*)?"}}),
+        ({"path_separated_prefix": "/slow/v1"}, {"safe_regex": {"regex": r"/slow/v1([/?].*)?"}}),
+        ({"safe_regex": {"regex": "(/slow)?/v1/x"}}, {"safe_regex": {"regex": r"(?:(/slow)?/v1/x)(\?.*)?"}}),
+    ],
+)
+def test_a_class_path_rule_joins_the_lane_route_path_rule_as_a_path_header(
+    rule: dict[str, object], header: dict[str, object]
+) -> None:
+    match = shed_match(LANE_BY_PATH, {**rule, "headers": [{"name": "x-b", "present_match": True}]}, "here")
+    assert match == {
+        "prefix": "/slow/",
+        "headers": [
+            {"name": "x-a", "present_match": True},
+            {"name": ":path", "string_match": header},
+            {"name": "x-b", "present_match": True},
+        ],
+    }
+
+
+def test_a_lane_route_that_takes_every_path_gives_way_to_the_class_path_rule() -> None:
+    assert shed_match({"prefix": "/"}, {"path": "/v1/completions"}, "here") == {"path": "/v1/completions"}
+
+
+def test_a_class_path_template_swaps_places_with_the_lane_path_rule() -> None:
+    policy = {"name": "envoy.path.match.uri_template", "typed_config": {}}
+    match = shed_match({"path": "/Slow/x", "case_sensitive": False}, {"path_match_policy": policy}, "here")
+    assert match == {
+        "path_match_policy": policy,
+        "case_sensitive": False,
+        "headers": [{"name": ":path", "string_match": {"safe_regex": {"regex": r"(?i)/Slow/x(\?.*)?"}}}],
+    }
+    with pytest.raises(AdapterError, match="both match a path template"):
+        shed_match({"path_match_policy": policy}, {"path_match_policy": policy}, "here")
+
+
+@pytest.mark.parametrize(
+    ("lane", "rule"),
+    [
+        ({"prefix": "/slow/"}, {"prefix": "/v1/batch/"}),
+        ({"prefix": "/slow/"}, {"path": "/v1/batch/jobs"}),
+        ({"path": "/slow/x"}, {"prefix": "/v1/"}),
+        ({"prefix": "/slow/"}, {"path_separated_prefix": "/v1"}),
+    ],
+)
+def test_path_rules_that_match_no_path_together_are_refused(
+    lane: dict[str, str], rule: dict[str, str]
+) -> None:
+    with pytest.raises(AdapterError, match="match no path together") as caught:
+        shed_match(lane, rule, "lane 'slow', class 'batch'")
+    assert not caught.value.retryable
+    assert shed_match(
+        {**lane, "case_sensitive": False}, {"prefix": lane.get("prefix", "/slow/").upper()}, "x"
+    )
