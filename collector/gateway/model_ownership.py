@@ -12,12 +12,11 @@ request for that model. The rules, in order:
 2. First learned wins. A learned model stays with the lane that listed it first
    (`previous`, the owners of the last decision), through every refresh, and is released
    only when that lane stops listing it.
-3. Ties (listed first in the same round, as at start): the lanes other than the default,
-   fastest first, then the default lane. The default lane already takes every request no
-   lane owns; another lane is only asked for the models it owns. So a gateway (or one of its
-   workers) that starts again, and sees both lists at once, gives the model to the same lane
-   as before in the case this exists for: a default lane whose engine came to list another
-   lane's model.
+3. Ties (listed first in the same round, as at start): the default lane, then `lane_order`,
+   as for declared models and as before owners existed: two lanes that serve the same model
+   (one engine on two tiers) keep its requests on the default lane. A restarted gateway (or
+   worker) has no history, so it sees a model two lanes list as a tie: declare the model on
+   the lane that must have it.
 
 Every other lane that lists an owned model is a `Collision`: the gateway logs each new one
 once and counts it (`lanewatch_gateway_model_collisions_total{lane}`).
@@ -72,7 +71,7 @@ def decide_owners(
     for model, lane in previous.items():
         if model not in owners and model in listing.get(lane, ()):
             owners[model] = lane  # first learned: kept while its lane still lists it
-    for lane in (*ordered[1:], *ordered[:1]):  # a tie: the default lane last
+    for lane in ordered:
         for model in listing.get(lane, ()):
             owners.setdefault(model, lane)
     return Ownership(owners, _collisions(owners, declared, listing))

@@ -43,15 +43,11 @@ def test_a_learned_model_is_released_only_when_its_owner_stops_listing_it() -> N
     assert back.collisions == {Collision("big", "fast", "slow")}
 
 
-def test_a_model_two_lanes_list_first_at_once_goes_to_the_fastest_lane_but_the_default() -> None:
+def test_a_model_two_lanes_list_first_at_once_goes_to_the_default_lane_then_lane_order() -> None:
     both = {"fast": ("m",), "mid": ("m",), "slow": ("m",)}
-    assert decide_owners({}, both, {}, ("slow", "fast", "mid")).owners == {"m": "fast"}
-    assert decide_owners({}, {"slow": ("m",)}, {}, ("slow", "fast", "mid")).owners == {"m": "slow"}
-
-
-def test_a_restart_that_sees_both_lists_at_once_keeps_the_slow_lanes_model_on_slow() -> None:
-    owned = decide_owners({}, {"fast": ("small", "big"), "slow": ("big",)}, {}, RANKED)
-    assert owned.owners == {"small": "fast", "big": "slow"}
+    assert decide_owners({}, both, {}, ("slow", "fast", "mid")).owners == {"m": "slow"}
+    two = {"fast": ("m",), "mid": ("m",)}
+    assert decide_owners({}, two, {}, ("slow", "fast", "mid")).owners == {"m": "fast"}
 
 
 def test_two_lanes_declaring_one_model_are_no_collision() -> None:
