@@ -74,6 +74,9 @@ OTLP_REFUSAL_REASONS: Final = ("invalid", "limit", "join")
 # entry, a value the mapping refuses, past the per-call bound)
 OTLP_LOG_RECORDS_RECEIVED_TOTAL: Final = f"{PREFIX}_otlp_log_records_received_total"
 OTLP_LOG_RECORDS_REFUSED_TOTAL: Final = f"{PREFIX}_otlp_log_records_refused_total"
+# Records posted to POST /v1/records refused one by one (a value no reader can use, or no real
+# request's: collector/record/plausible.py); the batch's other records are taken
+INGEST_RECORDS_REFUSED_TOTAL: Final = f"{PREFIX}_ingest_records_refused_total"
 
 # ---------------------------------------------------------------- vLLM scrape (re-exported per target)
 SCRAPE_UP: Final = f"{PREFIX}_scrape_up"  # gauge 0/1 per target

@@ -222,6 +222,15 @@ class LogRecordMetrics(_SourceCollector[tuple[int, int]]):
         yield CounterMetricFamily(names.OTLP_LOG_RECORDS_REFUSED_TOTAL, doc, value=refused)
 
 
+class IngestMetrics(_SourceCollector[int]):
+    """Records posted to the collector's `POST /v1/records` and refused one by one."""
+
+    def collect(self) -> Iterator[Metric]:
+        """Render the counter."""
+        doc = "Records posted to POST /v1/records refused one by one: never counted or exported."
+        yield CounterMetricFamily(names.INGEST_RECORDS_REFUSED_TOTAL, doc, value=self._source())
+
+
 class JoinMetrics(_SourceCollector["JoinStats"]):
     """Counters of the OTLP span join."""
 

@@ -30,6 +30,9 @@ before the first token: they are the record's ttfb, never its TTFT. Envoy writes
 value it does not have (and for a misspelled time point, which validation does not catch):
 the field is then absent (None), never 0. A number that does not parse, or is negative, refuses
 the record alone with `RecordError` naming the attribute; text is bounded by the record's rules.
+A record no real request could be (a duration past its bound, a TTFT past the duration, a start
+far from the entry's arrival: collector/record/plausible.py) is refused with `RecordError` naming
+the record's field (`e2e_s`, `ttft_s`, `started_at`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lanewatch.collector.common.names import CLASS_NAME_PATTERN, LANE_NAME_PATTERN
+from lanewatch.collector.record.plausible import check_plausible
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 
@@ -108,9 +112,12 @@ def is_access_log(attributes: Mapping[str, Any]) -> bool:
     return "duration_us" in attributes or "duration_ms" in attributes
 
 
-def record_from_log(entry: EnvoyLogEntry, default_class: str = DEFAULT_CLASS) -> RequestTiming:
+def record_from_log(
+    entry: EnvoyLogEntry, default_class: str = DEFAULT_CLASS, received_at: float | None = None
+) -> RequestTiming:
     """The record of one Envoy access-log entry; RecordError naming the attribute it cannot take
-    (`path` for a route that is not inference: a poll's few-ms "TTFT" is no latency SLI's sample)."""
+    (`path` for a route that is not inference: a poll's few-ms "TTFT" is no latency SLI's sample),
+    or the record's field no real request could have (`received_at`: when the entry arrived)."""
     attrs = entry.attributes
     api = inference_api(_text(attrs, "path"))
     if api is None:
@@ -123,7 +130,7 @@ def record_from_log(entry: EnvoyLogEntry, default_class: str = DEFAULT_CLASS) ->
     if trace_id is None:
         trace_id, span_id = _own_ids(entry)
     extras = {k: v for k in ("upstream_host", "response_flags", "route_name") if (v := _text(attrs, k))}
-    return RequestTiming(
+    record = RequestTiming(
         source="envoy",
         target=_text(attrs, "upstream_host") or lane,
         lane=lane,
@@ -141,6 +148,8 @@ def record_from_log(entry: EnvoyLogEntry, default_class: str = DEFAULT_CLASS) ->
         e2e_s=_duration(attrs, "duration"),
         attrs=extras,
     )
+    check_plausible(record, received_at)
+    return record
 
 
 def inference_api(path: str | None) -> Api | None:

@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -141,13 +142,15 @@ def handle_grpc_logs(
     max_message_bytes: int,
     max_records: int | None = MAX_LOG_RECORDS,
     default_class: str = DEFAULT_CLASS,
+    received_at: float | None = None,
 ) -> GrpcExport[RequestTiming]:
-    """One LogsService/Export request: OK with the records its access-log entries became, or why not."""
+    """One LogsService/Export request: OK with the records its access-log entries became, or why not
+    (`received_at`, wall clock: when it arrived, for the entries' starts)."""
     return handle_grpc(
         body,
         max_message_bytes,
         decode_logs_protobuf,
-        lambda entries: admit_logs(entries, max_records, default_class),
+        lambda entries: admit_logs(entries, max_records, default_class, received_at),
         logs_response,
     )
 
@@ -295,7 +298,7 @@ class GrpcSpanReceiver:
     ) -> bytes:
         body = await self._admitted_body(context)
         lim = self.limits
-        args = (body, lim.max_message_bytes, lim.max_log_records, lim.default_class)
+        args = (body, lim.max_message_bytes, lim.max_log_records, lim.default_class, time.time())
         if len(body) > OFF_LOOP_BYTES:
             result = await asyncio.to_thread(handle_grpc_logs, *args)
         else:

@@ -108,7 +108,7 @@ def logs_endpoint(
             big = too_large(ctype, max_body_bytes)
             return Response(big.body, status_code=big.status, media_type=big.media_type)
         encoding = request.headers.get("content-encoding")
-        args = (body, ctype, encoding, max_body_bytes, max_records, default_class)
+        args = (body, ctype, encoding, max_body_bytes, max_records, default_class, time.time())
         if len(body) > OFF_LOOP_BYTES or (encoding or "").strip().lower() == "gzip":
             result = await asyncio.to_thread(handle_logs_export, *args)
         else:

@@ -74,7 +74,10 @@ LogItem = EnvoyLogEntry | Refusal
 
 
 def admit_logs(
-    entries: Iterable[LogItem], max_records: int | None, default_class: str = DEFAULT_CLASS
+    entries: Iterable[LogItem],
+    max_records: int | None,
+    default_class: str = DEFAULT_CLASS,
+    received_at: float | None = None,
 ) -> LogsAdmission:
     """Each entry mapped to a record or refused alone (a decoder's Refusal too); at most `max_records`."""
 
@@ -84,7 +87,7 @@ def admit_logs(
         if not is_access_log(entry.attributes):
             return Refusal(NOT_ACCESS_LOG)
         try:
-            return record_from_log(entry, default_class)
+            return record_from_log(entry, default_class, received_at)
         except RecordError as exc:
             return Refusal(str(exc))
 
@@ -186,14 +189,16 @@ def handle_logs_export(
     max_body_bytes: int,
     max_records: int | None = MAX_LOG_RECORDS,
     default_class: str = DEFAULT_CLASS,
+    received_at: float | None = None,
 ) -> ExportResult[RequestTiming]:
-    """Answer one OTLP/HTTP logs request: 200 with its records (refused ones counted), 400, 413, 415."""
+    """Answer one OTLP/HTTP logs request: 200 with its records (refused ones counted), 400, 413, 415.
+    `received_at` (wall clock) is when it arrived: an entry that started far from it is refused."""
     return handle_http(
         body,
         content_type,
         content_encoding,
         max_body_bytes,
         _decode,
-        lambda entries: admit_logs(entries, max_records, default_class),
+        lambda entries: admit_logs(entries, max_records, default_class, received_at),
         logs_response,
     )

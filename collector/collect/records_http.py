@@ -6,14 +6,17 @@ token (compared in constant time). A body that is not a batch is answered 400 an
 it is taken. Otherwise each record stands alone: the good ones reach `receive`, and the
 answer is 200 `{"accepted": n, "refused": [{"index", "field", "reason"}, ...], "refused_count": m,
 "duplicates": d}` (the list names the first MAX_REFUSED_LISTED refused records; the count is all of
-them). A record whose `record_id` was taken lately (the last `recent_ids` ids) is a batch sent
-again: it counts as accepted, one of the `duplicates`, and does not reach `receive` a second time.
+them; `refused_sink(m)` counts them on /metrics). A record no real request could be
+(collector/record/plausible.py, its start judged against the body's arrival) is refused alike.
+A record whose `record_id` was taken lately (the last `recent_ids` ids) is a batch sent again:
+it counts as accepted, one of the `duplicates`, and does not reach `receive` a second time.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,6 +36,7 @@ RECORDS_PATH = "/v1/records"
 MAX_REFUSED_LISTED = 100  # the answer stays small when a whole batch is refused
 
 RecordsSink = Callable[[list[RequestTiming]], None]
+RefusedSink = Callable[[int], None]  # how many records of one batch were refused
 
 
 def _answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
@@ -63,9 +67,16 @@ def fresh_records(batch: ParsedBatch, recent: RecentIds) -> list[RequestTiming]:
 
 
 def records_endpoint(
-    max_body_bytes: int, max_records: int, token: str | None, receive: RecordsSink, recent_ids: int = 0
+    max_body_bytes: int,
+    max_records: int,
+    token: str | None,
+    receive: RecordsSink,
+    recent_ids: int = 0,
+    refused_sink: RefusedSink | None = None,
+    wall_clock: Callable[[], float] = time.time,
 ) -> Callable[[Request], Awaitable[Response]]:
-    """The POST /v1/records handler: a batch's good records go to `receive`; the answer lists the refused."""
+    """The POST /v1/records handler: a batch's good records go to `receive`, the refused count to
+    `refused_sink`; the answer lists the refused. `wall_clock` dates each body's arrival."""
     recent = RecentIds(recent_ids)
 
     async def records(request: Request) -> Response:
@@ -78,7 +89,7 @@ def records_endpoint(
         if body is None:
             return _error(413, f"body larger than {max_body_bytes} bytes")
         try:
-            batch = parse_batch(body, max_records)
+            batch = parse_batch(body, max_records, wall_clock())
         except BatchError as exc:
             return _error(400, str(exc), field=exc.field)
         fresh = fresh_records(batch, recent)
@@ -86,6 +97,8 @@ def records_endpoint(
             receive(fresh)
         refused = batch.refused
         if refused:
+            if refused_sink is not None:
+                refused_sink(len(refused))
             first = refused[0]
             log.warning(
                 "refused %d of %d records (records[%d].%s: %s)",

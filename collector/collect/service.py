@@ -52,6 +52,7 @@ from lanewatch.exporters import otlp as otlp_export
 from lanewatch.exporters.probe_schedule import ProbeScheduleMetrics
 from lanewatch.exporters.prometheus import (
     GpuMetrics,
+    IngestMetrics,
     JoinMetrics,
     LogRecordMetrics,
     RequestMetrics,
@@ -172,6 +173,9 @@ class CollectorService:
         self.logs_received = self.logs_refused = 0
         if cfg.otlp.enabled and cfg.otlp.logs:
             LogRecordMetrics(self._live, lambda: (self.logs_received, self.logs_refused))
+        self.records_refused = 0  # records posted to POST /v1/records and refused one by one
+        if cfg.ingest.enabled:
+            IngestMetrics(self._live, lambda: self.records_refused)
         self.grpc_port: int | None = None  # the OTLP/gRPC receiver's bound port, once serving
 
     @classmethod
@@ -231,6 +235,10 @@ class CollectorService:
         self.logs_refused += admission.rejected
         self.logs_received += len(admission.kept)
         self.receive_records(admission.kept)
+
+    def count_refused_records(self, count: int) -> None:
+        """Records a POST /v1/records batch held that were refused: counted, never emitted."""
+        self.records_refused += count
 
     def count_refused(self, refused: Mapping[str, int]) -> None:
         """Spans a receiver refused (by reason): counted, never joined."""
@@ -461,6 +469,7 @@ class CollectorService:
                 self._ingest_token,
                 self.receive_records,
                 ing.recent_record_ids,
+                self.count_refused_records,
             )
             app.add_api_route(RECORDS_PATH, ingest, methods=["POST"])
 

@@ -6,9 +6,10 @@ A source in another process (the gateway's tap) ships its records to the collect
 is taken. Each record then stands alone: a bad one is refused (`Refused`: its index, field
 and reason) and the others are kept. Text is repaired rather than refused (lone surrogates,
 over-long labels: collector/record/rules.py), so only a record with a wrong type or a
-number no reader could use is refused. Unknown keys are ignored, in a record (as
-`RequestTiming.from_json` does; `tpot_s` is derived) and beside `records`, so a newer
-sender still reaches an older collector.
+number no reader could use is refused, and a record no real request could be (plausible.py:
+a duration past its bound, a TTFT past e2e, a start far from `received_at`). Unknown keys are
+ignored, in a record (as `RequestTiming.from_json` does; `tpot_s` is derived) and beside
+`records`, so a newer sender still reaches an older collector.
 
 A record may carry a `record_id` beside its fields (at most MAX_RECORD_ID_CHARS): a sender
 that sends a batch again after no answer (the gateway's shipper) names each record the same
@@ -27,6 +28,8 @@ from typing import Any
 
 from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.record.codec import RecordDecodeError, convert_record, encode_record_json
+from lanewatch.collector.record.plausible import check_plausible
+from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import RequestTiming
 
 __all__ = [
@@ -95,8 +98,9 @@ def encode_batch(encoded: Iterable[bytes]) -> bytes:
     return b'{"records":[' + b",".join(encoded) + b"]}"
 
 
-def parse_batch(body: bytes, max_records: int | None = None) -> ParsedBatch:
-    """Every good record of a batch body and every refused one; BatchError when it is no batch."""
+def parse_batch(body: bytes, max_records: int | None = None, received_at: float | None = None) -> ParsedBatch:
+    """Every good record of a batch body and every refused one; BatchError when it is no batch.
+    `received_at` (wall clock) is when the body arrived: a start far from it is refused."""
     # The json module, not msgspec's parser: that one refuses a whole body over one "\ud800"
     # escape, which the record then repairs (and a bare NaN, which the record then refuses alone).
     try:
@@ -116,7 +120,8 @@ def parse_batch(body: bytes, max_records: int | None = None) -> ParsedBatch:
     for index, item in enumerate(items):
         try:
             record = convert_record(item)
-        except RecordDecodeError as exc:
+            check_plausible(record, received_at)
+        except (RecordDecodeError, RecordError) as exc:
             out.refused.append(Refused(index, exc.field, exc.reason))
             continue
         if (rid := record_id_of(item)) is not None:

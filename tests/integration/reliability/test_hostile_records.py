@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -134,7 +135,7 @@ def test_a_100_kb_label_stays_a_128_character_label(tmp_path: Path) -> None:
     )
     record = {
         "source": "tap", "target": "gw", "lane": "fast", "request_class": "c", "model": "m" * 100_000,
-        "started_at": 1.7e9, "status": 200, "ttft_s": 0.02, "e2e_s": 0.3, "output_tokens": 4,
+        "started_at": time.time(), "status": 200, "ttft_s": 0.02, "e2e_s": 0.3, "output_tokens": 4,
     }  # fmt: skip
     with service(["collect", "-c", str(cfg)], port, tmp_path / "collect.log", "/healthz") as col:
         before = len(col.metrics().encode())

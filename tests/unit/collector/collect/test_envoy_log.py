@@ -60,9 +60,11 @@ def test_every_field_maps_where_it_belongs() -> None:
 
 def test_ttft_is_the_first_body_byte_never_the_response_headers() -> None:
     # Envoy's %RESPONSE_DURATION% marks the headers vLLM sends before the first token.
-    r = record_from_log(entry(ttft_us=None, ttft_ms="601", ttfb_us=None, ttfb_ms="1"))
+    r = record_from_log(entry(ttft_us=None, ttft_ms="601", ttfb_us=None, ttfb_ms="1", duration_ms="900"))
     assert r.ttft_s == pytest.approx(0.601) and r.ttfb_s == pytest.approx(0.001)
-    assert record_from_log(entry(ttft_us="-", ttft_ms="601")).ttft_s == pytest.approx(0.601)
+    assert record_from_log(entry(ttft_us="-", ttft_ms="601", duration_ms="900")).ttft_s == pytest.approx(
+        0.601
+    )
 
 
 def test_microseconds_win_over_milliseconds() -> None:
@@ -144,6 +146,35 @@ def test_a_hostile_value_refuses_the_record_naming_the_attribute(key: str, value
     with pytest.raises(RecordError) as caught:
         record_from_log(entry(**changes))
     assert caught.value.field == key
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"duration_us": "1e297"}, "e2e_s"),  # finite, and it would poison the e2e histogram's _sum
+        ({"duration_ms": "9e99", "ttft_us": None, "ttfb_us": None}, "e2e_s"),
+        ({"ttft_us": None, "ttft_ms": "5000000", "duration_ms": "1"}, "ttft_s"),  # TTFT 5,000 s, e2e 1 ms
+        ({"ttfb_us": "900000"}, "ttfb_s"),  # headers after the end (e2e is 54 ms)
+    ],
+)
+def test_an_entry_no_real_request_could_make_is_refused_naming_the_field(
+    changes: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(RecordError) as caught:
+        record_from_log(entry(**changes))
+    assert caught.value.field == field
+
+
+def test_an_entry_is_refused_when_it_started_far_from_its_arrival() -> None:
+    started = 1_796_136_333.820014  # entry()'s time
+    assert record_from_log(entry(), received_at=started + 0.2).started_at == pytest.approx(started)
+    for arrived in (started - 3600.0, started + 3 * 86_400.0):  # an hour early; three days late
+        with pytest.raises(RecordError) as caught:
+            record_from_log(entry(), received_at=arrived)
+        assert caught.value.field == "started_at"
+    year_2500 = EnvoyLogEntry(entry().attributes, 16_725_225_600 * 10**9)
+    with pytest.raises(RecordError, match="after the record arrived"):
+        record_from_log(year_2500, received_at=started)
 
 
 def test_hostile_text_is_bounded() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,13 @@ from .test_span_ingest import sample
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
 TOKEN = "logs-ingest-token"
+RECENT_NS = time.time_ns() - 60 * 10**9  # a start the receivers take: a minute before the test
 
 
 def log_record(**changes: Any) -> LogRecord:
     attrs = {**ENTRY, **changes}
     return LogRecord(
-        time_unix_nano=1_796_136_333_820_014_000,
+        time_unix_nano=RECENT_NS,
         attributes=[
             KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in attrs.items() if v is not None
         ],
@@ -182,6 +184,31 @@ def test_grpc_decision_matches_http() -> None:
     assert "response_code" in answer.partial_success.error_message
     assert handle_grpc_logs(b"\x0a\xff\xff", 1 << 20).code is grpc.StatusCode.INVALID_ARGUMENT
     assert handle_grpc_logs(body, len(body) - 1).code is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_absurd_entries_are_refused_alone_over_http_json_and_grpc(tmp_path: Path) -> None:
+    absurd = [
+        log_record(duration_us="1e297"),
+        log_record(ttft_us=None, ttft_ms="5000000", duration_ms="1"),
+        LogRecord(time_unix_nano=16_725_225_600 * 10**9, attributes=log_record().attributes),  # year 2500
+    ]
+    records = [*good(1), *absurd, *good(2)[1:]]
+    now = time.time()
+    pb = handle_logs_export(logs_body(records), PROTOBUF["content-type"], None, 1 << 20, received_at=now)
+    as_json = handle_logs_export(
+        json_body(json_records(records)), "application/json", None, 1 << 20, received_at=now
+    )
+    grpc_result = handle_grpc_logs(logs_body(records), 1 << 20, received_at=now)
+    for admission in (pb.admission, as_json.admission, grpc_result.admission):
+        assert [r.request_id for r in admission.kept] == ["env-0", "env-1"]
+        assert admission.invalid == 3 and "log record 1: field 'e2e_s'" in admission.reason
+    svc, seen = token_service(tmp_path)
+    auth = {**PROTOBUF, "authorization": f"Bearer {TOKEN}"}
+    answer = TestClient(svc.app()).post(LOGS_PATH, content=logs_body(records), headers=auth)
+    assert ExportLogsServiceResponse.FromString(answer.content).partial_success.rejected_log_records == 3
+    assert [r.request_id for r in seen] == ["env-0", "env-1"]  # failed requests: no span to wait for
+    assert sample(svc, names.OTLP_LOG_RECORDS_REFUSED_TOTAL) == 3
+    svc.shutdown()
 
 
 def token_service(tmp_path: Path, **otlp: Any) -> tuple[CollectorService, list[RequestTiming]]:

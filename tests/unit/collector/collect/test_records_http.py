@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from lanewatch.exporters import names
 from tests.unit.collector.record.test_batch import tap
 
 from .test_service import Clock, config, service, text
+from .test_span_ingest import sample
 
 JSON = {"content-type": "application/json"}
 
@@ -78,6 +80,30 @@ def test_a_bad_record_is_refused_alone_naming_index_and_field(
     assert [(x["index"], x["field"]) for x in answer["refused"]] == [(0, "e2e_s"), (2, "output_tokens")]
     assert [x.request_id for x in seen] == ["r1", "r3"]  # the others are kept
     assert "NaN" not in text(svc)
+
+
+def test_absurd_records_are_refused_alone_and_counted_on_metrics(
+    running: tuple[TestClient, Any, list[RequestTiming]],
+) -> None:
+    client, svc, seen = running
+    now = time.time()
+    records = [
+        tap(0, status=500, trace_id=None),
+        tap(1, status=500, trace_id=None, e2e_s=1e297),  # would poison the e2e histogram's _sum
+        tap(2, status=500, trace_id=None, ttft_s=5000.0, e2e_s=0.001),
+        tap(3, status=500, trace_id=None, started_at=16_725_225_600.0),  # the year 2500
+        tap(4, status=500, trace_id=None, started_at=now - 3 * 86_400),  # three days before it came
+        tap(5, status=500, trace_id=None),
+    ]
+    r = client.post(RECORDS_PATH, content=batch(*records), headers=JSON)
+    assert r.status_code == 200 and r.json()["accepted"] == 2 and r.json()["refused_count"] == 4
+    fields = [(x["index"], x["field"]) for x in r.json()["refused"]]
+    assert fields == [(1, "e2e_s"), (2, "ttft_s"), (3, "started_at"), (4, "started_at")]
+    assert [x.request_id for x in seen] == ["r0", "r5"]
+    assert sample(svc, names.INGEST_RECORDS_REFUSED_TOTAL) == 4
+    assert "e+29" not in text(svc)  # no sum of 1e297 on any histogram
+    client.post(RECORDS_PATH, content=batch(tap(6, e2e_s=99_999.0)), headers=JSON)
+    assert sample(svc, names.INGEST_RECORDS_REFUSED_TOTAL) == 5
 
 
 def test_a_body_that_is_no_batch_is_refused_whole(
