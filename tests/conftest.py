@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, settings
 from lanewatch.collector.config import ENV_PREFIX
 from lanewatch.collector.degrade.adapters.files import find_binary
 
+# The router conformance suite's summary of declared gaps: hooks here reach xdist's controller too.
+from .integration.conformance.summary import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401
 from .missing import missing
 
 # Hypothesis' per-example deadline (200 ms) and its too-slow check time the machine, not the code:

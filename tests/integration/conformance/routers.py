@@ -1,0 +1,186 @@
+"""The routers the conformance suite runs: each one line in ROUTERS, a factory over the two test lanes.
+
+Each router is configured to choose lanes and classes the ways rows.py names, as far as its
+config can. What it declares it cannot do is its `Declared`: the capabilities of its adapter's
+settings class (the actions the controller can take through it, base.py `Capability`), and
+named gaps (rows.GAPS) for what its routing cannot see, each with the reason. A divergence
+from the reference that no declaration explains is a failure, or, while another change is
+under way to fix it, a strict xfail naming it (`xfail`), which fails once the fix lands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lanewatch.collector.degrade.adapters import Adapter, GatewaySettings
+from tests.integration.degrade.routers import running_envoy, running_nginx
+from tests.integration.gateway_harness import TRUST_LOOPBACK, gateway_server
+
+from .rows import HUGE_PROMPT_CHARS, LONG_MAX_TOKENS, MODELS, TAGGED_MODELS, Declared
+
+__all__ = ["ROUTERS", "Conformant", "Factory"]
+
+
+@dataclass(frozen=True)
+class Conformant:
+    """A router under test: where clients send, its adapter, and what it declares it cannot do."""
+
+    kind: str
+    url: str
+    adapter: Adapter
+    declared: Declared
+    settle_s: float  # after an apply the adapter confirmed: an nginx reload's old workers
+
+
+Factory = Callable[[Path, dict[str, int]], AbstractAsyncContextManager[Conformant]]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One router kind: its factory, the gaps its routing has (gap -> why), and known divergences."""
+
+    factory: Factory
+    gaps: Mapping[str, str] = field(default_factory=dict)
+    # row -> the divergence a change under way fixes: run as xfail(strict=True), so the fix fails it
+    xfail: Mapping[str, str] = field(default_factory=dict)
+
+
+def declared(settings_capabilities: frozenset[str], gaps: Mapping[str, str]) -> Declared:
+    """A router's declaration: its adapter's capabilities and its named gaps."""
+    return Declared(frozenset(settings_capabilities), frozenset(gaps))  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def gateway(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Conformant]:
+    """lanewatch's gateway in this loop, its lanes declaring their models: the reference semantics."""
+    token = tmp_path / "admin.token"
+    token.write_text("conformance-token\n")
+    lanes = {
+        lane: {"upstreams": [f"http://127.0.0.1:{p}"], "models": list(MODELS[lane])}
+        for lane, p in ports.items()
+    }
+    cfg = {
+        "lane_order": ["fast", "slow"],
+        "default_lane": "slow",
+        "hints": TRUST_LOOPBACK,  # the suite's client is the trusted hop that sets the headers
+        "class_header": "x-tenant-tier",
+        "classes": [
+            {"name": "tagged", "models": list(TAGGED_MODELS)},
+            {"name": "long", "max_tokens": {"min": LONG_MAX_TOKENS}},
+            {"name": "huge", "prompt_chars": {"min": HUGE_PROMPT_CHARS}},
+            {"name": "bulk", "api": "completions"},
+        ],
+        "rules": {"models": {m: "fast" for m in MODELS["fast"]}},
+        "admin_token_file": str(token),
+        "model_discovery": {"enabled": False},
+    }
+    async with gateway_server(lanes, **cfg) as g:
+        settings = GatewaySettings(url=g.url, token_file=token)
+        adapter = settings.build()
+        try:
+            yield Conformant(
+                "gateway", g.url, adapter, declared(settings.capabilities, ROUTERS["gateway"].gaps), 0.0
+            )
+        finally:
+            await adapter.shutdown()
+
+
+GATEWAY_GAPS = {"lane_by_path": "`gateway.rules` choose lanes by the header and the body, not the path"}
+
+ENVOY_ROUTES = """\
+classes:
+  batch:
+    headers: [{name: x-tenant-tier, string_match: {exact: batch}}]
+  bulk:
+    path: /v1/completions
+retry_after_s: 30
+route_config:
+  name: lanes
+  virtual_hosts:
+    - name: llm
+      domains: ["*"]
+      routes:
+        - match: {prefix: /, headers: [{name: x-lanewatch-lane, string_match: {exact: fast}}]}
+          metadata: {filter_metadata: {lanewatch: {lane: fast}}}
+          route: {cluster: fast, timeout: 0s}
+        - match: {prefix: /, headers: [{name: x-lanewatch-lane, string_match: {exact: slow}}]}
+          metadata: {filter_metadata: {lanewatch: {lane: slow}}}
+          route: {cluster: slow, timeout: 0s}
+        - match: {path: /v1/completions}
+          metadata: {filter_metadata: {lanewatch: {lane: fast}}}
+          route: {cluster: fast, timeout: 0s}
+        - match: {prefix: /}
+          metadata: {filter_metadata: {lanewatch: {lane: slow}}}
+          route: {cluster: slow, timeout: 0s}
+"""
+
+
+@asynccontextmanager
+async def envoy(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Conformant]:
+    """Envoy from the shipped bootstrap, its route template choosing lanes and classes by header and path."""
+    lanes = {lane: {"models": list(models)} for lane, models in MODELS.items()}
+    with running_envoy(tmp_path, ports, lanes=lanes) as r:
+        r.settings.route_template.write_text(ENVOY_ROUTES)  # type: ignore[union-attr]
+        adapter = r.settings.build()
+        try:
+            gaps = ROUTERS["envoy"].gaps
+            yield Conformant("envoy", r.url, adapter, declared(r.settings.capabilities, gaps), 0.3)
+        finally:
+            await adapter.shutdown()
+
+
+NGINX_LANE = """map "$http_x_lanewatch_lane:$uri" $lanewatch_lane {
+        default slow;
+        ~^fast: fast;
+        ~^slow: slow;
+        ~^:/v1/completions$ fast;
+    }"""
+NGINX_CLASS = """map "$http_x_tenant_tier:$uri" $lanewatch_class {
+        default "";
+        ~^batch: batch;
+        ~:/v1/completions$ bulk;
+    }"""
+
+
+@asynccontextmanager
+async def nginx(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Conformant]:
+    """Debian's nginx from the shipped config, its maps choosing lanes and classes by header and path."""
+    with running_nginx(tmp_path, ports) as r:
+        conf = tmp_path / "nginx" / "nginx.conf"
+        text = conf.read_text()
+        lane = text[text.index("map $http_x_lanewatch_lane") :]
+        text = text.replace(lane[: lane.index("}") + 1], NGINX_LANE)
+        cls = text[text.index("map $http_x_tenant_tier") :]
+        conf.write_text(text.replace(cls[: cls.index("}") + 1], NGINX_CLASS))  # each apply reloads it
+        adapter = r.settings.build()
+        try:
+            gaps = ROUTERS["nginx"].gaps
+            yield Conformant("nginx", r.url, adapter, declared(r.settings.capabilities, gaps), 1.5)
+        finally:
+            await adapter.shutdown()
+
+
+BODY = "its routing reads headers and the path, never the request body"
+PROXY_HEADERS = "a proxy in front of the upstream: it adds no lanewatch headers to what it passes on"
+BODY_GAPS = {
+    "lane_by_model": BODY,
+    "class_by_model": BODY,
+    "class_by_max_tokens": BODY,
+    "class_by_prompt_chars": BODY,
+    "lane_headers": PROXY_HEADERS,
+}
+
+ENVOY_GAPS = {
+    "rewrite_on_route": "the Lua rewrite rides on a shift's cluster weight only",
+    "refuses_unmatched_class": "a shed class needs a match rule in the route template's `classes`",
+}
+
+# A new router joins the suite with one line here.
+ROUTERS: dict[str, Entry] = {
+    "gateway": Entry(gateway, GATEWAY_GAPS),
+    "envoy": Entry(envoy, {**BODY_GAPS, **ENVOY_GAPS}),
+    "nginx": Entry(nginx, {**BODY_GAPS, "rewrite_on_route": "stock nginx cannot rewrite a body (no njs)"}),
+}
