@@ -31,6 +31,7 @@ class UpstreamLog:
 
     body: dict[str, Any]
     headers: dict[str, str]
+    raw: bytes = b""  # the body's bytes as they arrived
     writes: list[float] = field(default_factory=list)  # time.monotonic() after each content chunk
     cancelled: bool = False
     finished: bool = False
@@ -46,7 +47,7 @@ class SseUpstream:
         self.model = model
         self.requests: dict[str, UpstreamLog] = {}
         self.healthy = True
-        self.app = web.Application()
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)  # bodies as large as vLLM takes
         self.app.router.add_post("/v1/chat/completions", self._chat)
         self.app.router.add_post("/v1/completions", self._completions)
         self.app.router.add_get("/v1/models", self._models)
@@ -77,9 +78,10 @@ class SseUpstream:
 
     async def _serve(self, request: web.Request, chat: bool) -> web.StreamResponse:
         t_start = time.monotonic()
-        body = await request.json()
+        raw = await request.read()
+        body = json.loads(raw)  # from bytes, as vLLM's server reads it: a UTF-8 BOM is read past
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
-        log = self.requests[rid] = UpstreamLog(body=body, headers=dict(request.headers))
+        log = self.requests[rid] = UpstreamLog(body=body, headers=dict(request.headers), raw=raw)
         status = int(request.headers.get("x-test-status", "200"))
         if status != 200:
             err = {

@@ -236,8 +236,7 @@ class EnvoySettings(AdapterSettings):
     # between lanes whose models differ rewrites the moved requests' `model`. Empty: no rewrite.
     lanes: dict[LaneName, ServedModels] = Field(default_factory=dict)
     # The largest request body the rewrite buffers; a larger shifted request is refused with 413.
-    # Envoy's own buffer (the listener's per_connection_buffer_limit_bytes, 1 MiB by default)
-    # must hold it.
+    # The shifted route's request_body_buffer_limit is rendered to hold it (and 64 KiB more).
     rewrite_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 
     capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES

@@ -7,9 +7,11 @@ faster lane's `ClusterWeight` only: a request that stays on its own lane's clust
 runs it, and the listener's Lua filter has no code of its own.
 
 The script buffers the body (at most `max_bytes`; a larger one is refused with 413, since the
-faster lane would not serve the model it names), walks the top-level JSON object without
-looking inside any value, and replaces only the string value of a top-level `"model"` key:
-with its `model_map` entry, else the lane's first model, unless the lane serves it already.
+faster lane would not serve the model it names; Envoy's own 413 for a body over the route's
+buffer limit, sent while the script waits for the body, is answered with the same refusal),
+walks the top-level JSON object without looking inside any value, and replaces only the
+string value of a top-level `"model"` key: with its `model_map` entry, else the lane's first
+model, unless the lane serves it already.
 A body that is not a JSON object, or has no top-level `"model"` string, passes unchanged.
 Envoy sets `content-length` to the new body's length. Model names go to the script as JSON
 string literals: the route file is YAML, which would read a bare `y` or `on` as a boolean.
@@ -166,12 +168,15 @@ local function settings(h)
   return cfg
 end
 
-local function refuse(h, limit)
-  local msg = '{"error":{"message":"request body over ' .. limit .. ' bytes: too large to rewrite its model '
+local function too_large(limit)
+  return '{"error":{"message":"request body over ' .. limit .. ' bytes: too large to rewrite its model '
     .. 'for the lane it was shifted to","type":"invalid_request_error","code":413}}'
+end
+
+local function refuse(h, limit)
   local head = {[":status"] = "413", ["content-type"] = "application/json"}
   head["x-lanewatch-degraded"] = "shift"
-  h:respond(head, msg)
+  h:respond(head, too_large(limit))
 end
 
 function envoy_on_request(h)
@@ -179,7 +184,11 @@ function envoy_on_request(h)
   local limit = tonumber(cfg.max_bytes) or 0
   local length = tonumber(h:headers():get("content-length") or "")
   if length and length > limit then return refuse(h, limit) end
+  -- Envoy answers a body over the route's buffer limit itself, with a plain-text 413, while this
+  -- waits in body(): the mark tells envoy_on_response that such a 413 is Envoy's, to answer ours.
+  h:streamInfo():dynamicMetadata():set("lanewatch", "buffering", limit)
   local body = h:body()
+  h:streamInfo():dynamicMetadata():set("lanewatch", "buffering", 0)
   if not body then return end
   local n = body:length()
   if n > limit then return refuse(h, limit) end
@@ -201,6 +210,16 @@ function envoy_on_request(h)
   if not changed then return end
   out[#out + 1] = s:sub(at)
   body:setBytes(table.concat(out))
+end
+
+function envoy_on_response(h)
+  if h:headers():get(":status") ~= "413" then return end
+  local mark = h:streamInfo():dynamicMetadata():get("lanewatch")
+  local limit = mark and tonumber(mark.buffering) or 0
+  if limit <= 0 then return end -- an upstream's 413, or none of ours
+  h:headers():replace("content-type", "application/json")
+  h:headers():replace("x-lanewatch-degraded", "shift")
+  h:body():setBytes(too_large(limit))
 end
 """
 )

@@ -54,6 +54,7 @@ __all__ = [
 ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 META = "lanewatch"
 WEIGHT_TOTAL = 1000  # weights in tenths of a percent
+BUFFER_MARGIN = 64 * 1024  # what a rewriting route buffers beyond the rewrite's bound
 _PATH_KEYS = ("prefix", "path", "safe_regex", "path_separated_prefix", "path_match_policy")
 _CLASS_KEYS = frozenset({*_PATH_KEYS, "headers", "query_parameters"})
 _TOP_KEYS = frozenset({"route_config", "classes", "retry_after_s"})
@@ -274,7 +275,16 @@ def _shift_route(
     action["weighted_clusters"] = {
         "clusters": [{"name": template.clusters[lane], "weight": WEIGHT_TOTAL - moved}, target]
     }
-    return {**route, "route": action}
+    shifted = {**route, "route": action}
+    if rewrite is not None and "typed_per_filter_config" in target:
+        # The script must see a body at its bound whole, and Envoy refuses to buffer one that
+        # fills its buffer limit (measured: a body of exactly the limit, or the limit less one, is
+        # refused), so this route's limit is the bound and a margin; above that, Envoy's own 413
+        # is answered by the script (envoy_lua.py) as its own.
+        held = route.get("request_body_buffer_limit")
+        need = rewrite.max_bytes + BUFFER_MARGIN
+        shifted["request_body_buffer_limit"] = max(need, int(held)) if isinstance(held, int) else need
+    return shifted
 
 
 def _shed_route(

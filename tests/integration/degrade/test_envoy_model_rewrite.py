@@ -168,6 +168,73 @@ async def test_a_chunked_body_is_rewritten_and_bounded_once_buffered(tmp_path: P
         assert _counts(ups) == before
 
 
+def _sized(n: int) -> bytes:
+    """A chat body of exactly `n` bytes (blanks before its closing brace)."""
+    body = _body()
+    return body[:-1] + b" " * (n - len(body)) + b"}"
+
+
+async def _chunked_answer(
+    s: aiohttp.ClientSession, router: Router, body: bytes
+) -> tuple[int, dict[str, str], str]:
+    async def chunks() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 64 * 1024):
+            yield body[i : i + 64 * 1024]
+
+    headers = {"x-lanewatch-lane": "slow", "content-type": "application/json"}
+    async with s.post(f"{router.url}/v1/chat/completions", data=chunks(), headers=headers) as r:
+        return r.status, {k.lower(): v for k, v in r.headers.items()}, await r.text()
+
+
+@pytest.mark.parametrize("bound", [1024 * 1024, 2 * 1024 * 1024])  # Envoy's listener buffers 1 MiB
+async def test_a_body_of_exactly_the_bound_is_rewritten_sent_whole_or_chunked(
+    bound: int, tmp_path: Path
+) -> None:
+    async with router_setup("envoy", tmp_path, lanes=MODELS, rewrite_max_bytes=bound) as (
+        ups,
+        router,
+        adapter,
+        s,
+    ):
+        await adapter.apply(SHIFTED, 1)
+        body = _sized(bound)
+        assert (await _post(s, router, body))[0] == 200
+        got = ups["fast"].last()
+        assert (got.body["model"], len(got.raw)) == (
+            "small-model",
+            bound - len("big-model") + len("small-model"),
+        )
+        assert (await _chunked_answer(s, router, body))[0] == 200
+        assert ups["fast"].last().body["model"] == "small-model"
+        status, text = await _post(s, router, _sized(bound + 1))
+        assert status == 413 and f"over {bound} bytes" in json.loads(text)["error"]["message"]
+
+
+@pytest.mark.parametrize("over", [1, 200 * 1024])  # under and over what Envoy buffers on the route
+async def test_a_chunked_body_over_the_bound_gets_the_json_refusal(over: int, tmp_path: Path) -> None:
+    async with router_setup("envoy", tmp_path, lanes=MODELS) as (ups, router, adapter, s):
+        await adapter.apply(SHIFTED, 1)
+        before = _counts(ups)
+        status, headers, text = await _chunked_answer(s, router, _sized(1024 * 1024 + over))
+        assert (status, headers["content-type"], headers["x-lanewatch-degraded"]) == (
+            413,
+            "application/json",
+            "shift",
+        )
+        assert json.loads(text)["error"] == {
+            "message": "request body over 1048576 bytes: too large to rewrite its model "
+            "for the lane it was shifted to",
+            "type": "invalid_request_error",
+            "code": 413,
+        }
+        assert _counts(ups) == before
+        # an upstream's own 413, once the body was read whole, is passed on as it is
+        h = {"x-lanewatch-lane": "slow", "content-type": "application/json", "x-test-status": "413"}
+        async with s.post(f"{router.url}/v1/chat/completions", data=_body(), headers=h) as r:
+            assert (r.status, (await r.json())["error"]["message"]) == (413, "injected")
+            assert "x-lanewatch-degraded" not in r.headers
+
+
 async def test_a_rewrite_needs_the_lua_filter_in_envoy_listener(tmp_path: Path) -> None:
     async with router_setup("envoy", tmp_path, lanes=MODELS, without_lua=True) as (_ups, _r, adapter, _s):
         with pytest.raises(AdapterError, match="no Lua filter"):

@@ -123,3 +123,10 @@ def test_gateway_lanes_and_envoy_lanes_declare_models_alike() -> None:
 )
 def test_serve_as_declared_is_what_the_script_does(requested: str, served: str) -> None:
     assert serve_as_declared(SMALL, requested) == served
+
+
+def test_a_rewriting_route_buffers_the_bound_and_a_margin_and_no_other_route_changes_its_limit() -> None:
+    rewriting = render(TEMPLATE, HALF, REWRITE)["virtual_hosts"][0]["routes"][0]
+    assert rewriting["request_body_buffer_limit"] == 4096 + 64 * 1024
+    plain = render(TEMPLATE, HALF)["virtual_hosts"][0]["routes"]
+    assert all("request_body_buffer_limit" not in r for r in plain)
