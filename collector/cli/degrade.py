@@ -180,11 +180,60 @@ def adapters(
 
 @degrade_app.command("status")
 def status(
-    state_dir: Path = typer.Option(..., "--state-dir", help="The controller's state directory."),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help="The controller's state directory."),
+    controller: str | None = typer.Option(
+        None,
+        "--controller",
+        help="Base URL of the running controller: show what each router reports it holds (GET /routers).",
+        show_default=False,
+    ),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", help="File holding the controller's bearer token (its --token-file)."
+    ),
     last: int = typer.Option(20, "--last", min=0, help="How many audit entries to show."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
-    """Print the degrade state and the last audit entries (read-only; safe while serving)."""
+    """Print the degrade state and the last audit entries (read-only; safe while serving).
+
+    With --controller, also each router's read-back beside the desired state. Exit status: 0,
+    1 when the state dir or the controller cannot be read, 2 on a bad flag, 3 when a router
+    holds other lanes than the desired state or cannot be read back (stale).
+    """
+    import json
+
+    from lanewatch.collector.common.names import check_http_url
+    from lanewatch.collector.common.secrets import read_secret
+    from lanewatch.collector.degrade.readback import exit_status, report_lines
+    from lanewatch.collector.degrade.routers_client import ControllerError, fetch_routers
+
+    if state_dir is None and controller is None:
+        fail("degrade status", "give --state-dir, --controller or both")
+    stored = _stored_status(state_dir, last, as_json) if state_dir is not None else None
+    if controller is None:
+        typer.echo(stored)
+        return
+    try:
+        url = check_http_url(controller)
+    except ValueError as exc:
+        fail("degrade status", f"--controller: {exc}")
+    try:
+        token = read_secret(token_file, "--token-file") if token_file is not None else None
+    except ValueError as exc:
+        fail("degrade status", exc)
+    try:
+        routers = fetch_routers(url, token)
+    except ControllerError as exc:
+        fail("degrade status", exc, RUNTIME)
+    if as_json:
+        out = {**(json.loads(stored) if stored is not None else {}), "read_back": routers}
+        typer.echo(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        typer.echo("\n".join([*([stored] if stored is not None else []), *report_lines(routers)]))
+    raise typer.Exit(exit_status(routers))
+
+
+def _stored_status(state_dir: Path, last: int, as_json: bool) -> str:
+    """The store's report: the state, each adapter's last apply and error, the last audit entries."""
     from lanewatch.collector.degrade.status import status_json, status_text
     from lanewatch.collector.degrade.store import Store, StoreError
 
@@ -196,4 +245,4 @@ def status(
         snap, entries, adapters = store.load(), store.recent(last), store.adapters()
     finally:
         store.close()
-    typer.echo(status_json(snap, entries, adapters) if as_json else status_text(snap, entries, adapters))
+    return status_json(snap, entries, adapters) if as_json else status_text(snap, entries, adapters)

@@ -1,4 +1,8 @@
-"""The controller's HTTP edge: `POST /alertmanager`, `GET /healthz`, `GET /metrics`.
+"""The controller's HTTP edge: `POST /alertmanager`, `GET /routers`, `GET /healthz`, `GET /metrics`.
+
+`GET /routers` asks every router what it holds (each adapter's read-back) and answers it
+beside the desired state (readback.py); it takes the same bearer token as `POST
+/alertmanager`, since each call makes the controller call every router once.
 
 Every refusal happens before any state is touched, in this order: the bearer token
 (constant-time compare; 401), the body size (413), the content type (415), the body itself
@@ -20,6 +24,7 @@ from lanewatch.collector.common.bodies import read_limited
 from lanewatch.collector.common.headers import AUTHORIZATION
 
 from .metrics import DegradeMetrics
+from .readback import reports_json
 from .service import DegradeService
 from .webhook import WebhookError, parse_notification
 
@@ -61,6 +66,15 @@ def create_app(
         metrics.notifications.labels("applied" if handled.changed else "unchanged").inc()
         outcomes = dict(Tally(handled.decision.outcomes))
         return JSONResponse({"status": "ok", "revision": handled.revision, "outcomes": outcomes})
+
+    @app.get("/routers")
+    async def routers(request: Request) -> JSONResponse:
+        if token is not None and not bearer_ok(request.headers.get(AUTHORIZATION), token):
+            headers = {"WWW-Authenticate": "Bearer"}
+            return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401, headers=headers)
+        revision = service.revision
+        reports = await service.read_back()
+        return JSONResponse(reports_json(revision, reports))
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

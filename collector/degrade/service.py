@@ -23,6 +23,7 @@ from .adapters.base import REWRITE_MODEL
 from .decision import FUTURE_TOLERANCE_S, Decision, on_notification, on_tick
 from .metrics import DegradeMetrics
 from .policy import Policy
+from .readback import RouterReport, compare, stale
 from .state import AuditEntry, ControllerState, LaneSpec, desired_state
 from .store import Store
 from .webhook import Notification
@@ -31,6 +32,7 @@ from .why import Why
 __all__ = ["DegradeService", "Handled"]
 
 log = logging.getLogger("lanewatch.degrade")
+READ_BACK_TIMEOUT_S = 10.0  # one router's read-back for `GET /routers`; past it the router is stale
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,27 @@ class DegradeService:
         """Wait for the diagnoses under way (tests, shutdown)."""
         while self._explaining:
             await asyncio.gather(*self._explaining, return_exceptions=True)
+
+    async def read_back(self, timeout_s: float = READ_BACK_TIMEOUT_S) -> list[RouterReport]:
+        """Ask every router what it holds, concurrently, beside what the current state wants of it."""
+        want = desired_state(self._state)
+        asks = (self._read_back(a, restrict(want, a.capabilities)[0], timeout_s) for a in self._adapters)
+        return list(await asyncio.gather(*asks))
+
+    async def _read_back(
+        self, adapter: Adapter, desired: dict[str, LaneSpec], timeout_s: float
+    ) -> RouterReport:
+        try:
+            async with asyncio.timeout(timeout_s):
+                view = await adapter.read_back()
+        except TimeoutError:
+            return stale(adapter.name, desired, f"no answer within {timeout_s:g} s")
+        except AdapterError as exc:
+            return stale(adapter.name, desired, str(exc))
+        except Exception as exc:  # a bug in one adapter's read-back must not hide the others
+            log.exception("adapter %s's read-back raised unexpectedly", adapter.name)
+            return stale(adapter.name, desired, type(exc).__name__)
+        return compare(adapter.name, desired, view)
 
     async def reconcile(self) -> bool:
         """Apply the current state through every adapter; True when all of them hold it."""

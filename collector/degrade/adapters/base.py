@@ -57,6 +57,7 @@ class RouterView:
     lanes: dict[str, LaneDegrade] = field(default_factory=dict)
     lane_order: tuple[str, ...] | None = None
     version: int | None = None  # the router's own counter of state changes, where it keeps one
+    revision: int | None = None  # the controller's revision the router says it holds, where it keeps one
 
 
 class Adapter(Protocol):

@@ -1,7 +1,7 @@
 """`dry-run`: changes nothing anywhere; logs each new desired state it would apply.
 
 - Shift, cap max_tokens and shed: all accepted and logged as JSON, once per change.
-- Read-back: what it was last told (it holds that state and nothing else).
+- Read-back: what it was last told, and at which revision (it holds that state and nothing else).
 - Cannot: affect any traffic. For trying a policy against real alerts first.
 """
 
@@ -30,6 +30,7 @@ class DryRunAdapter:
         self.name = name
         self._last: str | None = None
         self._held: dict[str, LaneDegrade] = {}
+        self._revision: int | None = None
 
     async def apply(self, lanes: dict[str, LaneDegrade], revision: int) -> None:
         """Log the state when it differs from the last one logged."""
@@ -38,10 +39,11 @@ class DryRunAdapter:
             log.info("dry-run: would apply revision %d: %s", revision, text)
             self._last = text
         self._held = {lane: spec for lane, spec in lanes.items() if spec.active()}
+        self._revision = revision
 
     async def read_back(self) -> RouterView:
-        """The state last applied."""
-        return RouterView(lanes=dict(self._held))
+        """The state last applied, at its revision."""
+        return RouterView(lanes=dict(self._held), revision=self._revision)
 
     async def finalize(self, revision: int) -> None:
         """Log the empty state."""

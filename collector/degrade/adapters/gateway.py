@@ -70,13 +70,14 @@ class GatewayAdapter:
             raise AdapterError("gateway answered with a different degrade state", retryable=True)
 
     async def read_back(self) -> RouterView:
-        """The gateway's current degrade state (`GET /admin/degrade`), with its lane_order and version."""
+        """The gateway's degrade state (`GET /admin/degrade`): lanes, lane_order, version, revision."""
         data = json_object(await self._call("GET", None), "gateway")
-        order, version = data.get("lane_order"), data.get("version")
+        order = data.get("lane_order")
         return RouterView(
             lanes=_active_lanes(data.get("lanes")),
             lane_order=tuple(str(lane) for lane in order) if isinstance(order, list) else None,
-            version=version if isinstance(version, int) and not isinstance(version, bool) else None,
+            version=_count(data.get("version")),
+            revision=_count(data.get("revision")),  # None after an operator's PUT without one
         )
 
     async def finalize(self, revision: int) -> None:
@@ -94,6 +95,10 @@ class GatewayAdapter:
             self._retry,
             self._sleep,
         )
+
+
+def _count(raw: object) -> int | None:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
 
 
 def _active_lanes(raw: object) -> dict[str, LaneDegrade]:
