@@ -174,4 +174,4 @@ async def test_router_serves_the_row_as_declared(
     differs = any(outcomes(row, r, router.declared) != outcomes(row, r, REFERENCE) for r in row.requests)
     assert differs == bool(gaps), f"{kind} on {row.name}: a divergence no declared gap explains"
     assert gaps <= router.declared.gaps | {c for c in REFERENCE.capabilities if c not in caps}
-    record_property(GAPS_PROPERTY, [kind, row.name, sorted(gaps), share])  # the summary's (conftest.py)
+    record_property(GAPS_PROPERTY, [kind, row.name, sorted(gaps), share])  # for the summary (summary.py)
