@@ -119,11 +119,11 @@ GATEWAY_DEGRADE_REFUSED_TOTAL: Final = f"{PREFIX}_gateway_degrade_refused_total"
 # at most model_discovery.max_models a lane, so the series are bounded.
 GATEWAY_LANE_MODEL_INFO: Final = f"{PREFIX}_gateway_lane_model_info"  # lane, model, source
 GATEWAY_MODEL_DISCOVERY_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_model_discovery_failures_total"  # lane
+# A lane listing a model another lane owns (declared there, or listed there first); once per new pair.
+GATEWAY_MODEL_COLLISIONS_TOTAL: Final = f"{PREFIX}_gateway_model_collisions_total"  # lane
 # Shipping tap records to the collector (gateway.collector_url).
 GATEWAY_SHIPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_shipped_records_total"  # the collector took them
 GATEWAY_SHIP_SEND_FAILURES_TOTAL: Final = f"{PREFIX}_gateway_ship_send_failures_total"  # retried later
-# A lane listing a model another lane owns (declared there, or listed there first); once per new pair.
-GATEWAY_MODEL_COLLISIONS_TOTAL: Final = f"{PREFIX}_gateway_model_collisions_total"  # lane
 GATEWAY_SHIP_DROPPED_RECORDS_TOTAL: Final = f"{PREFIX}_gateway_ship_dropped_records_total"  # reason
 GATEWAY_SHIP_QUEUED_RECORDS: Final = f"{PREFIX}_gateway_ship_queued_records"  # gauge
 CODE: Final = "code"  # the HTTP status answered
