@@ -12,7 +12,10 @@ buffer limit, sent while the script waits for the body, is answered with the sam
 walks the top-level JSON object without looking inside any value, and replaces only the
 string value of a top-level `"model"` key: with its `model_map` entry, else the lane's first
 model, unless the lane serves it already.
-A body that is not a JSON object, or has no top-level `"model"` string, passes unchanged.
+A UTF-8 BOM before the object is read past, and a lone surrogate escape reads as U+FFFD.
+A body that is JSON but no object, or has no top-level `"model"` string, passes unchanged;
+one that opens with `{` but does not walk, or is UTF-16/32, is refused with 400: a parser
+at the faster lane might read a model in it.
 Envoy sets `content-length` to the new body's length. Model names go to the script as JSON
 string literals: the route file is YAML, which would read a bare `y` or `on` as a boolean.
 """
@@ -67,12 +70,17 @@ local function read_string(s, i)
       local cp = hex4(s, k + 2)
       if not cp then return nil end
       j = k + 6
+      -- A JSON parser reads a lone surrogate escape too (Python's keeps it): it stands for no
+      -- character, so it decodes to U+FFFD here, and no model name or "model" key contains it.
       if cp >= 0xD800 and cp <= 0xDBFF then
         local lo = s:sub(j, j + 1) == '\\u' and hex4(s, j + 2)
-        if not lo or lo < 0xDC00 or lo > 0xDFFF then return nil end
-        cp, j = 0x10000 + (cp - 0xD800) * 0x400 + (lo - 0xDC00), j + 6
+        if lo and lo >= 0xDC00 and lo <= 0xDFFF then
+          cp, j = 0x10000 + (cp - 0xD800) * 0x400 + (lo - 0xDC00), j + 6
+        else
+          cp = 0xFFFD
+        end
       elseif cp >= 0xDC00 and cp <= 0xDFFF then
-        return nil
+        cp = 0xFFFD
       end
       out[#out + 1] = utf8(cp)
     elseif ESC[e] then
@@ -128,9 +136,10 @@ local function skip_value(s, i)
   return j
 end
 
--- The spans (first, last) of every top-level "model" string value, with its decoded text.
-local function model_spans(s)
-  local i = skip_ws(s, 1)
+-- The spans (first, last) of every top-level "model" string value, with its decoded text; the
+-- object starts at s[start] (after a UTF-8 byte order mark, which JSON parsers read past).
+local function model_spans(s, start)
+  local i = skip_ws(s, start)
   if s:sub(i, i) ~= '{' then return nil end
   local spans = {}
   i = skip_ws(s, i + 1)
@@ -173,6 +182,25 @@ local function too_large(limit)
     .. 'for the lane it was shifted to","type":"invalid_request_error","code":413}}'
 end
 
+local BOM = "\239\187\191"
+
+-- A body a JSON parser may read as an object though the walk above cannot: one that opens
+-- with "{", or JSON in UTF-16 or UTF-32 (a NUL among its first 4 bytes, or their BOM).
+local function maybe_object(s, start)
+  if s:sub(skip_ws(s, start), skip_ws(s, start)) == '{' then return true end
+  local head = s:sub(1, 4)
+  return head:find("%z") ~= nil or head:sub(1, 2) == "\254\255" or head:sub(1, 2) == "\255\254"
+end
+
+local function unreadable(h)
+  local msg = '{"error":{"message":"request body is not a JSON object in UTF-8 that lanewatch can read, '
+    .. 'so its model cannot be rewritten for the lane it was shifted to",'
+    .. '"type":"invalid_request_error","code":400}}'
+  local head = {[":status"] = "400", ["content-type"] = "application/json"}
+  head["x-lanewatch-degraded"] = "shift"
+  h:respond(head, msg)
+end
+
 local function refuse(h, limit)
   local head = {[":status"] = "413", ["content-type"] = "application/json"}
   head["x-lanewatch-degraded"] = "shift"
@@ -193,7 +221,10 @@ function envoy_on_request(h)
   local n = body:length()
   if n > limit then return refuse(h, limit) end
   local s = body:getBytes(0, n)
-  local spans = model_spans(s)
+  local start = s:sub(1, 3) == BOM and 4 or 1
+  local spans = model_spans(s, start)
+  -- Never on to the other lane un-rewritten when a parser there could read a model in it.
+  if not spans and maybe_object(s, start) then return unreadable(h) end
   if not spans or #spans == 0 then return end
   local serves, map = {}, {}
   for _, m in pairs(cfg.serves or {}) do serves[literal(m)] = true end

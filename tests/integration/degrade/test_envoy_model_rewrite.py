@@ -168,6 +168,47 @@ async def test_a_chunked_body_is_rewritten_and_bounded_once_buffered(tmp_path: P
         assert _counts(ups) == before
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\xef\xbb\xbf" + _body(),  # a UTF-8 byte order mark, which a parser reading bytes reads past
+        b'{"\\ud800": 1, ' + _body()[1:],  # a lone surrogate escape in another key
+        b'{"\\udc00x": "\\ud83d", ' + _body()[1:],  # a lone low one, and a lone high one in a value
+        _body().replace(b'"big-model"', b'"big\\ud800model"'),  # in the model's name itself
+    ],
+)
+async def test_json_a_parser_reads_is_rewritten_however_it_starts_or_escapes(
+    raw: bytes, tmp_path: Path
+) -> None:
+    async with router_setup("envoy", tmp_path, lanes=MODELS) as (ups, router, adapter, s):
+        await adapter.apply(SHIFTED, 1)
+        assert (await _post(s, router, raw))[0] == 200
+        got = ups["fast"].last()
+        assert got.body["model"] == "small-model"
+        assert got.raw.startswith(raw[:8])  # every other byte as it was sent
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _body().decode().encode("utf-16"),  # JSON in UTF-16 (with its BOM), which Python's json reads
+        _body().decode().encode("utf-16-le"),
+        _body()[:-1] + b",}",  # opens as an object the walk cannot read
+    ],
+)
+async def test_json_the_rewrite_cannot_read_is_refused_not_sent_on(raw: bytes, tmp_path: Path) -> None:
+    async with router_setup("envoy", tmp_path, lanes=MODELS) as (ups, router, adapter, s):
+        await adapter.apply(SHIFTED, 1)
+        before = _counts(ups)
+        headers = {"x-lanewatch-lane": "slow", "content-type": "application/json"}
+        async with s.post(f"{router.url}/v1/chat/completions", data=raw, headers=headers) as r:
+            assert (r.status, r.headers["x-lanewatch-degraded"]) == (400, "shift")
+            assert "its model cannot be rewritten" in (await r.json())["error"]["message"]
+        assert _counts(ups) == before
+        await _post(s, router, b'["big-model"]')  # JSON, not an object: no model to rewrite, sent on
+        assert (_counts(ups)["fast"], ups["fast"].last().raw) == (before["fast"] + 1, b'["big-model"]')
+
+
 def _sized(n: int) -> bytes:
     """A chat body of exactly `n` bytes (blanks before its closing brace)."""
     body = _body()
