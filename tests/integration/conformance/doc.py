@@ -40,7 +40,8 @@ How each router is set up to choose: a lane by the `x-lanewatch-lane` header (`f
 `slow`), `fast` by the path `/v1/completions` or by a model of the fast lane (`small`,
 `small-x`), else `slow`; a class `batch` by the `x-tenant-tier: batch` header, `tagged` by
 the model (`small-x`, `big-x`), `long` by `max_tokens >= 1000`, `huge` by a prompt of 2000
-characters or more, `bulk` by the path `/v1/completions`, else `interactive`. The lanes serve
+characters or more, `bulk` by the path `/v1/completions`, `chat` by the path
+`/v1/chat/completions`, else `interactive`. The lanes serve
 different models (`fast`: `small`, `small-x`; `slow`: `big`, `big-x`), so a request that
 reaches a lane not serving its model shows whether the router rewrote it.
 """

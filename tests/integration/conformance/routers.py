@@ -72,6 +72,7 @@ async def gateway(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Confor
             {"name": "long", "max_tokens": {"min": LONG_MAX_TOKENS}},
             {"name": "huge", "prompt_chars": {"min": HUGE_PROMPT_CHARS}},
             {"name": "bulk", "api": "completions"},
+            {"name": "chat", "api": "chat"},
         ],
         "rules": {"models": {m: "fast" for m in MODELS["fast"]}},
         "admin_token_file": str(token),
@@ -96,6 +97,8 @@ classes:
     headers: [{name: x-tenant-tier, string_match: {exact: batch}}]
   bulk:
     path: /v1/completions
+  chat:  # a regex: a plain `path` shares no path with fast's /v1/completions route, and is refused
+    safe_regex: {regex: "^/v1/chat/completions$"}
 retry_after_s: 30
 route_config:
   name: lanes
@@ -142,6 +145,7 @@ NGINX_CLASS = """map "$http_x_tenant_tier:$uri" $lanewatch_class {
         default "";
         ~^batch: batch;
         ~:/v1/completions$ bulk;
+        ~:/v1/chat/completions$ chat;
     }"""
 
 

@@ -8,8 +8,8 @@ lanes and classes the same ways (routers.py):
   `/v1/completions`, or `fast` by naming a model of the fast lane; tried in that order.
 - classes: `batch` by the `x-tenant-tier: batch` header, `tagged` by a model (`small-x`,
   `big-x`), `long` by `max_tokens >= 1000`, `huge` by a prompt of 2000 characters or more,
-  `bulk` by the path `/v1/completions`; the first that matches, in that order, else
-  `interactive`.
+  `bulk` by the path `/v1/completions`, `chat` by the path `/v1/chat/completions`; the first
+  that matches, in that order, else `interactive` (which no row sheds).
 
 `expect` is the reference semantics, the gateway's (collector/gateway/degrade_state.py
 `decide` and the proxy's rewrite and headers), written out again here so that a gateway
@@ -186,6 +186,7 @@ def class_of(req: Request, gaps: frozenset[str]) -> str:
         ("class_by_max_tokens", req.max_tokens >= LONG_MAX_TOKENS, "long"),
         ("class_by_prompt_chars", req.prompt_chars >= HUGE_PROMPT_CHARS, "huge"),
         ("class_by_path", req.path == COMPLETIONS, "bulk"),
+        ("class_by_path", req.path == CHAT, "chat"),
     ]
     for gap, matches, name in rules:
         if matches and gap not in gaps:
@@ -299,7 +300,8 @@ CLASS_WAYS: Final = {
     "prompt_chars": "huge",
     "path": "bulk",
 }
-CLASS_GAP: Final = {cls: f"class_by_{way}" for way, cls in CLASS_WAYS.items()}  # the gap that leaves it unset
+# The gap that leaves each class unset; `chat` is a second class by path, on the other path.
+CLASS_GAP: Final = {**{cls: f"class_by_{way}" for way, cls in CLASS_WAYS.items()}, "chat": "class_by_path"}
 
 
 def unmatched(state: Mapping[str, LaneDegrade], declared: Declared) -> frozenset[str]:
@@ -388,6 +390,13 @@ ROWS: Final[tuple[Row, ...]] = (
         (_classed(DEFAULT, "header"), DEFAULT, _classed(TO_FAST, "header"), TO_FAST),
     ),
     *(_class_row(way) for way in CLASS_WAYS),
+    Row(
+        "class-by-path-chat",
+        "fast sheds `chat` (class by the path /v1/chat/completions), while fast is also chosen by "
+        "another path (/v1/completions)",
+        {"fast": LaneDegrade(shed_classes=("chat",))},
+        tuple(LANE_WAYS.values()),
+    ),
     Row(
         "restore",
         "the two-lane state, then no degrade: served as undegraded",
