@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from lanewatch.collector.diagnose.evidence import LaneStats, Value
 from lanewatch.collector.diagnose.thresholds import Thresholds
+from lanewatch.collector.record.itl import ItlStats
 from lanewatch.collector.record.timing import BREAKDOWN_PARTS, SERVER_WAIT, RequestTiming, breakdown_values
 from lanewatch.collector.record.window import fit_fixed_per_token, quantile
 
@@ -63,8 +64,10 @@ class LaneFold:
         self._phase: Callable[[], float] | None = None  # a seeded Random (2.5 KB) once sampling starts
         self._peaks: tuple[list[float], list[int], list[float]] = ([], [], [])  # peak, key, started_at
         self._deadlines: list[float] = []
-        self._due = self._missed = 0
-        self._stalls = self._overlapping = 0
+        self._due = 0
+        self._missed = 0.0
+        self._sampled_records = 0  # records that kept only a sample of their gaps
+        self._stalls = self._overlapping = 0.0
         self._excess = 0.0
 
     def add(self, key: int, r: RequestTiming) -> None:
@@ -126,7 +129,10 @@ class LaneFold:
             self._joined_first = len(values) == _JOINED
 
     def _add_gaps(self, key: int, r: RequestTiming) -> None:
-        gaps = r.itl_s
+        gaps, totals = r.itl_s, r.itl_stats
+        if totals is not None and totals.count > len(gaps):
+            self._add_sampled_gaps(key, r, totals)
+            return
         n, peak = len(gaps), max(gaps)  # C passes; the gaps are looked at one by one only when needed
         self._gap_count += n
         self._gap_sums.append(sum(gaps))
@@ -134,15 +140,9 @@ class LaneFold:
         if stride == 1:
             self._pool.extend(gaps)
         else:
-            if self._phase is None:
-                self._phase = random.Random(0).random
-            self._pool.extend(gaps[int(self._phase() * stride) :: stride])
-        if len(self._pool) > self._cap:  # every other one kept: still an even spread, at twice the stride
-            self._pool = self._pool[::2]
-            self._stride *= 2
-        self._peaks[0].append(peak)
-        self._peaks[1].append(key)
-        self._peaks[2].append(r.started_at)
+            self._pool.extend(gaps[int(self._draw() * stride) :: stride])
+        self._thin_pool()
+        self._add_peak(key, r, peak)
         # Metron's fluidity: token i (after the first) is due i x TPOT SLO after the first one; it
         # arrives at the i-th running sum of gaps, so early tokens bank slack for later ones.
         self._due += n
@@ -152,6 +152,50 @@ class LaneFold:
             if n > len(deadlines):
                 deadlines.extend(i * slo for i in range(len(deadlines) + 1, n + 1))
             self._missed += sum(map(operator.gt, itertools.accumulate(gaps), deadlines))
+
+    def _add_sampled_gaps(self, key: int, r: RequestTiming, totals: ItlStats) -> None:
+        """A record that kept an even sample of its gaps: counts, sums and peaks from its exact totals.
+
+        Each kept gap stands for `w = count / kept` gaps: it enters the pool w / stride times (a
+        running remainder carries the fraction), and in fluidity its running sum and deadline are
+        those of the w-th token it stands for, its misses counted w times. An estimate, as the
+        sample is: exact when every gap is alike.
+        """
+        gaps = r.itl_s
+        w = totals.count / len(gaps)
+        self._sampled_records += 1
+        self._gap_count += totals.count
+        self._gap_sums.append(totals.sum_s)
+        per, at = w / self._stride, self._draw()
+        for g in gaps:
+            at += per
+            copies = int(at)
+            if copies:
+                self._pool.extend([g] * copies)
+                at -= copies
+        self._thin_pool()
+        self._add_peak(key, r, totals.max_s)
+        self._due += totals.count
+        slo = self._tpot_slo
+        if slo is not None and totals.max_s > slo:
+            sums = itertools.accumulate(g * w for g in gaps)
+            due = ((i + 1) * w * slo for i in range(len(gaps)))
+            self._missed += w * sum(map(operator.gt, sums, due))
+
+    def _draw(self) -> float:
+        if self._phase is None:
+            self._phase = random.Random(0).random
+        return self._phase()
+
+    def _thin_pool(self) -> None:
+        while len(self._pool) > self._cap:  # every other one kept: still an even spread, at twice the stride
+            self._pool = self._pool[::2]
+            self._stride *= 2
+
+    def _add_peak(self, key: int, r: RequestTiming, peak: float) -> None:
+        self._peaks[0].append(peak)
+        self._peaks[1].append(key)
+        self._peaks[2].append(r.started_at)
 
     def stall_keys(self) -> list[int]:
         """The keys of the records with a gap at the stall limit, for `see_stalls` (in the order added)."""
@@ -164,15 +208,19 @@ class LaneFold:
         if stall is None or stall.keys.get(key) != r.started_at:
             return
         p50, limit, arrivals = stall.p50, stall.limit, stall.arrivals
-        gaps = r.itl_s
+        gaps, totals = r.itl_s, r.itl_stats
+        # a sampled record's kept gap stands for w gaps: its stalls count w times, and the stream
+        # before it is w times the kept gaps before it
+        w = totals.count / len(gaps) if totals is not None and totals.count > len(gaps) else 1
         # each gap's start (the running sum before it) and the stalls' places, both in C
-        starts = list(itertools.accumulate(gaps, initial=r.started_at + (r.ttft_s or 0.0)))
+        stream = gaps if w == 1 else [g * w for g in gaps]
+        starts = list(itertools.accumulate(stream, initial=r.started_at + (r.ttft_s or 0.0)))
         for k in itertools.compress(range(len(gaps)), map(limit.__le__, gaps)):
             gap, at = gaps[k], starts[k]
-            self._stalls += 1
-            self._excess += gap - p50
+            self._stalls += w
+            self._excess += w * (gap - p50)
             i = bisect.bisect_left(arrivals, at - gap)
-            self._overlapping += i < len(arrivals) and arrivals[i] <= at + gap
+            self._overlapping += w * (i < len(arrivals) and arrivals[i] <= at + gap)
         del stall.keys[key]
 
     @functools.cached_property
@@ -230,7 +278,7 @@ class LaneFold:
     def _latencies(self, src: str, qs: tuple[float, ...]) -> tuple[dict[str, Value], dict[str, Value]]:
         quantiles: dict[str, Value] = {}
         means: dict[str, Value] = {}
-        sampled = self._stride > 1
+        sampled = self._stride > 1 or self._sampled_records > 0
         of = f" over a seeded sample of {len(self._pool):,} of {self._gap_count:,} gaps" if sampled else ""
         series = {"ttft": self._ttft, "tpot": self._tpot, "e2e": self._e2e, "itl": self._pool}
         for name, xs in series.items():

@@ -10,6 +10,7 @@ import pytest
 from lanewatch.collector.diagnose import fold
 from lanewatch.collector.diagnose import records as summary
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS
+from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, bounded_gaps
 from lanewatch.collector.record.timing import SERVER_WAIT, RequestTiming, breakdown
 from lanewatch.collector.record.window import quantile
 from tests.unit.collector.diagnose.build import SLO, Shape, records
@@ -134,3 +135,32 @@ def test_the_prefill_slope_needs_prompt_sizes_that_spread() -> None:
     ]
     slope = summary.lane_stats(wide, SLO, DEFAULT_THRESHOLDS).prefill_per_prompt_token
     assert slope is not None and slope.value == pytest.approx(0.001)
+
+
+def _streamed(r: RequestTiming, gaps: list[float], cap: int = MAX_ITL_SAMPLES) -> RequestTiming:
+    """`r` with a stream of `gaps`, kept as a record keeps them (an even sample past `cap`)."""
+    kept, totals = bounded_gaps(gaps, cap)
+    ttft = r.ttft_s or 0.0
+    return replace(
+        r, itl_s=kept, itl_stats=totals, output_tokens=len(gaps) + 1, e2e_s=ttft + math.fsum(gaps) + 0.001
+    )
+
+
+def test_a_record_that_kept_a_sample_of_its_gaps_weighs_as_all_of_them() -> None:
+    # One long answer of 40,960 gaps of 10 ms (the record keeps 1,024 of them and exact totals)
+    # beside two short ones of 100 gaps of 100 ms: 0.5 % of all gaps are slow, so p99 is 10 ms.
+    # Read as its sample alone, the long answer would weigh as 1,024 gaps and p99 be 100 ms.
+    base = records(Shape(), n=3)
+    long = [0.01] * 40_960
+    short = [_streamed(r, [0.1] * 100) for r in base[1:]]
+    sampled = [_streamed(base[0], long), *short]
+    whole = [_streamed(base[0], long, cap=10**6), *short]  # every gap kept: the truth
+    assert sampled[0].itl_stats is not None and len(sampled[0].itl_s) <= MAX_ITL_SAMPLES
+    got = summary.lane_stats(sampled, SLO, DEFAULT_THRESHOLDS)
+    truth = summary.lane_stats(whole, SLO, DEFAULT_THRESHOLDS)
+    assert got.quantiles["itl_p99"].value == truth.quantiles["itl_p99"].value == 0.01
+    assert got.means["itl"].value == pytest.approx(math.fsum([*long, *[0.1] * 200]) / 41_160, rel=1e-12)
+    assert "of 41,160 gaps" in got.quantiles["itl_p99"].source
+    assert got.fluidity is not None and truth.fluidity is not None
+    assert got.fluidity.value == pytest.approx(truth.fluidity.value, rel=1e-9)  # alike gaps: exact
+    assert got.fluidity.value < 1.0  # the short answers' 100 ms gaps miss the 50 ms TPOT SLO
