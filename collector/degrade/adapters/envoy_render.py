@@ -466,15 +466,28 @@ def rewrites_model(rc: Mapping[str, Any]) -> bool:
 
 
 def _cluster_names(rc: Mapping[str, Any]) -> set[str]:
+    """Every cluster the route configuration names, wherever it names one.
+
+    Route actions (`cluster`, `weighted_clusters`), mirrors (`request_mirror_policies`, on a
+    route or a virtual host), and a filter's per-route config (a gRPC service's
+    `cluster_name`): validation refuses a name it has no cluster for, so each is stubbed.
+    A stub too many is harmless there.
+    """
     names: set[str] = set()
-    for host in rc.get("virtual_hosts", []):
-        for route in host.get("routes", []):
-            action = route.get("route") or {}
-            if isinstance(action.get("cluster"), str):
-                names.add(action["cluster"])
-            for c in (action.get("weighted_clusters") or {}).get("clusters", []):
-                if isinstance(c, dict) and isinstance(c.get("name"), str):
-                    names.add(c["name"])
+
+    def walk(node: object, key: str = "") -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in ("cluster", "cluster_name") and isinstance(v, str) and v:
+                    names.add(v)
+                walk(v, k)
+        elif isinstance(node, list):
+            for item in node:
+                if key == "clusters" and isinstance(item, dict) and isinstance(item.get("name"), str):
+                    names.add(item["name"])  # a weighted cluster
+                walk(item, key)
+
+    walk(dict(rc))
     return names
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 
 from lanewatch.collector.common.degrade_wire import LaneDegrade
@@ -187,6 +188,27 @@ async def test_with_lanes_by_path_a_shed_refuses_the_class_on_its_own_lane_only(
         assert [await _status(s, router.url + chat[lane]) for lane in ("slow", "fast")] == [200, 200]
         assert _served(ups)[shed] - after[shed] == 1  # the shed lane serves its other requests
         assert await _held(adapter) == {shed: LaneDegrade(shed_classes=("batch",))}
+
+
+async def test_envoy_routes_naming_a_cluster_only_in_mirrors_validate_and_apply(tmp_path: Path) -> None:
+    async with router_setup("envoy", tmp_path) as (ups, router, adapter, s):
+        settings = router.settings
+        assert isinstance(settings, EnvoySettings)
+        # A cluster named only by mirrors (on a lane's route and on the virtual host): otel_collector
+        # is in the shipped bootstrap, and nothing is mirrored (0 %).
+        data = yaml.safe_load(settings.route_template.read_text())
+        host = data["route_config"]["virtual_hosts"][0]
+        never = {"default_value": {"numerator": 0}}
+        host["request_mirror_policies"] = [{"cluster": "otel_collector", "runtime_fraction": never}]
+        host["routes"][1]["route"]["request_mirror_policies"] = [
+            {"cluster": "otel_collector", "runtime_fraction": never}
+        ]
+        settings.route_template.write_text(yaml.safe_dump(data))
+        await adapter.apply(SHIFTED, 1)
+        assert await share_at_fast(s, router, ups, 10) == 1.0
+        await adapter.apply({}, 2)  # the restore validates too
+        assert await share_at_fast(s, router, ups, 10) == 0.0
+        assert "request_mirror_policies" in settings.route_file.read_text()
 
 
 async def _held(adapter: Adapter) -> dict[str, LaneDegrade]:

@@ -247,3 +247,28 @@ def test_path_rules_that_match_no_path_together_are_refused(
     assert shed_match(
         {**lane, "case_sensitive": False}, {"prefix": lane.get("prefix", "/slow/").upper()}, "x"
     )
+
+
+def test_the_validation_bootstrap_stubs_every_cluster_the_routes_name() -> None:
+    rc = render(_template(), DEGRADED)
+    host = rc["virtual_hosts"][0]
+    host["request_mirror_policies"] = [{"cluster": "vhost-mirror"}]
+    host["routes"][-1]["route"]["request_mirror_policies"] = [{"cluster": "route-mirror"}]
+    host["routes"].append(
+        {
+            "match": {"prefix": "/x/"},
+            "route": {"weighted_clusters": {"clusters": [{"name": "weighted-only", "weight": 1}]}},
+            "typed_per_filter_config": {
+                "envoy.filters.http.ext_authz": {"grpc_service": {"envoy_grpc": {"cluster_name": "authz"}}}
+            },
+        }
+    )
+    clusters = validation_bootstrap(rc)["static_resources"]["clusters"]
+    assert [c["name"] for c in clusters] == [
+        "authz",
+        "fast",
+        "route-mirror",
+        "slow",
+        "vhost-mirror",
+        "weighted-only",
+    ]
