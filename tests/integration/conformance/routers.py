@@ -19,7 +19,15 @@ from lanewatch.collector.degrade.adapters import Adapter, GatewaySettings
 from tests.integration.degrade.routers import running_envoy, running_nginx
 from tests.integration.gateway_harness import TRUST_LOOPBACK, gateway_server
 
-from .rows import HUGE_PROMPT_CHARS, LONG_MAX_TOKENS, MODELS, TAGGED_MODELS, Declared
+from .rows import (
+    HUGE_PROMPT_CHARS,
+    LANE_ORDER,
+    LONG_MAX_TOKENS,
+    MODELS,
+    RETRY_AFTER_S,
+    TAGGED_MODELS,
+    Declared,
+)
 
 __all__ = ["ROUTERS", "Conformant", "Factory"]
 
@@ -63,7 +71,8 @@ async def gateway(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Confor
         for lane, p in ports.items()
     }
     cfg = {
-        "lane_order": ["fast", "slow"],
+        "lane_order": list(LANE_ORDER),
+        "shed_retry_after_s": RETRY_AFTER_S,
         "default_lane": "slow",
         "hints": TRUST_LOOPBACK,  # the suite's client is the trusted hop that sets the headers
         "class_header": "x-tenant-tier",
@@ -99,7 +108,7 @@ classes:
     path: /v1/completions
   chat:  # a regex: a plain `path` shares no path with fast's /v1/completions route, and is refused
     safe_regex: {regex: "^/v1/chat/completions$"}
-retry_after_s: 30
+retry_after_s: 30  # rows.RETRY_AFTER_S, as nginx's adapter default
 route_config:
   name: lanes
   virtual_hosts:

@@ -34,7 +34,9 @@ from lanewatch.collector.degrade.adapters.base import REWRITE_MODEL, Capability,
 __all__ = [
     "GAPS",
     "GAPS_PROPERTY",
+    "LANE_ORDER",
     "REFERENCE",
+    "RETRY_AFTER_S",
     "ROWS",
     "TALLY",
     "Declared",
@@ -50,14 +52,14 @@ __all__ = [
     "without_classes",
 ]
 
-LANE_ORDER: Final = ("fast", "slow")
+LANE_ORDER: Final = ("fast", "slow")  # fastest first
 DEFAULT_LANE: Final = "slow"
 MODELS: Final[Mapping[str, tuple[str, ...]]] = {"fast": ("small", "small-x"), "slow": ("big", "big-x")}
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
 TAGGED_MODELS: Final = ("small-x", "big-x")
 LONG_MAX_TOKENS: Final = 1000
 HUGE_PROMPT_CHARS: Final = 2000
-RETRY_AFTER_S: Final = 30
+RETRY_AFTER_S: Final = 30  # every router's config: a shed answer's Retry-After
 SHIFT_N: Final = 200  # requests behind a share at a partial shift
 
 # Named gaps: what a router may declare it cannot do, beyond its adapter's actions

@@ -29,6 +29,7 @@ from .routers import ROUTERS, Conformant
 from .rows import (
     GAPS_PROPERTY,
     REFERENCE,
+    RETRY_AFTER_S,
     ROWS,
     Outcome,
     Request,
@@ -91,7 +92,7 @@ async def observe(fleet: Fleet, router: Conformant, req: Request) -> Outcome:
         status, headers = r.status, r.headers
     marks = tuple(sorted((k.lower(), v) for k, v in headers.items() if k.lower().startswith("x-lanewatch-")))
     if status == 429:
-        assert headers.get("Retry-After") == "30", f"{req.name}: a shed answer's Retry-After"
+        assert headers.get("Retry-After") == str(RETRY_AFTER_S), f"{req.name}: a shed answer's Retry-After"
     seen = [
         (lane, log.body)
         for lane, up in fleet.ups.items()
