@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 PKG_DIRS := $(shell $(PYTHON) -c 'import tomllib; m = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; print(*(f"{k}={v}" for k, v in m.items()))')
 DEBIAN_TOOLS := prometheus prometheus-alertmanager prometheus-blackbox-exporter chromium nginx-light curl
 
-.PHONY: run run-vllm test lint typecheck tools generate check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
+.PHONY: run run-vllm test lint typecheck tools generate docs check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -107,17 +107,22 @@ run: $(STAMP) tools
 run-vllm: $(STAMP) tools vllm
 	$(BIN)/lanewatch demo --engine vllm --out $(DEMO_OUT)
 
-# Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap, docs/slo-spec.md);
-# commit the result.
-generate: $(STAMP)
+# Rebuild every generated file (rules, PrometheusRule, dashboards, their ConfigMap) and every
+# generated docs section (`make docs`); commit the result.
+generate: $(STAMP) docs
 	$(BIN)/lanewatch alerts build
 	$(BIN)/lanewatch dashboards build
-	$(BIN)/lanewatch alerts docs
 
-# Fail when a generated file is stale (make test runs the same checks).
+# Rewrite every generated section of docs/ (the adapter kinds, the diagnosis tables and example,
+# docs/slo-spec.md, docs/routers/conformance.md, ...): the list is tests/generated_docs.py's SECTIONS.
+docs: $(STAMP)
+	$(BIN)/python -m tests.generated_docs
+
+# Fail when a generated file or docs section is stale (make test runs the same checks).
 check-generated: $(STAMP)
 	$(BIN)/pytest -q tests/unit/alerts/test_generated.py tests/unit/alerts/test_specdoc.py \
 	  tests/unit/dashboards/test_dashboards.py -k "fresh or rebuilds"
+	$(BIN)/pytest -q tests/unit/test_docs_generated.py
 
 # Every benchmark, side by side in one run (a few minutes): writes bench/results.json and bench/results.md.
 bench: $(STAMP) tools
