@@ -42,5 +42,5 @@ def test_every_page_with_markers_has_each_of_them_in_the_registry() -> None:
     named = {(s.page, s.name) for s in SECTIONS}
     for path in sorted((ROOT / "docs").rglob("*.md")):
         page = path.relative_to(ROOT).as_posix()
-        for name in re.findall(r"<!-- generated: (\S+) -->", path.read_text(encoding="utf-8")):
+        for name in re.findall(r"^<!-- generated: (\S+) -->$", path.read_text(encoding="utf-8"), re.M):
             assert (page, name) in named, f"{page}#{name} is marked generated; add it to SECTIONS"
