@@ -56,14 +56,34 @@ def _lane(lane: LaneDiagnosis) -> str:
     )
     items = "".join(_finding(f) for f in lane.found)
     out = head + (f'<ol class="findings">{items}</ol>' if items else "")
-    unknown = [f for f in lane.findings if f.verdict == "unknown"]
-    if unknown:
-        rows = "".join(f"<li><code>{esc(f.check)}</code>: {esc(f.summary)}</li>" for f in unknown)
-        out += f'<p class="explain">Unknown (data missing):</p><ul class="unknown">{rows}</ul>'
+    out += _unknown(lane.findings)
     ok = [f.check for f in lane.findings if f.verdict == "ok"]
     if ok:
         out += f'<p class="explain">Ruled out: {", ".join(f"<code>{esc(c)}</code>" for c in ok)}</p>'
     return out
+
+
+def _unknown(findings: Sequence[Finding]) -> str:
+    """The checks that could not judge, as one line; the data each lacks behind a disclosure.
+
+    Every lane of a records file lacks the same few vLLM series, so a line per check would repeat
+    them down the page; the line counts the checks and names the first missing series.
+    """
+    unknown = [f for f in findings if f.verdict == "unknown"]
+    if not unknown:
+        return ""
+    needed: dict[str, list[str]] = {}  # missing data -> the checks it would let judge, as first seen
+    for f in unknown:
+        for series in f.missing or ("data not named",):
+            needed.setdefault(series, []).append(f.check)
+    first, *rest = needed
+    more = f" and {len(rest)} more" if rest else ""
+    head = f"{len(unknown)} check{'s' if len(unknown) != 1 else ''} unknown: missing {first}{more}"
+    rows = "".join(
+        f"<li>{esc(series)}: {', '.join(f'<code>{esc(c)}</code>' for c in checks)}</li>"
+        for series, checks in needed.items()
+    )
+    return f'<details class="unknown"><summary>{esc(head)}</summary><ul>{rows}</ul></details>'
 
 
 def _finding(f: Finding) -> str:

@@ -15,6 +15,7 @@ from lanewatch.collector.record.files import record_line
 from lanewatch.collector.record.goodput import from_spec
 from lanewatch.exporters.report import render_report
 from lanewatch.exporters.report_data import build_report
+from lanewatch.exporters.report_diagnosis import diagnosis_of
 
 from .sample_records import sample_records
 from .test_report import EVIL_LANE, X, _parse
@@ -71,3 +72,25 @@ def test_names_in_the_diagnosis_are_escaped() -> None:
 def test_without_records_there_is_no_diagnosis() -> None:
     root = _parse(render_report(build_report([], judge=JUDGE)))
     assert all(s.get("id") != "diagnosis" for s in _sections(root))
+
+
+def test_the_unknown_checks_are_one_line_per_lane_with_the_missing_data_disclosed() -> None:
+    records = sample_records()
+    section = _sections(_parse(render_report(build_report(records, judge=JUDGE))))[0]
+    lanes = {lane.lane: lane for lane in diagnosis_of(records, JUDGE)}
+    disclosures = list(section.iter(f"{X}details"))
+    assert [d.get("class") for d in disclosures] == ["unknown", "unknown"]  # one per lane, fast then slow
+    for details, name in zip(disclosures, ("fast", "slow"), strict=True):
+        unknown = [f for f in lanes[name].findings if f.verdict == "unknown"]
+        missing = list(dict.fromkeys(s for f in unknown for s in f.missing))
+        (summary,) = details.findall(f"{X}summary")
+        assert _text(summary) == (
+            f"{len(unknown)} checks unknown: missing {missing[0]} and {len(missing) - 1} more"
+        )
+        rows = [_text(li) for li in details.iter(f"{X}li")]
+        assert [r.split(": ")[0] for r in rows] == missing  # each missing series once, behind the line
+        for f in unknown:
+            assert all(f.check in rows[missing.index(s)] for s in f.missing)
+    # the long per-check lines are gone from the open page
+    assert "cannot judge" not in _text(section)
+    assert not [ul for ul in section.iter(f"{X}ul") if ul.get("class") == "unknown"]
