@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from .app import app
-from .fail import RUNTIME, fail
+from .fail import RUNTIME, USAGE, fail
 
 if TYPE_CHECKING:
     from lanewatch.collector.degrade.why import DiagnosisContext
@@ -176,6 +176,43 @@ def adapters(
         can = ", ".join(a for a in CAPABILITY_NAMES if a in settings.capabilities) or "nothing"
         fields = ", ".join(f for f in settings.model_fields if f != "kind")
         typer.echo(f"{kind}: {REGISTRY.summary(kind)}\n  can: {can}\n  settings: {fields}")
+
+
+@degrade_app.command("envoy-routes")
+def envoy_routes(
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="The route file to write: the bootstrap's path_config_source.path (the adapter's route_file).",
+    ),
+    template: Path | None = typer.Option(
+        None,
+        "--template",
+        help="The route template (the adapter's route_template; default: deploy/envoy/routes.template.yaml).",
+        show_default=False,
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Replace a route file that is there (it may hold a live degrade)."
+    ),
+) -> None:
+    """Write Envoy's first route file: the template with no lane degraded.
+
+    Envoy (and `envoy --mode validate`) refuses the bootstrap until the file exists. Exit
+    status: 0 when written, 2 on a bad template or a file already there without --force.
+    """
+    from lanewatch.collector.common.errors import LanewatchError
+    from lanewatch.collector.degrade.first_routes import default_template, write_first_routes
+
+    source = template or default_template()
+    try:
+        write_first_routes(source, out, replace=force)
+    except FileExistsError:
+        fail("degrade envoy-routes", f"{out} exists (it may hold a live degrade); --force replaces it")
+    except OSError as exc:
+        fail("degrade envoy-routes", f"{exc.filename or source}: {exc.strerror}")
+    except LanewatchError as exc:
+        fail("degrade envoy-routes", f"{source}: {exc}", USAGE)
+    typer.echo(f"wrote {out} from {source}")
 
 
 @degrade_app.command("status")

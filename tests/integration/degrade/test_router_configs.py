@@ -17,7 +17,7 @@ from lanewatch.collector.degrade.adapters.envoy_render import (
     validation_bootstrap,
 )
 from lanewatch.collector.degrade.adapters.nginx import render_include
-from tests.servers import free_port, started, wait_http
+from tests.servers import free_port, lanewatch_command, started, wait_http
 
 from .routers import ENVOY_DIR, NGINX_DIR, require_router
 
@@ -117,3 +117,33 @@ def test_lanes_named_as_map_keywords_render_an_include_nginx_runs(tmp_path: Path
         assert ask(first, "batch") == f"{first} {first} 1"
         assert ask(second, "chat") == f"{second} {first} 0"  # shifted
         assert ask(second, "batch") == f"{second} {first} 1"  # shifted to a lane that sheds batch
+
+
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_envoy_bootstraps_header_steps_write_the_route_file_and_then_validate(tmp_path: Path) -> None:
+    envoy = require_router("envoy")
+    text = (ENVOY_DIR / "bootstrap.yaml").read_text()
+    steps = [line.removeprefix("#   ").split("  (")[0].split() for line in text.splitlines()[:8]]
+    write = next(s for s in steps if s[:3] == ["lanewatch", "degrade", "envoy-routes"])
+    check = next(s for s in steps if s[:3] == ["envoy", "--mode", "validate"])
+    routes = write[write.index("--out") + 1]
+    hcm = yaml.safe_load(text)["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]
+    assert routes == hcm["typed_config"]["rds"]["config_source"]["path_config_source"]["path"]
+    # the shipped folder as the header's commands see it, the route file's folder moved to a temp dir
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    (folder / "bootstrap.yaml").write_text(text.replace(str(Path(routes).parent), str(tmp_path / "lib")))
+    (folder / "routes.template.yaml").write_text((ENVOY_DIR / "routes.template.yaml").read_text())
+    validate = [envoy, *check[1:], "--log-level", "error", "--use-dynamic-base-id"]
+    before = _run(validate, folder)
+    assert before.returncode != 0 and "routes.yaml" in before.stdout + before.stderr  # what the step fixes
+    moved = [str(tmp_path / "lib" / "routes.yaml") if a == routes else a for a in write[1:]]
+    wrote = _run([*lanewatch_command(), *moved], folder)
+    assert wrote.returncode == 0, wrote.stderr
+    after = _run(validate, folder)
+    assert after.returncode == 0, after.stdout + after.stderr
+    again = _run([*lanewatch_command(), *moved], folder)
+    assert again.returncode == 2 and "--force" in again.stderr  # a route file that is there is left alone
