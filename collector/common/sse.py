@@ -8,7 +8,8 @@ completion chunk that does or does not carry generated text. Undecodable data is
 counted in `bad_events` and never raised. No I/O, no clock: the caller timestamps reads.
 The text itself is kept only by a parser asked to (`keep_text`, for `export.record_content`).
 An error frame's message is kept cleaned (one line, cut, secrets redacted: error_detail.py), and
-vLLM's per-request metrics when a chunk carries them (response_metrics.py).
+vLLM's per-request metrics when a chunk carries them (response_metrics.py). The `usage` object is
+read by the same parser the gateway's tap uses (usage.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from lanewatch.collector.common.error_detail import error_detail, message_of
 from lanewatch.collector.common.response_metrics import ResponseMetrics, parse_metrics
+from lanewatch.collector.common.usage import Usage, parse_usage
 
 # A line longer than this is dropped and counted as bad data, so a stream without
 # newlines cannot grow the buffer without bound.
@@ -40,14 +42,6 @@ class ChunkKind(enum.StrEnum):
     DONE = "done"  # `data: [DONE]`
     ERROR = "error"  # an error object sent in the stream
     BAD = "bad"  # data that is not a JSON object
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token counts from a chunk's `usage` object."""
-
-    prompt_tokens: int | None
-    completion_tokens: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +215,7 @@ def classify(data: str, event: str = "", keep_text: bool = False) -> StreamChunk
         return StreamChunk(
             ChunkKind.ERROR, error=_error_name(obj), message=error_detail(message) if message else None
         )
-    usage = _usage(obj.get("usage"))
+    usage = parse_usage(obj.get("usage"))
     choices = obj.get("choices")
     if choices is None and usage is None:
         return StreamChunk(ChunkKind.BAD)
@@ -255,16 +249,6 @@ def _content(choice: dict[str, Any]) -> str | None:
     delta = choice.get("delta")
     value = delta.get("content") if isinstance(delta, dict) else choice.get("text")
     return value if isinstance(value, str) else None
-
-
-def _usage(value: object) -> Usage | None:
-    if not isinstance(value, dict):
-        return None
-    prompt, completion = value.get("prompt_tokens"), value.get("completion_tokens")
-    return Usage(
-        prompt if isinstance(prompt, int) and not isinstance(prompt, bool) else None,
-        completion if isinstance(completion, int) and not isinstance(completion, bool) else None,
-    )
 
 
 def _error_name(obj: dict[str, Any]) -> str:

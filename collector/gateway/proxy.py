@@ -23,6 +23,7 @@ from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
 from lanewatch.collector.common.request_reading import ReadingError
 from lanewatch.collector.common.response_metrics import with_response_metrics
+from lanewatch.collector.common.usage import usage_fields
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
@@ -325,12 +326,12 @@ def _record(ex: Exchange) -> RequestTiming:
         e2e_s=None if ex.end is None else ex.end - t0,
         itl_s=itl[0],
         itl_stats=itl[1],
-        prompt_tokens=tap.prompt_tokens if tap is not None else None,
         output_tokens=output,
         tokens_from_usage=tokens_from_usage,
         attrs=attrs,
         prompt_text=prompt_text(ex.prompt) if ex.prompt is not None else None,
         response_text=tap.content.text() if isinstance(tap, ContentTap) else None,
+        **usage_fields(tap.usage if tap is not None else None),  # prompt_tokens, cached_prompt_tokens, ...
     )
     return with_response_metrics(record, tap.metrics) if tap is not None else record
 

@@ -3,8 +3,9 @@
 Pure and cheap per chunk: no JSON is decoded on the data path. JSON escapes every quote
 inside a string, so a byte pattern that starts with a quote (`"content":"`) can only be a
 key or a whole string value, never text inside a string; `[DONE]` is anchored at the start
-of a line, which text cannot reach either. Only the usage object is read, with a regex over
-its few bytes.
+of a line, which text cannot reach either. Only the usage object is decoded: its bytes are found
+by a byte scan and kept (the last one), and read by the prober's own usage parser (usage.py) once,
+when the record asks, so usage on every chunk (`continuous_usage_stats`) costs a slice each.
 
 Counting, following vLLM: a content event is an SSE event whose `content` (chat) or
 `text` (completions) is non-empty; TTFT is the first one, ITL the gaps between them.
@@ -30,6 +31,7 @@ import re
 from typing import Literal
 
 from lanewatch.collector.common.response_metrics import METRICS_KEY, ResponseMetrics, metrics_in
+from lanewatch.collector.common.usage import USAGE_KEYS, Usage, decode_usage, usage_span
 from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, Gaps, GapSampler
 
 __all__ = ["StreamTap"]
@@ -40,9 +42,6 @@ _MARKERS: dict[str, tuple[bytes, bytes]] = {
     "chat": (b'"content":"', b'"content": "'),
     "completions": (b'"text":"', b'"text": "'),
 }
-_USAGE = (b'"usage":{', b'"usage": {')
-_PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
-_COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 _DONE = b"data: [DONE]"
 # A key is followed by a colon, a string value never is; `"object"` followed by a colon is a key too.
 _ERROR_OBJECT = re.compile(rb'"error"\s*:|"object"\s*:\s*"error"')
@@ -63,8 +62,9 @@ class StreamTap:
         "_sse",
         "_strip",
         "_tail",
+        "_usage",
+        "_usage_span",
         "bad_stream",
-        "completion_tokens",
         "content_events",
         "done",
         "error_bytes",
@@ -72,7 +72,6 @@ class StreamTap:
         "gaps",
         "last_content_at",
         "metrics",
-        "prompt_tokens",
         "stream_error",
     )
 
@@ -91,8 +90,8 @@ class StreamTap:
         self.done = False
         self.stream_error = False
         self.bad_stream = False
-        self.prompt_tokens: int | None = None
-        self.completion_tokens: int | None = None
+        self._usage_span: bytes | None = None  # the last usage object's bytes, not yet decoded
+        self._usage: Usage | None = None  # what the last decoded span said
         self.metrics: ResponseMetrics | None = None  # vLLM's per-request metrics, when sent
         self.error_bytes: bytes | None = None  # the first error frame (SSE) or the body's start (JSON)
 
@@ -150,6 +149,27 @@ class StreamTap:
         return self._folded.result(list(self.gaps))
 
     @property
+    def usage(self) -> Usage | None:
+        """The last usage object seen, decoded on the first ask after it came (usage.py)."""
+        span = self._usage_span
+        if span is not None:
+            self._usage_span = None
+            self._usage = decode_usage(span) or self._usage  # one cut short keeps what came before
+        return self._usage
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """usage.prompt_tokens, when a usage object said it."""
+        usage = self.usage
+        return None if usage is None else usage.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int | None:
+        """usage.completion_tokens, when a usage object said it."""
+        usage = self.usage
+        return None if usage is None else usage.completion_tokens
+
+    @property
     def has_usage(self) -> bool:
         """True once a usage object with completion_tokens was seen."""
         return self.completion_tokens is not None
@@ -179,21 +199,12 @@ class StreamTap:
             self.error_bytes = _event_at(events, found.start())
 
     def _read_usage(self, data: bytes) -> None:
-        for marker in _USAGE:
-            pos = data.rfind(marker)
-            if pos < 0:
-                continue
-            window = data[pos : pos + 512]  # the usage object's keys come early in it
-            prompt = _PROMPT_TOKENS.search(window)
-            completion = _COMPLETION_TOKENS.search(window)
-            if prompt:
-                self.prompt_tokens = int(prompt.group(1))
-            if completion:
-                self.completion_tokens = int(completion.group(1))
-            return
+        span = usage_span(data)
+        if span is not None:  # a later usage object says all an earlier one did (continuous stats)
+            self._usage_span = span
 
     def _cut_usage(self, events: bytes) -> bytes:
-        for marker in _USAGE:
+        for marker in USAGE_KEYS:
             pos = events.find(marker)
             if pos >= 0:
                 before = events.rfind(b"\n\n", 0, pos)

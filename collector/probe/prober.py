@@ -27,8 +27,9 @@ from lanewatch.collector.common.headers import AUTHORIZATION, DEGRADED_HEADER, L
 from lanewatch.collector.common.http1 import HttpError, ResponseHead
 from lanewatch.collector.common.response_metrics import ResponseMetrics, with_response_metrics
 from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk, Usage
+from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk
 from lanewatch.collector.common.upstream import UpstreamConn, UpstreamGone
+from lanewatch.collector.common.usage import Usage, usage_fields
 from lanewatch.collector.config import RequestClass, Target, Timeouts
 from lanewatch.collector.probe.errors import failure_kind, failure_message
 from lanewatch.collector.probe.prompts import prompt_text
@@ -448,13 +449,13 @@ class Prober:
             e2e_s=run.offset(run.end),
             itl_s=itl_s,
             itl_stats=itl_stats,
-            prompt_tokens=usage.prompt_tokens if usage is not None else None,
             output_tokens=tokens,
             tokens_from_usage=from_usage,
             attrs=run.attrs,
             prompt_text=truncate(spec.prompt) if self.record_content else None,
             # no response at all (it failed before one came) is no text rather than empty text
             response_text=run.text.text() if run.text is not None and run.status is not None else None,
+            **usage_fields(usage),  # prompt_tokens, cached_prompt_tokens, ...: as the usage object gave them
         )
         return with_response_metrics(record, run.metrics)
 

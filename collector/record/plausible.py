@@ -4,7 +4,8 @@ A record refuses numbers no reader can use (NaN, infinite, negative: rules.py) w
 built. A record that arrives from outside (`POST /v1/records`, Envoy's access log over OTLP) is
 also held here to what a request can be, before it reaches the window or a histogram: one e2e
 of 1e297 s would leave a histogram's `_sum` (and every mean taken from it) useless for good, a
-TTFT of 5,000 s in an e2e of 1 ms cannot have been measured, and a start in the year 2500 is
+TTFT of 5,000 s in an e2e of 1 ms cannot have been measured, more cached prompt tokens than
+the prompt held cannot have been served, and a start in the year 2500 is
 no request's. `check_plausible` raises `RecordError` naming the field; the ingest edges refuse
 that record alone and count it, and take the others of the same batch or call.
 
@@ -77,6 +78,9 @@ def check_plausible(record: RequestTiming, received_at: float | None = None) -> 
                 raise RecordError(
                     name, f"{value:.6g} s is later than the end of the request (e2e {e2e:.6g} s)"
                 )
+    cached, prompt = record.cached_prompt_tokens, record.prompt_tokens
+    if cached is not None and prompt is not None and cached > prompt:
+        raise RecordError("cached_prompt_tokens", f"{cached} cached of a prompt of {prompt} tokens")
     start = record.started_at
     if received_at is None or start == 0.0:
         return

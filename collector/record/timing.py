@@ -33,7 +33,8 @@ from lanewatch.collector.record.rules import (
     clean_text,
 )
 
-Source = Literal["probe", "tap", "envoy"]  # envoy: its access log (collect/envoy_log.py)
+# envoy: its access log (collect/envoy_log.py); litellm: the LiteLLM proxy's handler (integrations/litellm/)
+Source = Literal["probe", "tap", "envoy", "litellm"]
 Api = Literal["chat", "completions"]
 # Where a record's queue, prefill and decode came from: vLLM's `llm_request` span, or the
 # per-request metrics vLLM put in the response (`--enable-per-request-metrics`).
@@ -126,6 +127,9 @@ class RequestTiming:
     itl_s: tuple[float, ...] = ()  # gaps between content chunks: all of them, or an even sample (itl.py)
     itl_stats: ItlStats | None = None  # exact totals of every gap; set only when itl_s is a sample
     prompt_tokens: int | None = None
+    # prompt tokens vLLM served from its prefix cache (usage.prompt_tokens_details.cached_tokens): sent
+    # only with `--enable-prompt-tokens-details` and only when non-zero, so None is "not reported"
+    cached_prompt_tokens: int | None = None
     output_tokens: int | None = None
     tokens_from_usage: bool = False  # False: output_tokens counted from content chunks
     # server-side phases, from vLLM's span (or a server-reported breakdown)
@@ -162,10 +166,12 @@ class RequestTiming:
             _bound_itl(self)
         if bad_duration(self.started_at):
             raise RecordError("started_at", "not a finite, non-negative Unix time")
-        if (self.prompt_tokens or 0) < 0 or (self.output_tokens or 0) < 0:
-            raise RecordError(
-                "prompt_tokens" if (self.prompt_tokens or 0) < 0 else "output_tokens", "negative"
-            )
+        if (
+            (self.prompt_tokens or 0) < 0
+            or (self.output_tokens or 0) < 0
+            or (self.cached_prompt_tokens or 0) < 0
+        ):
+            raise RecordError(_negative_count(self), "negative")
         for (name, limit), value in zip(_TEXT_FIELDS, _TEXTS(self), strict=True):
             if value is not None and (len(value) > limit or not value.isascii()):
                 object.__setattr__(self, name, clean_text(value, limit))
@@ -274,6 +280,14 @@ def _bound_itl(record: RequestTiming) -> None:
         object.__setattr__(record, "itl_s", gaps)
         if stats is None:
             object.__setattr__(record, "itl_stats", totals)
+
+
+def _negative_count(record: RequestTiming) -> str:
+    """The first token count that is negative."""
+    return next(name for name in _COUNT_FIELDS if (getattr(record, name) or 0) < 0)
+
+
+_COUNT_FIELDS: tuple[str, ...] = ("prompt_tokens", "cached_prompt_tokens", "output_tokens")
 
 
 def _bad_field(record: RequestTiming) -> str:

@@ -56,6 +56,8 @@ def test_a_record_and_its_sampled_gaps_come_back_as_written() -> None:
         (_line().replace('"ttft_s":0.1', '"ttft_s":1e999'), "ttft_s", "not a finite, non-negative number"),
         (_line().replace('"e2e_s":0.5', '"e2e_s":NaN'), "e2e_s", "not a finite, non-negative number"),
         (_line().replace('"response_ttft_s":null', '"response_ttft_s":1e999'), "response_ttft_s", "not a"),
+        (_line(cached_prompt_tokens=-3), "cached_prompt_tokens", "negative"),
+        (_line(cached_prompt_tokens=1.5), "cached_prompt_tokens", "expected int | null, got float"),
     ],
 )
 def test_a_refusal_names_the_field_and_why(line: str | bytes, field: str | None, reason: str) -> None:
@@ -89,3 +91,15 @@ def test_the_json_written_is_the_json_modules_in_value_and_reads_back_the_same()
 def test_a_number_json_cannot_hold_is_refused_not_written_as_null(value: float) -> None:
     with pytest.raises(ValueError, match="response_mean_itl_s"):
         encode_record_json(replace(BASE, response_mean_itl_s=value))
+
+
+def test_cached_prompt_tokens_round_trip_through_the_line_and_the_old_lines_read_as_unreported() -> None:
+    record = replace(BASE, prompt_tokens=1200, cached_prompt_tokens=1024)
+    line = record_line(record)
+    assert json.loads(line)["cached_prompt_tokens"] == 1024
+    assert decode_record(line) == record
+    assert RequestTiming.from_json(record.to_json()) == record
+    assert json.loads(encode_record_json(record))["cached_prompt_tokens"] == 1024
+    old = json.loads(record_line(BASE))
+    del old["cached_prompt_tokens"]  # a line written before the field existed
+    assert decode_record(json.dumps(old)).cached_prompt_tokens is None

@@ -40,6 +40,7 @@ def at(**kw: object) -> RequestTiming:
         ({"ttft_s": 5000.0, "e2e_s": 0.001}, "ttft_s"),  # the first token after the end
         ({"ttfb_s": 2.0, "ttft_s": 0.02, "e2e_s": 0.3}, "ttfb_s"),
         ({"ttft_s": 0.3 + TTFT_SLACK_S * 2, "e2e_s": 0.3}, "ttft_s"),
+        ({"prompt_tokens": 100, "cached_prompt_tokens": 101}, "cached_prompt_tokens"),
         ({"started_at": YEAR_2500}, "started_at"),
         ({"started_at": NOW + MAX_START_AHEAD_S + 1.0}, "started_at"),
         ({"started_at": NOW - MAX_START_AGE_S - 1.0}, "started_at"),
