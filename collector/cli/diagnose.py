@@ -62,6 +62,15 @@ def diagnose(
         help="Config file whose `diagnose:` section sets the thresholds (default: the documented defaults).",
         show_default=False,
     ),
+    check: list[str] = typer.Option(
+        [],
+        "--check",
+        help="Run only this check, such as queue/kv-memory (repeatable; default: every check).",
+        show_default=False,
+    ),
+    skip: list[str] = typer.Option(
+        [], "--skip", help="Do not run this check (repeatable).", show_default=False
+    ),
     max_num_batched_tokens: int | None = typer.Option(
         None,
         "--max-num-batched-tokens",
@@ -74,12 +83,14 @@ def diagnose(
 ) -> None:
     """Diagnose each lane: ranked findings with their evidence, what was ruled out, and fixes.
 
-    Exit status: 0 when nothing was found, 1 when there are findings, 2 on bad input.
+    Exit status: 0 when nothing was found, 1 when there are findings, 2 on bad input (an unknown
+    check id included).
     docs/diagnose.md lists the checks, their thresholds and the JSON schema.
     """
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
     from lanewatch.collector.diagnose import diagnose, slo_targets
     from lanewatch.collector.diagnose.gather import DiagnoseInputError, Sources, gather
+    from lanewatch.collector.diagnose.registry import UnknownCheckError, select
     from lanewatch.collector.diagnose.render import to_json, to_text
     from lanewatch.collector.record.goodput import from_spec
 
@@ -91,6 +102,19 @@ def diagnose(
     thresholds = _thresholds(config)
     if max_num_batched_tokens is not None:
         thresholds = thresholds.model_copy(update={"max_num_batched_tokens": max_num_batched_tokens})
+    # a flag replaces the config's list; the gather step and the run both choose by the result
+    thresholds = thresholds.model_copy(
+        update={"checks": tuple(check or thresholds.checks), "skip": tuple(skip or thresholds.skip)}
+    )
+    try:
+        select(
+            thresholds.checks,
+            thresholds.skip,
+            only_from=_from(check, "checks"),
+            skip_from=_from(skip, "skip"),
+        )
+    except UnknownCheckError as exc:
+        fail("diagnose", exc)
     sources = Sources(records, prometheus, tuple(lane), window, skip_bad)
     # A file's records all stay alive to the end: collections while summarising them would only
     # walk them again and again.
@@ -117,6 +141,11 @@ def diagnose(
         typer.echo(to_text(result, sources=evidence.sources), nl=False)
     if any(lane.found for lane in result):
         raise typer.Exit(FOUND)
+
+
+def _from(flag: list[str], key: str) -> str:
+    """Where a list of check ids came from, for an error naming an unknown one."""
+    return f"--{key.removesuffix('s')}" if flag else f"diagnose.{key}"
 
 
 def _thresholds(config: Path | None) -> Thresholds:

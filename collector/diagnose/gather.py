@@ -16,6 +16,7 @@ from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.diagnose.evidence import LaneEvidence, SloTargets, Window
 from lanewatch.collector.diagnose.queries import RUN_TIMEOUT_S, TIMEOUT_S, LaneQueries, valid_duration
 from lanewatch.collector.diagnose.records import MAX_LANES, Folded, lanes_from_keyed
+from lanewatch.collector.diagnose.registry import select, server_keys
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from lanewatch.collector.record.codec import RecordDecodeError
 from lanewatch.collector.record.files import RecordFileError, keyed_records, records_at
@@ -52,7 +53,10 @@ def gather(
     deadline_s: float = RUN_TIMEOUT_S,
 ) -> tuple[Window, tuple[str, ...]]:
     """The evidence window and the Prometheus queries asked (none without --prometheus); each query
-    ends within `timeout_s` and all of them within `deadline_s`, or DiagnoseInputError says which."""
+    ends within `timeout_s` and all of them within `deadline_s`, or DiagnoseInputError says which.
+
+    Of vLLM's series only those the checks the thresholds choose (`checks`, `skip`) need or read
+    are asked for."""
     if sources.records is None and sources.prometheus is None:
         raise DiagnoseInputError("give a records file, --prometheus URL, or both")
     if not valid_duration(sources.window):
@@ -124,6 +128,7 @@ def _from_prometheus(
 
     if not sources.prometheus.startswith(("http://", "https://")):
         raise DiagnoseInputError(f"--prometheus: {sources.prometheus!r} is not an http(s) URL")
+    keys = server_keys(select(t.checks, t.skip, only_from="diagnose.checks", skip_from="diagnose.skip"))
     prom = PrometheusSource(
         sources.prometheus, timeout_s=timeout_s, deadline_s=deadline_s, transport=transport
     )
@@ -131,7 +136,7 @@ def _from_prometheus(
     try:
         for name in wanted:
             q = LaneQueries(name, sources.window)
-            server = prom.server_series(q)
+            server = prom.server_series(q, keys)
             if name in out:
                 out[name] = replace(out[name], server=server)
             else:

@@ -1,10 +1,11 @@
 """What a diagnosis says: checks, their findings, the evidence behind each, and the ranking.
 
-A `Check` has a stable id (`queue/kv-memory`), a one-line title, the data it needs, and a pure
-`run` over one lane's evidence. Its `Finding` has a verdict: `finding` (the cause stands, with
-evidence), `ok` (checked and exonerated), or `unknown` (the data it needs is missing: `missing`
-names the series). A symptom such as a high P99 is evidence that anchors a finding to the lane's
-SLO, never its cause.
+A `Check` has a stable id (`queue/kv-memory`), a one-line title, a longer explanation, the
+evidence keys it needs and reads (evidence.EVIDENCE), the checks whose finding already explains
+it, and a pure `run` over one lane's evidence. Its `Finding` has a verdict: `finding` (the cause
+stands, with evidence), `ok` (checked and exonerated), or `unknown` (a key it needs is missing:
+`missing` names the series; the runner says so, never the check). A symptom such as a high P99
+is evidence that anchors a finding to the lane's SLO, never its cause.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Need, Value, Window
 from lanewatch.collector.diagnose.thresholds import Thresholds
 
 __all__ = ["Check", "Explains", "Finding", "Fix", "LaneDiagnosis", "Signal", "Verdict"]
@@ -107,8 +108,28 @@ class Check(Protocol):
         ...
 
     @property
-    def needs(self) -> tuple[str, ...]:
-        """The data it reads (records, vLLM families), for the docs."""
+    def explanation(self) -> str:
+        """What it looks for and the fixes it gives, for the docs (a paragraph of Markdown)."""
+        ...
+
+    @property
+    def needs(self) -> tuple[Need, ...]:
+        """The evidence keys it cannot judge without (a tuple: any one of them); unmet, it is `unknown`."""
+        ...
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The evidence keys it uses when the lane has them."""
+        ...
+
+    @property
+    def explained_by(self) -> tuple[str, ...]:
+        """The checks whose finding explains this one's: when one fires, this one is `ok`."""
+        ...
+
+    @property
+    def prometheus(self) -> bool:
+        """True when it needs vLLM's series, which only a live Prometheus gives."""
         ...
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:

@@ -16,7 +16,7 @@ import json
 import math
 import ssl
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 import httpcore
 import httpx
@@ -148,21 +148,22 @@ class PrometheusSource:
         parts = {p: Value(s / total, source) for p, s in sums.items()}
         return parts, counts.get("queue", 0.0) * 2 >= total
 
-    def server_series(self, q: LaneQueries) -> ServerSeries:
-        """vLLM's series for the lane's servers."""
-        return ServerSeries(
-            running=self.scalar(q.gauge(names.VLLM_NUM_REQUESTS_RUNNING)),
-            waiting=self.scalar(q.gauge(names.VLLM_NUM_REQUESTS_WAITING)),
-            kv_usage=self.scalar(q.gauge(names.VLLM_KV_CACHE_USAGE_PERC, "max")),
-            preemptions_per_s=self.scalar(q.counter_rate(names.VLLM_NUM_PREEMPTIONS_TOTAL)),
-            prefix_hit_rate=self.scalar(
+    def server_series(self, q: LaneQueries, keys: Collection[str] | None = None) -> ServerSeries:
+        """vLLM's series for the lane's servers: those named in `keys` (ServerSeries fields; None: all)."""
+        ask: dict[str, Callable[[], Value | None]] = {
+            "running": lambda: self.scalar(q.gauge(names.VLLM_NUM_REQUESTS_RUNNING)),
+            "waiting": lambda: self.scalar(q.gauge(names.VLLM_NUM_REQUESTS_WAITING)),
+            "kv_usage": lambda: self.scalar(q.gauge(names.VLLM_KV_CACHE_USAGE_PERC, "max")),
+            "preemptions_per_s": lambda: self.scalar(q.counter_rate(names.VLLM_NUM_PREEMPTIONS_TOTAL)),
+            "prefix_hit_rate": lambda: self.scalar(
                 q.ratio(names.VLLM_PREFIX_CACHE_HITS_TOTAL, names.VLLM_PREFIX_CACHE_QUERIES_TOTAL)
             ),
-            prefix_caching=self._prefix_caching(q),
-            step_tokens_p90=self.scalar(q.step_tokens_p90()),
-            spec_acceptance_length=self.scalar(q.spec_acceptance_length()),
-            finished_per_s=self.scalar(q.counter_rate(names.VLLM_REQUEST_SUCCESS_TOTAL)),
-        )
+            "prefix_caching": lambda: self._prefix_caching(q),
+            "step_tokens_p90": lambda: self.scalar(q.step_tokens_p90()),
+            "spec_acceptance_length": lambda: self.scalar(q.spec_acceptance_length()),
+            "finished_per_s": lambda: self.scalar(q.counter_rate(names.VLLM_REQUEST_SUCCESS_TOTAL)),
+        }
+        return ServerSeries(**{k: query() for k, query in ask.items() if keys is None or k in keys})
 
     def _prefix_caching(self, q: LaneQueries) -> Value | None:
         flags = self.by_label(q.prefix_caching(), "enable_prefix_caching")

@@ -2,14 +2,22 @@
 
 Pure: a frozen pydantic model, so the CLI, the report, the controller and (later) the generated
 recording rules read the same values. A field's description states what it bounds and its source;
-docs/diagnose.md lists them from this model (a test keeps the page in step).
+docs/diagnose.md lists them from this model (a test keeps the page in step). The same model
+holds which checks run (`checks`, `skip`: the config's `diagnose:` section is this model); the
+registry refuses an id no check has, naming it.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
 
-__all__ = ["DEFAULT_THRESHOLDS", "Thresholds"]
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = ["CHOICE", "DEFAULT_THRESHOLDS", "Thresholds"]
+
+# The fields that choose checks rather than bound a signal.
+CHOICE = ("checks", "skip")
+CheckId = Annotated[str, StringConstraints(pattern=r"^[a-z-]+/[a-z-]+$")]
 
 _PUBLISHED_KV = "published: vLLM's Grafana KV-cache dashboard (orange at 0.9), AIPerf and llm-d (> 0.9)"
 
@@ -170,6 +178,11 @@ class Thresholds(BaseModel):
         description="The lane's `--max-num-batched-tokens`, when known: vLLM does not expose it, so the "
         "step-budget signal needs it given.",
     )
+
+    checks: tuple[CheckId, ...] = Field(
+        (), description="Run only these checks (ids such as `queue/kv-memory`; empty: every check)."
+    )
+    skip: tuple[CheckId, ...] = Field((), description="Run every chosen check but these.")
 
 
 DEFAULT_THRESHOLDS = Thresholds()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from lanewatch.collector.diagnose.evidence import MISSING, LaneEvidence, Value
+from lanewatch.collector.diagnose.evidence import EVIDENCE, MISSING, LaneEvidence, Need, Value, flat_keys
 from lanewatch.collector.diagnose.model import Explains, Finding, Fix, Signal
 from lanewatch.collector.diagnose.thresholds import Thresholds
 
@@ -13,17 +13,23 @@ __all__ = ["BaseCheck", "Symptom", "any_latency_miss", "explains", "share_signal
 
 
 class BaseCheck:
-    """A check's identity; subclasses set `id`, `title`, `needs` and write `run`."""
+    """A check's identity and declarations; subclasses set them and write `run`.
+
+    `run` is called only when the lane has every key in `needs`; a value it finds missing on the
+    way is taken with `evidence.need(value, key)`, so the runner says `unknown` for it as well.
+    """
 
     id = ""
     title = ""
-    needs: tuple[str, ...] = ()
+    explanation = ""
+    needs: tuple[Need, ...] = ()
+    reads: tuple[str, ...] = ()
+    explained_by: tuple[str, ...] = ()
 
-    def unknown(self, lane: LaneEvidence, missing: Iterable[str], why: str = "") -> Finding:
-        """The data this check needs is missing: name each missing series."""
-        series = tuple(MISSING.get(m, m) for m in missing)
-        summary = why or f"cannot judge: missing {', '.join(series)}"
-        return Finding(self.id, self.title, lane.lane, "unknown", summary, missing=series)
+    @property
+    def prometheus(self) -> bool:
+        """True when a key it needs is one of vLLM's series (only Prometheus has them)."""
+        return any(EVIDENCE[k].prometheus for k in flat_keys(self.needs))
 
     def ok(
         self, lane: LaneEvidence, summary: str, evidence: Iterable[Signal] = (), ruled_out: Iterable[str] = ()
@@ -74,16 +80,6 @@ class BaseCheck:
             tuple(ruled_out),
             tuple(fixes),
             tuple(MISSING.get(m, m) for m in missing),
-        )
-
-    def too_few(self, lane: LaneEvidence, thresholds: Thresholds) -> Finding | None:
-        """`unknown` when the lane has fewer requests than a verdict needs, else None."""
-        if lane.stats.requests >= thresholds.min_requests:
-            return None
-        return self.unknown(
-            lane,
-            ["records"],
-            f"cannot judge: {lane.stats.requests} requests in the window, {thresholds.min_requests} needed",
         )
 
 

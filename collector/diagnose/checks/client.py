@@ -9,7 +9,7 @@ front end (tokenization), a gateway, a client-side queue or the network.
 from __future__ import annotations
 
 from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal
-from lanewatch.collector.diagnose.evidence import LaneEvidence, Window
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Window, need
 from lanewatch.collector.diagnose.model import Finding, Fix, Signal
 from lanewatch.collector.diagnose.thresholds import Thresholds
 
@@ -40,15 +40,17 @@ class ConnectionSetup(BaseCheck):
 
     id = "connection/setup"
     title = "connection set-up"
-    needs = ("dns, connect, tls phases (records)", "TTFT SLO")
+    explanation = (
+        "DNS + connect + TLS a large share of client TTFT over its SLO; the share of requests after "
+        "an idle gap longer than the server's keep-alive (uvicorn's 5 s default, which vLLM's HTTP "
+        "server uses) that opened a new connection is shown. Fixes: a keep-alive pool, a longer "
+        "server keep-alive, TLS session resumption."
+    )
+    needs = ("min_requests", "breakdown")
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """DNS + connect + TLS share of TTFT high while the lane misses its TTFT SLO."""
-        if (few := self.too_few(lane, thresholds)) is not None:
-            return few
-        share = lane.stats.share(("dns", "connect", "tls"), "ttft")
-        if share is None:
-            return self.unknown(lane, ["records"])
+        share = need(lane.stats.share(("dns", "connect", "tls"), "ttft"), "breakdown")
         held = share_signal("DNS + connect + TLS share of TTFT", share, thresholds.connection_share)
         idle = lane.stats.new_connections_after_idle
         after = f"new connections after idle gaps > {thresholds.keepalive_s:g} s"
@@ -73,18 +75,17 @@ class OutsideEngine(BaseCheck):
 
     id = "frontend/outside-engine"
     title = "outside the engine"
-    needs = ("server phases (vLLM spans)", "client TTFT (records)", "TTFT SLO")
+    explanation = (
+        "client TTFT far above the engine's queue + prefill (vLLM counts TTFT from the front end's "
+        "arrival, tokenization included): the front end, a gateway, a client queue or the network. "
+        "Fixes: `--api-server-count` (vLLM's tuning guide), look at the gateway and the client."
+    )
+    needs = ("min_requests", "server_phases")
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """The residual (TTFT - connection - send - queue - prefill) a large share of TTFT."""
-        if (few := self.too_few(lane, thresholds)) is not None:
-            return few
-        if not lane.stats.server_phases:
-            return self.unknown(lane, ["server_phases"])
-        share = lane.stats.share(("send", "residual"), "ttft")
-        engine = lane.stats.share(("queue", "prefill"), "ttft")
-        if share is None or engine is None:
-            return self.unknown(lane, ["server_phases"])
+        share = need(lane.stats.share(("send", "residual"), "ttft"), "server_phases")
+        engine = need(lane.stats.share(("queue", "prefill"), "ttft"), "server_phases")
         held = share_signal("send + residual share of TTFT", share, thresholds.outside_share)
         shown = [Signal.shown("queue + prefill share of TTFT", engine)]
         summary = f"{share.value:.0%} of TTFT is outside the engine"

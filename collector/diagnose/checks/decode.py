@@ -7,10 +7,9 @@ counts without its anchor: stalls a mean TPOT hides (interference), or the TPOT 
 from __future__ import annotations
 
 from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal, symptom
-from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window, need
 from lanewatch.collector.diagnose.model import Finding, Fix, Signal
 from lanewatch.collector.diagnose.thresholds import Thresholds
-from lanewatch.exporters import names
 
 __all__ = ["DecodeBound", "Interference", "SpecDecodeAcceptance"]
 
@@ -44,14 +43,21 @@ class Interference(BaseCheck):
 
     id = "interference/prefill-decode"
     title = "prefill/decode interference"
-    needs = ("per-request ITL gaps (records)", "prompt tokens and start times (records)", "TPOT SLO")
+    explanation = (
+        "ITL P99/P50 high and the fluidity index low (Metron: 1 − missed per-token deadlines / all "
+        "deadlines; token *i* after the first is due *i* × the TPOT SLO after it, so early tokens "
+        "bank slack), and the stalls line up with long-prompt arrivals (Sarathi-Serve's generation "
+        "stalls); mean TPOT is shown against its SLO, which it may meet. Fixes: a lower "
+        "`--max-num-batched-tokens` (about 2048: better ITL, vLLM's tuning guide), prefill/decode "
+        "disaggregation (DistServe)."
+    )
+    needs = ("itl_gaps",)
+    reads = ("stall_overlap",)
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """ITL's tail far above its median, missed per-token deadlines, stalls at long-prompt arrivals."""
         st = lane.stats
-        p50, p99 = st.quantile("itl_p50"), st.quantile("itl_p99")
-        if p50 is None or p99 is None or p50.value <= 0:
-            return self.unknown(lane, ["itl_gaps"])
+        p50, p99 = need(st.quantile("itl_p50"), "itl_gaps"), need(st.quantile("itl_p99"), "itl_gaps")
         ratio = Value(p99.value / p50.value, f"itl p99 / itl p50; {p99.source}")
         evidence = [Signal.held("ITL p99 / p50", ratio, ">=", thresholds.itl_tail_ratio)]
         if st.fluidity is not None:
@@ -64,19 +70,13 @@ class Interference(BaseCheck):
         )
         if not stalled:
             return self.ok(lane, "no decode stalls", evidence)
-        if st.stalls_with_long_prompt is None:
-            return self.unknown(
-                lane, ["itl_gaps"], "decodes stall; the records to line stalls up are missing"
-            )
+        overlap = need(st.stalls_with_long_prompt, "stall_overlap")
         evidence.append(
             Signal.held(
-                "stalls overlapping a long-prompt arrival",
-                st.stalls_with_long_prompt,
-                ">=",
-                thresholds.stall_long_prompt_share,
+                "stalls overlapping a long-prompt arrival", overlap, ">=", thresholds.stall_long_prompt_share
             )
         )
-        if st.stalls_with_long_prompt.value < thresholds.stall_long_prompt_share:
+        if overlap.value < thresholds.stall_long_prompt_share:
             return self.ok(
                 lane, "decodes stall, but not when long prompts arrive", evidence, ("prefill interference",)
             )
@@ -107,17 +107,20 @@ class DecodeBound(BaseCheck):
 
     id = "decode/bound"
     title = "decode-bound"
-    needs = ("decode phase (records)", "TPOT SLO", names.VLLM_NUM_REQUESTS_RUNNING)
+    explanation = (
+        "decode is most of E2E *and* TPOT misses its SLO; the running batch is shown. Fixes: "
+        "quantization (Splitwise: decode is memory-bound), speculative decoding at low batch, more "
+        "tensor parallelism."
+    )
+    needs = ("min_requests", "breakdown", "tpot_slo")
+    reads = ("running", "spec_acceptance_length")
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """Decode's share of E2E high and the TPOT SLO missed."""
-        if (few := self.too_few(lane, thresholds)) is not None:
-            return few
-        share = _decode_share(lane)
+        share = need(_decode_share(lane), "breakdown")
         tpot = symptom(lane, "tpot", thresholds)
-        if share is None or not tpot.known or tpot.signal is None:
-            return self.unknown(lane, ["records"] if share is None else ["TPOT SLO and TPOT quantile"])
-        evidence = [tpot.signal, share_signal("decode share of E2E", share, thresholds.decode_share)]
+        signal = need(tpot.signal, "tpot_slo")
+        evidence = [signal, share_signal("decode share of E2E", share, thresholds.decode_share)]
         if lane.server.running is not None:
             evidence.append(Signal.shown("running requests (mean)", lane.server.running))
         if not tpot.missed:
@@ -153,13 +156,15 @@ class SpecDecodeAcceptance(BaseCheck):
 
     id = "spec-decode/acceptance"
     title = "speculative decoding ineffective"
-    needs = (names.VLLM_SPEC_DECODE_NUM_DRAFTS_TOTAL, names.VLLM_SPEC_DECODE_NUM_ACCEPTED_TOKENS_TOTAL)
+    explanation = (
+        "mean acceptance length below 1.5 while TPOT misses its SLO. Fixes: fewer speculative tokens, "
+        "a closer drafter, or speculative decoding off (vLLM's speculative decoding docs)."
+    )
+    needs = ("spec_acceptance_length",)
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """Mean acceptance length (1 + accepted / drafts) below the threshold while TPOT misses its SLO."""
-        length = lane.server.spec_acceptance_length
-        if length is None:
-            return self.unknown(lane, ["spec_acceptance_length"])
+        length = need(lane.server.spec_acceptance_length, "spec_acceptance_length")
         evidence = [Signal.held("mean acceptance length", length, "<", thresholds.spec_acceptance_length)]
         tpot = symptom(lane, "tpot", thresholds)
         if tpot.signal is not None:

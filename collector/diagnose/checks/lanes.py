@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 
 from lanewatch.collector.diagnose.checks.base import BaseCheck, any_latency_miss, explains
-from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window, need
 from lanewatch.collector.diagnose.model import Finding, Fix, Signal
 from lanewatch.collector.diagnose.thresholds import Thresholds
 from lanewatch.collector.record.window import coefficient_of_variation
@@ -33,23 +33,24 @@ class FlatLatency(BaseCheck):
 
     id = "latency/flat"
     title = "flat latency"
-    needs = ("E2E per request class", "the fixed + per-token fit", "latency SLOs")
+    explanation = (
+        "the CV of mean E2E across request classes below 0.1 and the fit's fixed cost most of E2E, "
+        "with an SLO missed; names the part that holds the fixed cost and the check that splits it."
+    )
+    needs = ("min_requests", "work_fit")
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """CV of class means below the threshold and the fit's fixed cost most of E2E, SLO missed."""
-        if (few := self.too_few(lane, thresholds)) is not None:
-            return few
         st = lane.stats
-        cv = coefficient_of_variation(list(st.class_e2e_means.values()))
-        if cv is None or st.fit_fixed_share is None:
-            return self.unknown(lane, ["two request classes and the E2E fit (records)"])
+        cv = need(coefficient_of_variation(list(st.class_e2e_means.values())), "work_fit")
+        fixed = need(st.fit_fixed_share, "work_fit")
         evidence = [
             Signal.held("CV of mean E2E across classes", Value(cv, st.class_source), "<", thresholds.flat_cv),
-            Signal.held("fixed share of E2E (fit)", st.fit_fixed_share, ">=", thresholds.fixed_share),
+            Signal.held("fixed share of E2E (fit)", fixed, ">=", thresholds.fixed_share),
         ]
         misses = any_latency_miss(lane, thresholds)
         evidence += misses
-        flat = cv < thresholds.flat_cv and st.fit_fixed_share.value >= thresholds.fixed_share
+        flat = cv < thresholds.flat_cv and fixed.value >= thresholds.fixed_share
         if not flat:
             return self.ok(lane, "latency follows the work", evidence)
         if not misses and _has_slo(lane):
@@ -60,7 +61,7 @@ class FlatLatency(BaseCheck):
             lane,
             f"latency barely depends on the work (CV {cv:.2f}){where}",
             evidence,
-            explains("e2e", st.fit_fixed_share),
+            explains("e2e", fixed),
             (
                 Fix(
                     f"the fix {FIXED_PARTS[part] if part else 'the other checks'} gives",
@@ -85,19 +86,21 @@ class LaneMisrouting(BaseCheck):
 
     id = "lanes/misrouting"
     title = "lane misrouting / convergence"
-    needs = ("TTFT P99 of both lanes of a pair", "output tokens (records)", "TTFT SLO")
+    explanation = (
+        "the fast lane's P99 TTFT at 0.8 or more of its slow lane's while the fast lane misses its "
+        "SLO; the share of fast-lane requests at least as long as the slow lane's median says whether "
+        "long work is routed fast. Fixes: the routing rules, the fast lane's capacity."
+    )
+    needs = ("pair",)
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """Fast P99 TTFT over slow P99 TTFT at or above the ratio while the fast lane misses its SLO."""
         slow_name = window.slow_name(lane.lane)
         if slow_name is None:
             return self.ok(lane, "not the fast lane of a lane pair", ruled_out=("not a fast lane",))
-        slow = window.lanes.get(slow_name)
-        if slow is None:
-            return self.unknown(lane, [f"the {slow_name} lane's evidence"])
-        fast_p99, slow_p99 = lane.stats.quantile("ttft_p99"), slow.stats.quantile("ttft_p99")
-        if fast_p99 is None or slow_p99 is None or slow_p99.value <= 0:
-            return self.unknown(lane, ["TTFT P99 of both lanes"])
+        slow = need(window.lanes.get(slow_name), "pair")
+        fast_p99 = need(lane.stats.quantile("ttft_p99"), "pair")
+        slow_p99 = need(slow.stats.quantile("ttft_p99"), "pair")
         ratio = Value(fast_p99.value / slow_p99.value, f"ttft p99 {lane.lane} / ttft p99 {slow.lane}")
         held = Signal.held(f"P99 TTFT {lane.lane}/{slow.lane}", ratio, ">=", thresholds.convergence_ratio)
         long = _long_share(lane, slow)
@@ -141,13 +144,16 @@ class ErrorsShedding(BaseCheck):
 
     id = "errors/shedding"
     title = "errors and shedding"
-    needs = ("error kinds (records or lanewatch_request_errors_total)",)
+    explanation = (
+        "429, 5xx, stream errors, truncations and timeouts at 1% of requests or more "
+        "(`client_disconnect` left out, as the availability SLO does). Fixes: capacity, a degrade "
+        "policy that shifts or caps before requests fail ([degrade.md](degrade.md))."
+    )
+    needs = ("records",)
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """The share of failed requests at or above the threshold."""
         st = lane.stats
-        if st.requests == 0:
-            return self.unknown(lane, ["records"])
         counted = {k: n for k, n in st.errors.items() if k not in NOT_SERVER and n > 0}
         failed = sum(counted.values())
         share = Value(failed / st.requests, st.errors_source or "records: failed / requests")

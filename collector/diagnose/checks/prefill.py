@@ -9,10 +9,9 @@ reuse is poor or caching is off.
 from __future__ import annotations
 
 from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal
-from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Value, Window, need
 from lanewatch.collector.diagnose.model import Finding, Fix, Signal
 from lanewatch.collector.diagnose.thresholds import Thresholds
-from lanewatch.exporters import names
 
 __all__ = ["PrefillPrefixReuse"]
 
@@ -49,20 +48,22 @@ class PrefillPrefixReuse(BaseCheck):
 
     id = "prefill/prefix-reuse"
     title = "prefill-bound, low prefix reuse"
-    needs = (
-        "prefill phase (records)",
-        names.VLLM_PREFIX_CACHE_QUERIES_TOTAL,
-        names.VLLM_PREFIX_CACHE_HITS_TOTAL,
-        names.VLLM_CACHE_CONFIG_INFO,
+    explanation = (
+        "prefill is a large share of TTFT over its SLO; the cause is prefix caching off "
+        "(`cache_config_info`), a low hit rate, or (both fine) uncached prompt work; the records' "
+        "prefill-per-prompt-token slope is shown when the prompt sizes spread over at least a quarter "
+        "of their mean (a few tokens' spread gives noise, not a cost per token). Fixes: "
+        "`--enable-prefix-caching`, stable content first in every prompt (vLLM's automatic prefix "
+        "caching docs), prefix-aware routing (llm-d); for uncached work a larger "
+        "`--max-num-batched-tokens` (better TTFT, vLLM's tuning guide) or more compute (Splitwise: "
+        "prefill is compute-bound)."
     )
+    needs = ("min_requests", "server_phases")
+    reads = ("prefix_hit_rate", "prefix_caching")
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """Prefill's share of TTFT high while the lane misses its TTFT SLO; reuse splits the cause."""
-        if (few := self.too_few(lane, thresholds)) is not None:
-            return few
-        share = lane.stats.share(("prefill",), "ttft") if lane.stats.server_phases else None
-        if share is None:
-            return self.unknown(lane, ["server_phases"])
+        share = need(lane.stats.share(("prefill",), "ttft"), "server_phases")
         held = share_signal("prefill share of TTFT", share, thresholds.prefill_share)
         slope = lane.stats.prefill_per_prompt_token
         shown = [Signal.shown("prefill seconds per prompt token", slope)] if slope is not None else []

@@ -9,10 +9,9 @@ vLLM's series split the cause. With the records alone the finding stands at the 
 from __future__ import annotations
 
 from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal, symptom
-from lanewatch.collector.diagnose.evidence import LaneEvidence, ServerSeries, Value, Window
+from lanewatch.collector.diagnose.evidence import LaneEvidence, ServerSeries, Value, Window, need
 from lanewatch.collector.diagnose.model import Finding, Fix, Signal
 from lanewatch.collector.diagnose.thresholds import Thresholds
-from lanewatch.exporters import names
 
 __all__ = ["QueueCompute", "QueueKvMemory", "QueueUnsplit"]
 
@@ -61,27 +60,21 @@ def _waiting(lane: LaneEvidence, t: Thresholds) -> bool:
     return wait.value >= t.waiting_explains * queue.value
 
 
-def kv_bound(lane: LaneEvidence, t: Thresholds) -> bool | None:
-    """KV memory is the limit: usage at the limit while requests wait, or preemptions (None: unknown)."""
+def kv_bound(lane: LaneEvidence, t: Thresholds) -> bool:
+    """KV memory is the limit: usage at the limit while requests wait, or preemptions."""
     s = lane.server
-    if s.kv_usage is None or (s.waiting is None and s.preemptions_per_s is None):
-        return None
+    kv_usage = need(s.kv_usage, "kv_usage")
     # vLLM preempts only when a running request finds no free block: the limit was reached, though
     # usage averaged over the window (it falls as requests finish) may sit below the threshold
     preempted = s.preemptions_per_s is not None and s.preemptions_per_s.value > t.preemptions_per_s
-    return preempted or (s.kv_usage.value >= t.kv_usage and _waiting(lane, t))
+    return preempted or (kv_usage.value >= t.kv_usage and _waiting(lane, t))
 
 
-def compute_bound(lane: LaneEvidence, t: Thresholds) -> bool | None:
-    """Requests wait in vLLM's queue while KV memory has room and nothing is preempted (None: unknown)."""
+def compute_bound(lane: LaneEvidence, t: Thresholds) -> bool:
+    """Requests wait in vLLM's queue while KV memory has room and nothing is preempted."""
     s = lane.server
-    if s.waiting is None or s.kv_usage is None or s.preemptions_per_s is None:
-        return None
-    return (
-        _waiting(lane, t)
-        and s.kv_usage.value < t.kv_usage
-        and s.preemptions_per_s.value <= t.preemptions_per_s
-    )
+    kv_usage, preempted = need(s.kv_usage, "kv_usage"), need(s.preemptions_per_s, "preemptions_per_s")
+    return _waiting(lane, t) and kv_usage.value < t.kv_usage and preempted.value <= t.preemptions_per_s
 
 
 def _server_signals(lane: LaneEvidence, t: Thresholds) -> list[Signal]:
@@ -106,19 +99,21 @@ class QueueKvMemory(BaseCheck):
 
     id = "queue/kv-memory"
     title = "queue-bound on KV memory"
-    needs = (
-        names.VLLM_KV_CACHE_USAGE_PERC,
-        names.VLLM_NUM_REQUESTS_WAITING,
-        names.VLLM_NUM_PREEMPTIONS_TOTAL,
+    explanation = (
+        "KV-cache usage at the limit while requests wait, or preemptions (vLLM preempts only when a "
+        "running request finds no free block, so the cache ran out even when its usage averaged over "
+        "the window is below the limit, as it falls each time requests finish). Fixes: raise "
+        "`--gpu-memory-utilization`, lower `--max-num-seqs`, `--kv-cache-dtype fp8` (about twice the "
+        "tokens in the same memory), more replicas or tensor parallelism (vLLM's tuning guide, "
+        "preemption; vLLM's quantized KV cache docs)."
     )
+    needs = ("kv_usage", ("waiting", "preemptions_per_s"))
+    reads = ("server_phases", "finished_per_s")
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """KV usage at the limit with requests waiting, or preemptions."""
         s = lane.server
         bound = kv_bound(lane, thresholds)
-        if bound is None:
-            gaps = [f for f in ("kv_usage", "waiting", "preemptions_per_s") if getattr(s, f) is None]
-            return self.unknown(lane, gaps)
         evidence = _server_signals(lane, thresholds)
         share = _queue_share(lane)
         if share is not None:
@@ -140,21 +135,19 @@ class QueueCompute(BaseCheck):
 
     id = "queue/compute"
     title = "queue-bound on compute"
-    needs = (
-        names.VLLM_NUM_REQUESTS_WAITING,
-        names.VLLM_KV_CACHE_USAGE_PERC,
-        names.VLLM_NUM_PREEMPTIONS_TOTAL,
-        names.VLLM_ITERATION_TOKENS_TOTAL,
-        "queue phase (records)",
+    explanation = (
+        "requests wait in vLLM's queue (and, by Little's law, that queue accounts for the measured "
+        "queue time) while KV memory has room and nothing is preempted, and the queue is a large "
+        "share of TTFT; tokens per step against `--max-num-batched-tokens` when given. Fixes: "
+        "replicas; route short work to the fast lane ([gateway.md](gateway.md))."
     )
+    needs = ("waiting", "kv_usage", "preemptions_per_s")
+    reads = ("server_phases", "step_tokens_p90", "finished_per_s")
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """Waiting > 0, KV below the limit, no preemptions, and the queue a large part of TTFT."""
         s = lane.server
         bound = compute_bound(lane, thresholds)
-        if bound is None:
-            gaps = [f for f in ("waiting", "kv_usage", "preemptions_per_s") if getattr(s, f) is None]
-            return self.unknown(lane, gaps)
         evidence = _server_signals(lane, thresholds)
         evidence += _step_signals(s, thresholds)
         share = _queue_share(lane)
@@ -203,22 +196,23 @@ class QueueUnsplit(BaseCheck):
 
     id = "queue/unsplit"
     title = "queue-bound, cause unsplit"
-    needs = ("queue phase (records)", names.VLLM_NUM_REQUESTS_WAITING, names.VLLM_KV_CACHE_USAGE_PERC)
+    explanation = (
+        "the queue is most of TTFT (TTFT over its SLO) and neither cause check found the cause (its "
+        "`explained_by`: `queue/kv-memory`, `queue/compute`); names the missing series, or says "
+        "vLLM's own queue does not account for the wait."
+    )
+    needs = ("min_requests", "server_phases")
+    reads = ("waiting", "kv_usage", "preemptions_per_s", "finished_per_s")
+    explained_by = ("queue/kv-memory", "queue/compute")
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
-        """A phase-level finding when the queue is most of TTFT and no cause check explains it."""
-        if (few := self.too_few(lane, thresholds)) is not None:
-            return few
-        share = _queue_share(lane)
-        if share is None:
-            return self.unknown(lane, ["server_phases"])
+        """A phase-level finding when the queue is most of TTFT (the runner: no cause check explains it)."""
+        share = need(_queue_share(lane), "server_phases")
         held = share_signal("queue share of TTFT", share, thresholds.queue_share)
         evidence, ok = self.gate(lane, thresholds, held, f"the queue is {share.value:.0%} of TTFT")
         if ok is not None:
             return ok
         s = lane.server
-        if kv_bound(lane, thresholds) or compute_bound(lane, thresholds):
-            return self.ok(lane, "split: see queue/kv-memory or queue/compute", evidence)
         gaps = [f for f in ("waiting", "kv_usage", "preemptions_per_s") if getattr(s, f) is None]
         evidence += _server_signals(lane, thresholds)
         why = (

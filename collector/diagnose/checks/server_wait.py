@@ -8,7 +8,7 @@ its SLO, the finding stands at that level and names what would split it.
 from __future__ import annotations
 
 from lanewatch.collector.diagnose.checks.base import BaseCheck, explains, share_signal
-from lanewatch.collector.diagnose.evidence import LaneEvidence, Window
+from lanewatch.collector.diagnose.evidence import LaneEvidence, Window, need
 from lanewatch.collector.diagnose.model import Finding, Fix
 from lanewatch.collector.diagnose.thresholds import Thresholds
 
@@ -33,17 +33,19 @@ class ServerWaitUnsplit(BaseCheck):
 
     id = "server-wait/unsplit"
     title = "server-bound before the first token, phases unsplit"
-    needs = ("server_wait part (records without server phases)", "TTFT SLO")
+    explanation = (
+        "records with no server phases (no span joined) whose TTFT, over its SLO, is mostly the "
+        "`server_wait` part (queue + prefill + front end in one): the finding stands at that level. "
+        "Fixes: join vLLM's spans ([otlp.md](otlp.md)) or run vLLM with "
+        "`--enable-per-request-metrics`, so the queue, prefill and front-end checks can split it."
+    )
+    needs = ("min_requests", "breakdown")
 
     def run(self, lane: LaneEvidence, window: Window, thresholds: Thresholds) -> Finding:
         """server_wait's share of TTFT high while TTFT misses its SLO, with no server phases joined."""
-        if (few := self.too_few(lane, thresholds)) is not None:
-            return few
         if lane.stats.server_phases:
             return self.ok(lane, "server phases joined: the queue, prefill and front-end checks split it")
-        share = lane.stats.share(("server_wait",), "ttft")
-        if share is None:
-            return self.unknown(lane, ["records"])
+        share = need(lane.stats.share(("server_wait",), "ttft"), "breakdown")
         held = share_signal("server wait share of TTFT", share, thresholds.queue_share)
         evidence, ok = self.gate(lane, thresholds, held, f"the server wait is {share.value:.0%} of TTFT")
         if ok is not None:

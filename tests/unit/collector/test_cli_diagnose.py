@@ -119,6 +119,37 @@ def test_thresholds_come_from_the_config_files_diagnose_section(tmp_path: Path) 
     assert code == 2 and "diagnose.queue_shares" in err and "line 2" in err
 
 
+def test_check_and_skip_choose_the_checks_reported(tmp_path: Path) -> None:
+    records = str(_file(tmp_path, Shape(queue=2.5)))
+    chosen = [c.id for c in CHECKS][:2]
+    code, out, _ = _invoke(records, "--json", "--lane", "slow", *(f"--check={i}" for i in chosen))
+    assert sorted(f["check"] for f in json.loads(out)["lanes"][0]["findings"]) == sorted(chosen)
+    code, out, _ = _invoke(records, "--json", "--lane", "slow", "--skip", "queue/unsplit")
+    assert code == 0 and json.loads(out)["found"] == 0  # the one finding was queue/unsplit's
+    reported = sorted(f["check"] for f in json.loads(out)["lanes"][0]["findings"])
+    assert reported == sorted(c.id for c in CHECKS if c.id != "queue/unsplit")
+
+
+def test_an_unknown_check_id_exits_2_naming_it_and_where_it_was_given(tmp_path: Path) -> None:
+    records = str(_file(tmp_path, Shape(queue=2.5)))
+    for args, said in (
+        (("--check", "queue/nosuch"), "--check: no check 'queue/nosuch'"),
+        (("--skip", "nosuch"), "--skip: no check 'nosuch'"),
+    ):
+        code, out, err = _invoke(records, *args)
+        assert (code, out) == (2, ""), args
+        assert err.startswith(f"lanewatch diagnose: {said}") and "queue/kv-memory" in err, err
+    cfg = tmp_path / "lanewatch.yaml"
+    cfg.write_text("diagnose:\n  skip: [queue/nosuch]\n", encoding="utf-8")
+    code, _, err = _invoke(records, "-c", str(cfg))
+    assert code == 2 and "diagnose.skip: no check 'queue/nosuch'" in err, err
+    cfg.write_text("diagnose:\n  skip: [queue/unsplit]\n", encoding="utf-8")
+    code, out, _ = _invoke(records, "-c", str(cfg))
+    assert code == 0 and "queue/unsplit" not in out
+    code, out, _ = _invoke(records, "-c", str(cfg), "--skip", "latency/flat")  # the flag replaces the list
+    assert code == 1 and "top queue/unsplit" in out and "latency/flat" not in out
+
+
 def test_an_environment_override_sets_a_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANEWATCH__DIAGNOSE__QUEUE_SHARE", "0.99")
     assert _invoke(str(_file(tmp_path, Shape(queue=2.5))))[0] == 0

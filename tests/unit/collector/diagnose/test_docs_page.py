@@ -6,7 +6,9 @@ import pytest
 
 from lanewatch.collector.diagnose import CHECKS, Thresholds
 from lanewatch.collector.diagnose.docs import refresh
+from lanewatch.collector.diagnose.evidence import flat_keys
 from lanewatch.collector.diagnose.render import SCHEMA
+from lanewatch.collector.diagnose.thresholds import CHOICE
 from tests.layout import ROOT
 
 PAGE = ROOT / "docs" / "diagnose.md"
@@ -19,15 +21,25 @@ def test_the_generated_tables_are_current() -> None:
     )
 
 
-def test_every_check_is_described_with_its_fixes() -> None:
+def test_every_check_is_described_with_its_own_explanation_and_declarations() -> None:
     text = PAGE.read_text(encoding="utf-8")
     for check in CHECKS:
-        assert f"- **`{check.id}`**:" in text, check.id
+        assert f"- **`{check.id}`**: {check.explanation.split()[0]}" in text, check.id
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{check.id}` |"))
+        assert all(f"`{key}`" in row for key in (*flat_keys(check.needs), *check.reads, *check.explained_by))
+
+
+def test_a_stale_generated_section_is_caught() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    first = CHECKS[0]
+    stale = text.replace(f"| `{first.id}` | {first.title} |", f"| `{first.id}` | an old title |")
+    assert stale != text and refresh(stale) == text
 
 
 def test_every_threshold_and_the_schema_are_on_the_page() -> None:
     text = PAGE.read_text(encoding="utf-8")
-    assert all(f"| `{name}` |" in text for name in Thresholds.model_fields)
+    assert all(f"| `{name}` |" in text for name in Thresholds.model_fields if name not in CHOICE)
+    assert all(f"`{name}`" in text for name in CHOICE)
     assert f"`{SCHEMA}`" in text and f'"schema": "{SCHEMA}"' in text
 
 

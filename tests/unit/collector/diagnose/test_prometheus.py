@@ -147,3 +147,20 @@ def test_an_answer_past_the_size_bound_is_refused() -> None:
     sources = Sources(prometheus="http://prom.test", lanes=("slow",))
     with pytest.raises(DiagnoseInputError, match="over 8388608 bytes"):
         gather(sources, {}, transport=httpx.MockTransport(lambda _: huge))
+
+
+def test_only_the_series_the_chosen_checks_declare_are_asked_for() -> None:
+    from lanewatch.collector.diagnose import Thresholds
+
+    transport, asked = _prometheus(_queue_bound(kv=0.5))
+    sources = Sources(prometheus="http://prom.test:9090", lanes=("slow",), window="10m")
+    spec = Thresholds(checks=("spec-decode/acceptance",))
+    window, _ = gather(sources, {}, (), spec, transport=transport)
+    assert any(names.VLLM_SPEC_DECODE_NUM_DRAFTS_TOTAL in q for q in asked)
+    assert not any(names.VLLM_KV_CACHE_USAGE_PERC in q or names.VLLM_NUM_REQUESTS_WAITING in q for q in asked)
+    assert window.lanes["slow"].server.waiting is None
+    # every check chosen (the default): vLLM's waiting series is asked for and read
+    transport, asked = _prometheus(_queue_bound(kv=0.5))
+    window, _ = gather(sources, {}, (), transport=transport)
+    assert any(names.VLLM_NUM_REQUESTS_WAITING in q for q in asked)
+    assert window.lanes["slow"].server.waiting is not None
