@@ -58,7 +58,7 @@ typecheck: $(STAMP) .mypy-tree
 # time), so they run $(TEST_WORKERS) at a time, a file per worker. The real-vLLM tests (two engines
 # want both cores) and the `serial` ones (they measure latency to the millisecond) run alone after.
 TEST_WORKERS ?= 3
-test: $(STAMP) tools vllm lint typecheck
+test: $(STAMP) tools vllm litellm lint typecheck
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not (vllm or serial)"
 	$(BIN)/pytest -q -m "vllm or serial"
 
@@ -76,6 +76,15 @@ vllm:
 	  echo "WARNING: make vllm failed; the vllm tests will SKIP (FAIL under CI=true)"; }
 	@if [ "$(VLLM_VERSION)" = "$(VLLM_DEFAULT)" ] && [ -d "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" ]; then \
 	  ln -sfn "$(VLLM_CACHE)/vllm-$(VLLM_VERSION)/venv" .venv-vllm; fi
+
+# The LiteLLM proxy (pinned in bench/litellm_proxy.py, `litellm[proxy]`, no database) in a venv of
+# its own under $(VLLM_CACHE), for the LiteLLM handler's tests and the bench. Idempotent: an
+# existing venv is reused. Off CI a failed install only warns (the tests then skip loudly); under
+# CI=true it fails.
+litellm: $(STAMP)
+	@$(BIN)/python -c 'from bench.litellm_proxy import ensure_litellm; print("litellm:", ensure_litellm())' || { \
+	  if [ "$$CI" = true ]; then echo "make litellm failed"; exit 1; fi; \
+	  echo "WARNING: make litellm failed; the litellm tests will SKIP (FAIL under CI=true)"; }
 
 # Only the tests marked vllm (a shared server for tests/vllm, a few minutes).
 test-vllm: $(STAMP) vllm

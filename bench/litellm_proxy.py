@@ -1,8 +1,9 @@
 """The LiteLLM proxy as a peer gateway: in a venv of its own under the bench's cache, configured offline.
 
-`litellm[proxy]` (pinned: LITELLM_VERSION) is installed on first use with pip from the
-registry into ~/.cache/lanewatch/litellm-<version> (built as `.partial`, renamed when pip
-succeeds, so a failed install is retried next time rather than half used). Its
+`litellm[proxy]` (pinned: LITELLM_VERSION) is installed on first use (or by `make litellm`) with
+pip from the registry into ${LANEWATCH_CACHE:-~/.cache/lanewatch}/litellm-<version> (built as
+`.partial`, renamed when pip succeeds, so a failed install is retried next time rather than half
+used). Its
 configuration is one model, `bench`, served as an OpenAI-compatible `openai/` model whose
 `api_base` is the bench's upstream; no database, no master key (allowed explicitly: it listens
 on 127.0.0.1 only), no callbacks, no telemetry,
@@ -35,7 +36,8 @@ __all__ = [
 ]
 
 LITELLM_VERSION = "1.106.12"  # the newest whose [proxy] extra resolves from the registry here
-CACHE = Path.home() / ".cache" / "lanewatch"
+# the cache every checkout shares, as `make vllm` uses it
+CACHE = Path(os.environ.get("LANEWATCH_CACHE") or Path.home() / ".cache" / "lanewatch")
 _INSTALL_TIMEOUT_S = 900
 
 
