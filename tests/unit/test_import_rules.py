@@ -12,6 +12,7 @@ nothing of lanewatch; the degrade controller reaches routers over HTTP only.
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,3 +199,17 @@ def test_only_the_cli_imports_the_cli() -> None:
         if n.startswith("lanewatch.collector.cli")
     ]
     assert users == []
+
+
+def test_integrations_import_only_records_common_and_the_stdlib_or_their_host() -> None:
+    """Code that runs inside another process (the LiteLLM proxy's venv) has none of lanewatch's deps."""
+    allowed = ("lanewatch.integrations", "lanewatch.collector.record.timing", "lanewatch.collector.common")
+    assert _violations("integrations", allowed) == []
+    hosts = {"litellm", "lanewatch", "__future__"}
+    bad = [
+        f"{p.relative_to(ROOT)} imports {name}"
+        for p in _files("integrations")
+        for name in _third_party_imports(p)
+        if name not in hosts and name not in sys.stdlib_module_names
+    ]
+    assert bad == []

@@ -1,0 +1,122 @@
+"""LiteLLM's standard logging payload -> one `RequestTiming` of source `litellm`; pure.
+
+The payload (`kwargs["standard_logging_object"]` of a success or failure event) carries the
+request's wall-clock `startTime` (LiteLLM began the call), `completionStartTime` (the first chunk
+from the upstream: for a stream, the time to first token; otherwise the end) and `endTime`, the
+`model_group` the client asked for and the deployment (`model_id`) that served it, the usage and,
+on failure, `error_information.error_code` (the HTTP status as text). Its `trace_id` is the
+client's W3C `traceparent` trace id when the client sent one (else a LiteLLM uuid, which is no
+trace id and is left out).
+
+`startTime` is taken after the proxy's own work on the request (auth, reading the body, the
+pre-call hooks, the router: 15-55 ms on a loaded 2-core machine), so a record is timed from the
+proxy's `arrival_time` instead (`litellm_params.proxy_server_request.arrival_time`, stamped as
+the request enters auth) when the handler is given it: the TTFT a client sees, less its own
+network and the proxy's forwarding of the first chunk.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
+
+__all__ = ["API_OF_CALL", "UNROUTED", "record_of"]
+
+UNROUTED = "unrouted"  # the lane of a model group the lane map does not name
+# LiteLLM's call types that are one generation each; the others (embeddings, images, ...) are no
+# request lanewatch times.
+API_OF_CALL: Mapping[str, Api] = {
+    "acompletion": "chat",
+    "completion": "chat",
+    "atext_completion": "completions",
+    "text_completion": "completions",
+}
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+_MAX_ERROR_CHARS = 200
+
+
+def _seconds(value: Any) -> float | None:
+    """A payload time as Unix seconds (LiteLLM writes floats; a datetime is read too)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    stamp = getattr(value, "timestamp", None)
+    return float(stamp()) if callable(stamp) else None
+
+
+def _span(start: float, at: float | None) -> float | None:
+    """`at - start`, floored at 0 (two wall-clock reads can step back a hair); None when unknown."""
+    return None if at is None else max(0.0, at - start)
+
+
+def _status(payload: Mapping[str, Any]) -> int | None:
+    info = payload.get("error_information") or {}
+    code = str(info.get("error_code") or "")
+    return int(code) if code.isdigit() and 100 <= int(code) <= 599 else None
+
+
+def _error(payload: Mapping[str, Any], status: int | None) -> ErrorKind:
+    kind = error_kind_for_status(status) if status is not None else None
+    return kind or ErrorKind.OTHER
+
+
+def lane_of(payload: Mapping[str, Any], lanes: Mapping[str, str]) -> str:
+    """The lane of the model group (else of the deployment id) in `lanes`; `unrouted` otherwise."""
+    for key in (payload.get("model_group"), payload.get("model_id")):
+        if isinstance(key, str) and key in lanes:
+            return lanes[key]
+    return UNROUTED
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def record_of(
+    payload: Mapping[str, Any],
+    lanes: Mapping[str, str],
+    target: str,
+    request_class: str,
+    arrival: float | None = None,
+) -> RequestTiming | None:
+    """The record of one served request, timed from `arrival` (when the proxy took the request) when
+    known, else from LiteLLM's start of the call; None for a call type that is no generation."""
+    api = API_OF_CALL.get(str(payload.get("call_type")))
+    start = _seconds(payload.get("startTime"))
+    if api is None or start is None:
+        return None
+    if arrival is not None and arrival <= start:
+        start = arrival
+    ok = payload.get("status") == "success"
+    status = 200 if ok else _status(payload)
+    e2e = _span(start, _seconds(payload.get("endTime")))
+    # Only a stream has a first chunk apart from the end; a failure before one has none.
+    ttft = _span(start, _seconds(payload.get("completionStartTime"))) if payload.get("stream") else None
+    if ttft is not None and e2e is not None:
+        ttft = min(ttft, e2e)
+    completion = _int(payload.get("completion_tokens"))
+    trace = payload.get("trace_id")
+    deployment = payload.get("model_id")
+    message = None if ok else str(payload.get("error_str") or "")[:_MAX_ERROR_CHARS] or None
+    return RequestTiming(
+        source="litellm",
+        target=target,
+        lane=lane_of(payload, lanes),
+        request_class=request_class,
+        model=str(payload.get("model_group") or payload.get("model") or ""),
+        api=api,
+        started_at=start,
+        request_id=payload.get("litellm_call_id") or payload.get("id") or None,
+        trace_id=trace if isinstance(trace, str) and _TRACE_ID.match(trace) else None,
+        status=status,
+        error=None if ok else _error(payload, status),
+        error_message=message,
+        ttft_s=ttft if ok or (ttft is not None and ttft < (e2e or 0.0)) else None,
+        e2e_s=e2e,
+        prompt_tokens=_int(payload.get("prompt_tokens")),
+        output_tokens=completion if ok else None,
+        tokens_from_usage=ok and completion is not None,
+        attrs={"deployment": deployment} if isinstance(deployment, str) and deployment else {},
+    )
