@@ -2,7 +2,8 @@
 
 The page holds each table between `<!-- generated: NAME -->` and `<!-- end: NAME -->`; a test fails
 when the page and these renderings differ, and `python -m lanewatch.collector.diagnose.docs PAGE`
-rewrites them.
+rewrites them (`python -m tests.unit.collector.diagnose.example` rewrites them and the page's
+worked example, the command's own output).
 """
 
 from __future__ import annotations

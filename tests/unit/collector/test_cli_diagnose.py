@@ -92,19 +92,11 @@ def test_the_installed_command_runs_as_a_process(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["lanes"][1]["findings"][0]["check"] == "queue/unsplit"
 
 
-def test_the_example_in_the_docs_is_what_the_command_prints(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tests.layout import ROOT
+def test_the_example_in_the_docs_is_what_the_command_prints() -> None:
+    from tests.unit.collector.diagnose import example
 
-    page = (ROOT / "docs" / "diagnose.md").read_text(encoding="utf-8")
-    command = "$ lanewatch diagnose records.jsonl --lane slow\n"
-    start = page.index(command) + len(command)
-    shown = page[start : page.index("```", start)]
-    _file(tmp_path, Shape(queue=2.5))
-    monkeypatch.chdir(tmp_path)
-    _, out, _ = _invoke("records.jsonl", "--lane", "slow")
-    assert out == shown
+    page = example.PAGE.read_text(encoding="utf-8")
+    assert example.refresh(page) == page, "run: .venv/bin/python -m tests.unit.collector.diagnose.example"
 
 
 def test_thresholds_come_from_the_config_files_diagnose_section(tmp_path: Path) -> None:

@@ -16,9 +16,7 @@ PAGE = ROOT / "docs" / "diagnose.md"
 
 def test_the_generated_tables_are_current() -> None:
     text = PAGE.read_text(encoding="utf-8")
-    assert refresh(text) == text, (
-        "run: .venv/bin/python -m lanewatch.collector.diagnose.docs docs/diagnose.md"
-    )
+    assert refresh(text) == text, "run: .venv/bin/python -m tests.unit.collector.diagnose.example"
 
 
 def test_every_check_is_described_with_its_own_explanation_and_declarations() -> None:
