@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 PKG_DIRS := $(shell $(PYTHON) -c 'import tomllib; m = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; print(*(f"{k}={v}" for k, v in m.items()))')
 DEBIAN_TOOLS := prometheus prometheus-alertmanager prometheus-blackbox-exporter chromium nginx-light curl
 
-.PHONY: run run-vllm test lint typecheck tools generate docs check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
+.PHONY: run run-vllm test lint typecheck tools generate docs golden check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -126,6 +126,11 @@ generate: $(STAMP) docs
 # docs/slo-spec.md, docs/routers/conformance.md, ...): the list is tests/generated_docs.py's SECTIONS.
 docs: $(STAMP)
 	$(BIN)/python -m tests.generated_docs
+
+# Rewrite the exporters' golden expositions (tests/unit/exporters/golden/*.prom) from the code,
+# for a change meant to alter them; review `git diff tests/unit/exporters/golden/` before committing.
+golden: $(STAMP)
+	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/unit/exporters/test_prometheus.py
 
 # Fail when a generated file or docs section is stale (make test runs the same checks).
 check-generated: $(STAMP)

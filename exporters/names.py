@@ -43,6 +43,8 @@ OUTPUT_TOKENS: Final = f"{PREFIX}_output_tokens"  # histogram, tokens per reques
 REQUESTS_TOTAL: Final = f"{PREFIX}_requests_total"  # counter, every finished request
 REQUEST_ERRORS_TOTAL: Final = f"{PREFIX}_request_errors_total"  # counter, label error_kind
 TOKENS_TOTAL: Final = f"{PREFIX}_tokens_total"  # counter, label token_type
+# counter: prompt tokens vLLM reported served from its prefix cache (usage.prompt_tokens_details)
+REQUEST_CACHED_PROMPT_TOKENS_TOTAL: Final = f"{PREFIX}_request_cached_prompt_tokens_total"
 # Requests judged against every latency SLO of their lane (collector/record/goodput.py); `lane` is the
 # lane the request was ROUTED to, `outcome` met | missed | failed.
 GOODPUT_REQUESTS_TOTAL: Final = f"{PREFIX}_goodput_requests_total"  # counter

@@ -11,7 +11,9 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -24,7 +26,7 @@ from lanewatch.collector.record.window import METRICS, QUANTILES
 from lanewatch.exporters import exposition, names
 from lanewatch.exporters.series_budget import LabelCap, SeriesBudget, fold, is_overflow
 
-__all__ = ["HISTOGRAMS", "LabelCap", "RequestMetrics"]
+__all__ = ["FAMILIES", "HISTOGRAMS", "Family", "LabelCap", "RequestMetrics"]
 
 LabelValues = tuple[str, ...]
 
@@ -34,24 +36,134 @@ def _otel(name: str) -> str:
     return f" (OpenTelemetry GenAI: {other})" if other else ""
 
 
-# name → (help, buckets, extra labels after REQUEST_LABELS)
-HISTOGRAMS: dict[str, tuple[str, Sequence[float], tuple[str, ...]]] = {
-    names.TTFT_SECONDS: ("Time to the first content-bearing chunk.", names.LATENCY_BUCKETS, ()),
-    names.TPOT_SECONDS: (
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One request-metrics family: its exposition (name, help, buckets, labels), its docs row, its getter.
+
+    A family with a getter is fed by it alone: a histogram observes the value, a counter adds it
+    (when non-zero). One without (`get` None) is fed by its own code in `RequestMetrics`.
+    docs/metrics.md's request-metrics table is rendered from these (exporters/metrics_doc.py).
+    """
+
+    name: str
+    help: str  # the HELP line
+    doc: str  # its row's "what" on docs/metrics.md (Markdown)
+    buckets: Sequence[float] | None = None  # a histogram's bounds; None: a counter
+    labels: tuple[str, ...] = ()  # after REQUEST_LABELS
+    get: Callable[[RequestTiming], float | None] | None = None
+    every_request: bool = False  # False: successful requests only (latencies); True: every one
+
+    @property
+    def kind(self) -> str:
+        """`histogram` or `counter`, as the exposition's TYPE line says."""
+        return "counter" if self.buckets is None else "histogram"
+
+
+_LATENCY = names.LATENCY_BUCKETS
+# Every family RequestMetrics exports over the records, in exposition order (histograms, then counters).
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        names.TTFT_SECONDS,
+        "Time to the first content-bearing chunk.",
+        "request start to the first chunk whose delta carries content",
+        _LATENCY,
+        get=attrgetter("ttft_s"),
+    ),
+    Family(
+        names.TPOT_SECONDS,
         "Time per output token after the first: (e2e - ttft) / (tokens - 1).",
-        names.LATENCY_BUCKETS,
-        (),
+        "(e2e − ttft) / (output_tokens − 1), per request",
+        _LATENCY,
+        get=attrgetter("tpot_s"),
     ),
-    names.ITL_SECONDS: ("Gaps between content chunks, one sample per gap.", names.LATENCY_BUCKETS, ()),
-    names.E2E_SECONDS: ("Request start to the end of the stream.", names.LATENCY_BUCKETS, ()),
-    names.TTFB_SECONDS: ("Request start to the response headers.", names.LATENCY_BUCKETS, ()),
-    names.PHASE_SECONDS: (
+    Family(
+        names.ITL_SECONDS,
+        "Gaps between content chunks, one sample per gap.",
+        "each gap between content chunks (one sample per gap; for a record of over 1,024 gaps, `_count` "
+        "and `_sum` exact and the buckets scaled from its sample: "
+        "[collector.md](collector.md#the-records-file))",
+        _LATENCY,
+    ),
+    Family(
+        names.E2E_SECONDS,
+        "Request start to the end of the stream.",
+        "request start to the end of the stream",
+        _LATENCY,
+        get=attrgetter("e2e_s"),
+    ),
+    Family(
+        names.TTFB_SECONDS,
+        "Request start to the response headers.",
+        "request start to the response headers",
+        _LATENCY,
+        get=attrgetter("ttfb_s"),
+    ),
+    Family(
+        names.PHASE_SECONDS,
         "The stacked breakdown of e2e, one part per phase label.",
-        names.LATENCY_BUCKETS,
-        (names.PHASE,),
+        "the stacked breakdown of e2e, label `phase`: `dns`, `connect`, `tls`, `send`, `queue`, `prefill`, "
+        "`residual`, `decode` (with a joined vLLM span) or `server_wait` in place of queue+prefill+residual "
+        "(without); the parts of one request add up to its e2e",
+        _LATENCY,
+        labels=(names.PHASE,),
     ),
-    names.OUTPUT_TOKENS: ("Output tokens per request.", names.TOKEN_BUCKETS, ()),
+    Family(
+        names.OUTPUT_TOKENS,
+        "Output tokens per request.",
+        "output tokens per request (`TOKEN_BUCKETS`)",
+        names.TOKEN_BUCKETS,
+        get=attrgetter("output_tokens"),
+    ),
+    Family(
+        names.REQUESTS_TOTAL,
+        "Finished requests, successful or not.",
+        "finished requests, successful or not",
+    ),
+    Family(
+        names.REQUEST_ERRORS_TOTAL,
+        "Failed requests by error kind.",
+        "failed requests, label `error_kind`: the closed set in `collector/record/timing.py` `ErrorKind`, "
+        "except that a 4xx saying the client's request was wrong is `http_400`, `http_404`, `http_413` or "
+        "`http_422` (`collector/record/error_kinds.py`; other 4xx but 429 stay `http_4xx`)",
+        labels=(names.ERROR_KIND,),
+    ),
+    Family(
+        names.TOKENS_TOTAL,
+        "Tokens by type (input = prompt, output = generated).",
+        "tokens, label `token_type` = `input` (prompt) \\| `output`",
+        labels=(names.TOKEN_TYPE,),
+    ),
+    Family(
+        names.REQUEST_CACHED_PROMPT_TOKENS_TOTAL,
+        "Prompt tokens the server reported served from its prefix cache "
+        "(usage.prompt_tokens_details.cached_tokens).",
+        "prompt tokens vLLM served from its prefix cache, as each response's "
+        "`usage.prompt_tokens_details.cached_tokens` reported them (the record's `cached_prompt_tokens`). "
+        "vLLM sends the field only when run with `--enable-prompt-tokens-details`, and only for a request "
+        "that hit the cache, so without the flag this stays 0; with it, its rate over `lanewatch_tokens_total"
+        '{token_type="input"}`\'s is the share of prompt tokens the cache served, per lane and class, as '
+        "the clients' requests saw it",
+        get=attrgetter("cached_prompt_tokens"),
+        every_request=True,
+    ),
+    Family(
+        names.GOODPUT_REQUESTS_TOTAL,
+        "Requests by whether they met every latency SLO of the lane they were routed to (met), "
+        "missed one (missed) or failed (failed); lane is the routed lane.",
+        "requests judged against every latency SLO of their lane, label `outcome` = `met` \\| `missed` "
+        "\\| `failed`; `lane` is the lane the request was routed to ([slo.md](slo.md#goodput)); "
+        "exported when goodput is configured",
+        labels=(names.OUTCOME,),
+    ),
+)
+# name → (help, buckets, extra labels after REQUEST_LABELS): the histograms of FAMILIES
+HISTOGRAMS: dict[str, tuple[str, Sequence[float], tuple[str, ...]]] = {
+    f.name: (f.help, f.buckets, f.labels) for f in FAMILIES if f.buckets is not None
 }
+_COUNTER_FAMILIES = tuple(f for f in FAMILIES if f.buckets is None)
+# Families fed by their getter: those every request feeds, and those only a success does.
+_EVERY = tuple(f for f in FAMILIES if f.get is not None and f.every_request)
+_SUCCESS = tuple(f for f in FAMILIES if f.get is not None and not f.every_request)
 
 
 _LANE_AT = names.REQUEST_LABELS.index(names.LANE)
@@ -136,20 +248,18 @@ class RequestMetrics(Collector):
         self._texts: dict[tuple[str, LabelValues], tuple[int, str]] = {}  # (version, lines) per histogram
         self._order: dict[str, list[LabelValues]] = {}  # each histogram family's label sets, sorted
         self._hists: dict[str, dict[LabelValues, _Histogram]] = {n: {} for n in HISTOGRAMS}
-        self._requests: dict[LabelValues, float] = {}
-        self._errors: dict[LabelValues, float] = {}
-        self._tokens: dict[LabelValues, float] = {}
-        # The counter families in exposition order: (name, help, extra labels, series).
+        self._sums: dict[str, dict[LabelValues, float]] = {f.name: {} for f in _COUNTER_FAMILIES}
+        self._sums[names.GOODPUT_REQUESTS_TOTAL] = self._judged
+        self._requests = self._sums[names.REQUESTS_TOTAL]
+        self._errors = self._sums[names.REQUEST_ERRORS_TOTAL]
+        self._tokens = self._sums[names.TOKENS_TOTAL]
+        # The counter families in exposition order: (name, help, extra labels, series); goodput's
+        # only when it is judged.
         self._counters: list[tuple[str, str, tuple[str, ...], dict[LabelValues, float]]] = [
-            (name, doc, extra, series)
-            for (name, doc, extra), series in zip(
-                _COUNTERS, (self._requests, self._errors, self._tokens), strict=True
-            )
+            (f.name, f.help, f.labels, self._sums[f.name])
+            for f in _COUNTER_FAMILIES
+            if goodput is not None or f.name != names.GOODPUT_REQUESTS_TOTAL
         ]
-        if goodput is not None:
-            self._counters.append(
-                (names.GOODPUT_REQUESTS_TOTAL, _GOODPUT_HELP, (names.OUTCOME,), self._judged)
-            )
         self._budgeted = (*_BUDGETED, *((names.GOODPUT_REQUESTS_TOTAL,) if goodput is not None else ()))
         if registry is not None:
             registry.register(self)
@@ -201,6 +311,8 @@ class RequestMetrics(Collector):
                 self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "input"), record.prompt_tokens)
             if record.output_tokens:
                 self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "output"), record.output_tokens)
+            for family in _EVERY:
+                self._feed(family, record, labels)
             if record.ok:
                 self._observe_latencies(record, labels)
             if self._goodput is not None:
@@ -216,17 +328,20 @@ class RequestMetrics(Collector):
         )
         self._inc(names.GOODPUT_REQUESTS_TOTAL, self._judged, (*routed, result))
 
+    def _feed(self, family: Family, record: RequestTiming, labels: LabelValues) -> None:
+        """Give a family its getter's value of the record: a histogram observes it, a counter adds it."""
+        assert family.get is not None  # only families with a getter are fed here
+        value = family.get(record)
+        if value is None:
+            return
+        if family.buckets is not None:
+            self._hist(family.name, labels).observe(family.buckets, float(value))
+        elif value:
+            self._inc(family.name, self._sums[family.name], labels, float(value))
+
     def _observe_latencies(self, r: RequestTiming, labels: LabelValues) -> None:
-        single = {
-            names.TTFT_SECONDS: r.ttft_s,
-            names.TPOT_SECONDS: r.tpot_s,
-            names.E2E_SECONDS: r.e2e_s,
-            names.TTFB_SECONDS: r.ttfb_s,
-            names.OUTPUT_TOKENS: r.output_tokens,
-        }
-        for name, value in single.items():
-            if value is not None:
-                self._hist(name, labels).observe(HISTOGRAMS[name][1], float(value))
+        for family in _SUCCESS:
+            self._feed(family, r, labels)
         if r.itl_stats is not None:  # itl_s is a sample of a long stream's gaps (collector/record/itl.py)
             stats = r.itl_stats
             hist = self._hist(names.ITL_SECONDS, labels)
@@ -348,22 +463,11 @@ class RequestMetrics(Collector):
         """The families (without samples), so the registry can refuse a duplicate name."""
         for name, (doc, _, extra) in HISTOGRAMS.items():
             yield HistogramMetricFamily(name, doc, labels=[*names.REQUEST_LABELS, *extra])
-        for name in (names.REQUESTS_TOTAL, names.REQUEST_ERRORS_TOTAL, names.TOKENS_TOTAL):
+        for name, _, _, _ in self._counters:
             yield CounterMetricFamily(name, "")
-        if self._goodput is not None:
-            yield CounterMetricFamily(names.GOODPUT_REQUESTS_TOTAL, "")
         yield CounterMetricFamily(names.SERIES_OVERFLOW_TOTAL, "")
 
 
-_COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    (names.REQUESTS_TOTAL, "Finished requests, successful or not.", ()),
-    (names.REQUEST_ERRORS_TOTAL, "Failed requests by error kind.", (names.ERROR_KIND,)),
-    (names.TOKENS_TOTAL, "Tokens by type (input = prompt, output = generated).", (names.TOKEN_TYPE,)),
-)
-_GOODPUT_HELP = (
-    "Requests by whether they met every latency SLO of the lane they were routed to (met), "
-    "missed one (missed) or failed (failed); lane is the routed lane."
-)
 _OVERFLOW_HELP = (
     "Observations folded into the __overflow__ label value: the family's series budget was spent."
 )
@@ -375,9 +479,7 @@ _NOT_RENDERED = (-1, "")
 # Every family the budget covers, exported from the start so a rate() sees the first fold.
 _BUDGETED = (
     *HISTOGRAMS,
-    names.REQUESTS_TOTAL,
-    names.REQUEST_ERRORS_TOTAL,
-    names.TOKENS_TOTAL,
+    *(f.name for f in _COUNTER_FAMILIES if f.name != names.GOODPUT_REQUESTS_TOTAL),
     names.WINDOW_QUANTILE_SECONDS,
 )
 _GROUP_COST = (len(METRICS) + 1) * len(QUANTILES)  # a window group's quantile rows (METRICS and itl)

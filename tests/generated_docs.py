@@ -102,6 +102,12 @@ def _slo_spec() -> str:
     return specdoc.render()
 
 
+def _request_metrics() -> str:
+    from lanewatch.exporters.metrics_doc import request_metrics_table
+
+    return request_metrics_table()
+
+
 def _conformance() -> str:
     from tests.integration.conformance.doc import declarations, render
 
@@ -118,6 +124,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("docs/diagnose.md", "scenarios", _diagnose_matrix, MAKE),
     Section("docs/slo-spec.md", None, _slo_spec, "lanewatch alerts docs"),
     Section("docs/routers/conformance.md", None, _conformance, "python -m tests.integration.conformance.doc"),
+    Section(
+        "docs/metrics.md", "request-metrics", _request_metrics, "python -m lanewatch.exporters.metrics_doc"
+    ),
 )
 
 

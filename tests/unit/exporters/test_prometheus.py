@@ -28,7 +28,7 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def assert_golden(name: str, text: str) -> None:
-    """Compare with golden/<name>; UPDATE_GOLDEN=1 rewrites it (then review the diff)."""
+    """Compare with golden/<name>; UPDATE_GOLDEN=1 (`make golden`) rewrites it (then review the diff)."""
     path = GOLDEN / name
     if os.environ.get("UPDATE_GOLDEN") == "1":
         path.write_text(text)
