@@ -96,7 +96,12 @@ def run_diagnose_cost(n: int, tmp: Path) -> dict[str, Any]:
 
 def flat_keys(r: dict[str, Any]) -> dict[str, float | None]:
     """The results.json keys of this part."""
-    return {"diagnose_records_cpu_s": r["cpu_s"], "diagnose_records": r["records"]}
+    per_cpu_s = round(r["records"] / r["cpu_s"]) if r["cpu_s"] > 0 else None
+    return {
+        "diagnose_records_cpu_s": r["cpu_s"],
+        "diagnose_records": r["records"],
+        "diagnose_records_per_cpu_s": per_cpu_s,
+    }
 
 
 def main() -> None:
