@@ -13,10 +13,14 @@ from collections import Counter
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
+from litellm.proxy._types import ProxyException
 
+from lanewatch.collector.common.degrade_state import Shifter
+from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER
 from lanewatch.collector.record.timing import RequestTiming
 
-from .records import record_of
+from .degrade import DegradeHolder, plan, request_class, serve_admin
+from .records import API_OF_CALL, record_of
 from .settings import HandlerSettings
 from .shipping import RecordShipper
 
@@ -25,11 +29,15 @@ __all__ = ["LanewatchHandler"]
 log = logging.getLogger("lanewatch.litellm")
 
 
-def arrival_of(kwargs: dict[str, Any]) -> float | None:
-    """When the proxy took the request (Unix seconds): `proxy_server_request.arrival_time`."""
+def proxy_request(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What the proxy noted of the request (`litellm_params.proxy_server_request`): its
+    `arrival_time` (Unix seconds, as the request entered auth) and its headers (auth removed)."""
     params = kwargs.get("litellm_params") or {}
-    request = params.get("proxy_server_request") or {} if isinstance(params, dict) else {}
-    value = request.get("arrival_time") if isinstance(request, dict) else None
+    request = params.get("proxy_server_request") if isinstance(params, dict) else None
+    return request if isinstance(request, dict) else {}
+
+
+def _seconds(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -51,6 +59,39 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
                 timeout_s=settings.timeout_s,
                 retry_max_s=settings.retry_max_s,
             )
+        self.degrade = DegradeHolder(settings.order())
+        self.lane_groups = settings.groups()
+        self.shifter = Shifter()
+        self.admin = None
+        if settings.admin_port is not None:
+            host, port = settings.admin_host, settings.admin_port
+            self.admin = serve_admin(self.degrade, host, port, settings.admin_token())
+
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
+    ) -> dict[str, Any] | None:
+        """Degrade: shift (a new model group), cap (the body's output bound) or shed (a 429)."""
+        api = API_OF_CALL.get(call_type) or API_OF_CALL.get(f"a{call_type}")
+        lane = self.settings.lanes.get(str(data.get("model")))
+        if api is None or lane is None or not self.degrade.state.lanes:
+            return None
+        request = data.get("proxy_server_request") or {}
+        cls = request_class(request.get("headers"), self.settings.request_class)
+        p = plan(self.degrade.state, data, lane, cls, self.lane_groups, self.shifter, api)
+        if p.decision.shed:  # LiteLLM logs the refusal as a failure event: its record comes from there
+            served = p.decision.served_lane
+            raise ProxyException(
+                message=f"lane {served!r} is shedding request class {cls!r}; retry later",
+                type="RateLimitError",
+                param=None,
+                code=429,
+                headers={
+                    "Retry-After": str(self.settings.shed_retry_after_s),
+                    LANE_HEADER: served,
+                    DEGRADED_HEADER: ",".join(p.decision.actions),
+                },
+            )
+        return data
 
     def take(self, kwargs: dict[str, Any]) -> RequestTiming | None:
         """The record of one event's payload, queued for the collector; None when it made none."""
@@ -60,8 +101,10 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
             return None
         settings = self.settings
         try:
-            arrival = arrival_of(kwargs)
-            record = record_of(payload, settings.lanes, settings.target, settings.request_class, arrival)
+            request = proxy_request(kwargs)
+            arrival = _seconds(request.get("arrival_time"))
+            cls = request_class(request.get("headers"), settings.request_class)
+            record = record_of(payload, settings.lanes, settings.target, cls, arrival)
         except Exception:  # a payload no record can be made of (RecordError, odd types)
             self.skipped["unreadable"] += 1
             log.exception("lanewatch: a LiteLLM payload made no record")

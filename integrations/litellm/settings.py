@@ -29,10 +29,36 @@ class HandlerSettings:
     interval_s: float = 1.0
     timeout_s: float = 5.0
     retry_max_s: float = 30.0
+    # degrade: the state endpoint the controller's `litellm` adapter PUTs to (None: no degrade)
+    admin_host: str = "127.0.0.1"
+    admin_port: int | None = None  # 0: any free port (tests)
+    admin_token_file: Path | None = None  # the bearer token the adapter sends
+    lane_order: tuple[str, ...] = ()  # fastest first; default: the lanes in the order `lanes` names them
+    lane_groups: Mapping[str, str] = field(default_factory=dict)  # lane -> the model group a shift sends
+    shed_retry_after_s: int = 1
+
+    def order(self) -> tuple[str, ...]:
+        """The lanes, fastest first."""
+        return self.lane_order or tuple(dict.fromkeys(self.lanes.values()))
+
+    def groups(self) -> dict[str, str]:
+        """Lane -> the model group a shift to it sends: declared, else the first group of that lane."""
+        out: dict[str, str] = {}
+        for group, lane in self.lanes.items():
+            out.setdefault(lane, group)
+        return out | dict(self.lane_groups)
 
     def token(self) -> str | None:
         """The ingest token, read from its file (None without one)."""
-        return self.token_file.read_text(encoding="utf-8").strip() if self.token_file else None
+        return _read(self.token_file)
+
+    def admin_token(self) -> str | None:
+        """The admin endpoint's token, read from its file (None without one)."""
+        return _read(self.admin_token_file)
+
+
+def _read(path: Path | None) -> str | None:
+    return path.read_text(encoding="utf-8").strip() if path else None
 
 
 def settings_from(data: Mapping[str, Any]) -> HandlerSettings:
@@ -41,8 +67,10 @@ def settings_from(data: Mapping[str, Any]) -> HandlerSettings:
     if unknown := sorted(set(data) - known):
         raise ValueError(f"unknown lanewatch LiteLLM setting(s): {', '.join(unknown)}")
     kwargs = dict(data)
-    if kwargs.get("token_file") is not None:
-        kwargs["token_file"] = Path(kwargs["token_file"])
+    for key in ("token_file", "admin_token_file"):
+        if kwargs.get(key) is not None:
+            kwargs[key] = Path(kwargs[key])
+    kwargs["lane_order"] = tuple(kwargs.get("lane_order", ()))
     lanes = kwargs.get("lanes", {})
     if not isinstance(lanes, Mapping) or not all(isinstance(v, str) for v in lanes.values()):
         raise ValueError("lanes: an object of model group -> lane name")

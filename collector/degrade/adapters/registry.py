@@ -16,6 +16,7 @@ from .base import CAPABILITY_NAMES, AdapterSettings
 from .dry_run import DryRunSettings
 from .envoy import EnvoySettings
 from .gateway import GatewaySettings
+from .litellm import LitellmSettings
 from .nginx import NginxSettings
 from .webhook import WebhookSettings
 
@@ -135,4 +136,6 @@ def choose(entries: Sequence[AdapterSettings], kinds: Sequence[str]) -> list[Ada
     return out
 
 
-REGISTRY = Registry([GatewaySettings, WebhookSettings, DryRunSettings, EnvoySettings, NginxSettings])
+REGISTRY = Registry(
+    [GatewaySettings, WebhookSettings, DryRunSettings, EnvoySettings, NginxSettings, LitellmSettings]
+)
