@@ -52,6 +52,8 @@ class SimConfig:
     per_request_metrics: bool = False  # like `vllm serve --enable-per-request-metrics`
     spec: SpecDecodeConfig | None = None  # like `vllm serve --speculative-config`; None: off
     enable_prefix_caching: bool = True  # like `vllm serve --[no-]enable-prefix-caching`
+    # like `vllm serve --enable-prompt-tokens-details`: usage.prompt_tokens_details.cached_tokens on a hit
+    prompt_tokens_details: bool = False
 
 
 class Simulator:
@@ -82,7 +84,9 @@ class Simulator:
         }
         k = cfg.spec.num_speculative_tokens if cfg.spec else None
         metrics = VllmMetrics(self.registry, cfg.model, econf.max_model_len, state, cache_info, k)
-        self.recorder = Recorder(TruthStore(), metrics, None, cfg.profile, cfg.per_request_metrics)
+        self.recorder = Recorder(
+            TruthStore(), metrics, None, cfg.profile, cfg.per_request_metrics, cfg.prompt_tokens_details
+        )
         self.runner = EngineRunner(self.engine, factors=self._factors, on_step=metrics.on_step)
         self.on_refuse: Callable[[float], None] = lambda _s: None
         self._ids = itertools.count()

@@ -42,6 +42,7 @@ class Recorder:
     spans: SpanSink | None
     profile: Profile
     per_request_metrics: bool = False  # as vllm serve --enable-per-request-metrics
+    prompt_tokens_details: bool = False  # as vllm serve --enable-prompt-tokens-details
 
 
 @dataclass
@@ -165,7 +166,8 @@ class GenerationResponse(Response):
             if tok.times is not None:
                 gen.times = tok.times
                 break
-        tail = (w.usage(gen.written, self._metrics()) if p.include_usage else b"") + protocol.DONE_FRAME
+        usage = w.usage(gen.written, self._metrics(), self._cached_tokens()) if p.include_usage else b""
+        tail = usage + protocol.DONE_FRAME
         await send({"type": "http.response.body", "body": tail, "more_body": False})
         gen.reason = gen.plan.finish_reason
 
@@ -191,12 +193,24 @@ class GenerationResponse(Response):
             gen.plan.finish_reason,
             gen.written,
             self._metrics(),
+            self._cached_tokens(),
         )
         raw = json.dumps(body, separators=(",", ":")).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": raw, "more_body": False})
         gen.reason = gen.plan.finish_reason
+
+    def _cached_tokens(self) -> int | None:
+        """The prompt tokens the prefix cache served, when the option is on and there were any.
+
+        vLLM writes `prompt_tokens_details` only with --enable-prompt-tokens-details and a non-zero
+        count (`if self.enable_prompt_tokens_details and num_cached_tokens`): no key for zero.
+        """
+        t = self.gen.times
+        if not self.recorder.prompt_tokens_details or t is None or not t.cached_tokens:
+            return None
+        return t.cached_tokens
 
     def _metrics(self) -> dict[str, float] | None:
         """The per-request metrics object, when the option is on and the engine timed the request."""

@@ -218,18 +218,27 @@ class ChunkWriter:
         usage = "" if completion_tokens is None else f',"usage":{self._usage(completion_tokens)}'
         return self._head + f"{choice}{usage}}}\n\n".encode()
 
-    def usage(self, completion_tokens: int, metrics: dict[str, float] | None = None) -> bytes:
-        """The final usage frame (`choices: []`), with the per-request metrics when given."""
+    def usage(
+        self,
+        completion_tokens: int,
+        metrics: dict[str, float] | None = None,
+        cached_tokens: int | None = None,
+    ) -> bytes:
+        """The final usage frame (`choices: []`), with per-request metrics and cached tokens when given."""
         extra = "" if metrics is None else f',"metrics":{json.dumps(metrics, separators=(",", ":"))}'
-        return self._head + f'[],"usage":{self._usage(completion_tokens)}{extra}}}\n\n'.encode()
+        return (
+            self._head + f'[],"usage":{self._usage(completion_tokens, cached_tokens)}{extra}}}\n\n'.encode()
+        )
 
     def malformed(self) -> bytes:
         """A frame whose JSON is cut short (the malformed-chunk fault)."""
         return self._head + b'[{"index":0,"delta":{"content":"\n\n'
 
-    def _usage(self, completion: int) -> str:
+    def _usage(self, completion: int, cached: int | None = None) -> str:
         p = self.prompt_tokens
-        return f'{{"prompt_tokens":{p},"total_tokens":{p + completion},"completion_tokens":{completion}}}'
+        details = "" if cached is None else f',"prompt_tokens_details":{{"cached_tokens":{cached}}}'
+        counts = f'"prompt_tokens":{p},"total_tokens":{p + completion},"completion_tokens":{completion}'
+        return f"{{{counts}{details}}}"
 
 
 DONE_FRAME = b"data: [DONE]\n\n"
@@ -238,13 +247,18 @@ _ROLE_CHOICE = (
 )
 
 
-def usage_dict(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """OpenAI `usage`."""
-    return {
+def usage_dict(
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+) -> dict[str, Any]:
+    """OpenAI `usage`; vLLM's `prompt_tokens_details` when cached tokens are given."""
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
     }
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return usage
 
 
 def per_request_metrics(
@@ -276,8 +290,9 @@ def full_response(
     finish_reason: str,
     completion_tokens: int,
     metrics: dict[str, float] | None = None,
+    cached_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The non-streaming response body (with the per-request metrics when given)."""
+    """The non-streaming response body (with the per-request metrics and cached tokens when given)."""
     if p.api == "chat":
         choice: dict[str, Any] = {
             "index": 0,
@@ -302,6 +317,6 @@ def full_response(
         "created": created,
         "model": p.model,
         "choices": [choice],
-        "usage": usage_dict(p.prompt_tokens, completion_tokens),
+        "usage": usage_dict(p.prompt_tokens, completion_tokens, cached_tokens),
         **({"metrics": metrics} if metrics is not None else {}),
     }

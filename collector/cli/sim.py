@@ -77,6 +77,12 @@ def sim(
         help="As vllm serve: put `metrics` (queue, TTFT from scheduling, generation time, mean ITL, "
         "tokens per second) on the final usage chunk and on non-streamed bodies.",
     ),
+    prompt_tokens_details: bool = typer.Option(
+        False,
+        "--enable-prompt-tokens-details",
+        help="As vllm serve: put `prompt_tokens_details.cached_tokens` (prompt tokens the prefix cache "
+        "served) in usage, for a request that hit the cache.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for output text and fault draws."),
     faults: str | None = typer.Option(
         None, "--faults", help="Faults from the start: a JSON object or @FILE (see POST /admin/faults)."
@@ -186,6 +192,7 @@ def sim(
         per_request_metrics,
         spec_config,
         prefix_caching,
+        prompt_tokens_details,
     )
     keyfile = key
     if tls:

@@ -120,3 +120,21 @@ def test_per_request_metrics_follow_vllms_definitions_and_read_back() -> None:
     assert chunk.metrics is not None and chunk.metrics.ttft_s == pytest.approx(0.04)
     assert chunk.usage is not None and chunk.usage.completion_tokens == 10
     assert b'"metrics"' not in w.usage(10)
+
+
+def test_cached_tokens_ride_in_prompt_tokens_details_as_vllm_writes_them() -> None:
+    w = protocol.ChunkWriter("chat", "chatcmpl-1", "m", 1, 40)
+    usage = frame_json(w.usage(3, cached_tokens=32))["usage"]
+    assert usage == {
+        "prompt_tokens": 40,
+        "total_tokens": 43,
+        "completion_tokens": 3,
+        "prompt_tokens_details": {"cached_tokens": 32},
+    }
+    assert frame_json(w.usage(3))["usage"] == {
+        "prompt_tokens": 40,
+        "total_tokens": 43,
+        "completion_tokens": 3,
+    }
+    assert protocol.usage_dict(40, 3, 32)["prompt_tokens_details"] == {"cached_tokens": 32}
+    assert "prompt_tokens_details" not in protocol.usage_dict(40, 3)
