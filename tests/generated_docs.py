@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lanewatch.collector.diagnose.docs import SECTIONS as DIAGNOSE
 from tests.layout import ROOT
 
 __all__ = ["MAKE", "SECTIONS", "Section", "main"]
@@ -64,15 +65,6 @@ def _adapters_table() -> str:
     return REGISTRY.table()
 
 
-def _diagnose_section(name: str) -> Callable[[], str]:
-    def render() -> str:
-        from lanewatch.collector.diagnose.docs import SECTIONS as DIAGNOSE
-
-        return DIAGNOSE[name]()
-
-    return render
-
-
 def _diagnose_example() -> str:
     """`lanewatch diagnose records.jsonl --lane slow` on the demo's fault: slow-lane requests queued."""
     from typer.testing import CliRunner
@@ -118,8 +110,8 @@ DIAGNOSE_TABLES = "python -m lanewatch.collector.diagnose.docs docs/diagnose.md"
 
 SECTIONS: tuple[Section, ...] = (
     Section("docs/degrade.md", "adapters", _adapters_table, "lanewatch degrade adapters --markdown"),
-    Section("docs/diagnose.md", "checks", _diagnose_section("checks"), DIAGNOSE_TABLES),
-    Section("docs/diagnose.md", "thresholds", _diagnose_section("thresholds"), DIAGNOSE_TABLES),
+    # the diagnosis tables, each of lanewatch.collector.diagnose.docs' registry
+    *(Section("docs/diagnose.md", name, render, DIAGNOSE_TABLES) for name, render in DIAGNOSE.items()),
     Section("docs/diagnose.md", "example", _diagnose_example, MAKE),
     Section("docs/diagnose.md", "scenarios", _diagnose_matrix, MAKE),
     Section("docs/slo-spec.md", None, _slo_spec, "lanewatch alerts docs"),
