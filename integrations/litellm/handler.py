@@ -65,7 +65,10 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
         self.admin = None
         if settings.admin_port is not None:
             host, port = settings.admin_host, settings.admin_port
-            self.admin = serve_admin(self.degrade, host, port, settings.admin_token())
+            try:
+                self.admin = serve_admin(self.degrade, host, port, settings.admin_token())
+            except OSError as e:  # a second worker of the same proxy: the port is the first's
+                log.error("lanewatch: no degrade endpoint on %s:%s (%s): no degrade here", host, port, e)
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
