@@ -122,8 +122,8 @@ generate: $(STAMP) docs
 	$(BIN)/lanewatch alerts build
 	$(BIN)/lanewatch dashboards build
 
-# Rewrite every generated section of docs/ (the adapter kinds, the diagnosis tables and example,
-# docs/slo-spec.md, docs/routers/conformance.md, ...): the list is tests/generated_docs.py's SECTIONS.
+# Rewrite every generated section of docs/ (the adapter kinds, the diagnosis tables and example, the
+# request metrics, docs/slo-spec.md, docs/routers/conformance.md): tests/generated_docs.py's SECTIONS.
 docs: $(STAMP)
 	$(BIN)/python -m tests.generated_docs
 

@@ -8,12 +8,9 @@ the page and the command. A new generated section is one entry in `SECTIONS`.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from lanewatch.collector.diagnose.docs import SECTIONS as DIAGNOSE
 from tests.layout import ROOT
@@ -66,20 +63,10 @@ def _adapters_table() -> str:
 
 
 def _diagnose_example() -> str:
-    """`lanewatch diagnose records.jsonl --lane slow` on the demo's fault: slow-lane requests queued."""
-    from typer.testing import CliRunner
+    """The worked example: the command and its own output (tests/unit/collector/diagnose/example.py)."""
+    from tests.unit.collector.diagnose.example import COMMAND, output
 
-    from lanewatch.collector.cli import app
-    from lanewatch.collector.record.files import record_line
-    from tests.unit.collector.diagnose.build import Shape, records
-
-    args = ["diagnose", "records.jsonl", "--lane", "slow"]
-    rows = records(Shape(queue=2.5), lane="slow") + records(Shape(), lane="fast")
-    # run where the file is, so the output names it as a reader would type it
-    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
-        Path("records.jsonl").write_text("".join(record_line(r) for r in rows), encoding="utf-8")
-        out = CliRunner().invoke(app, args).stdout
-    return "```text\n$ lanewatch " + " ".join(args) + "\n" + out.rstrip("\n") + "\n```"
+    return "```text\n" + COMMAND + output().rstrip("\n") + "\n```"
 
 
 def _diagnose_matrix() -> str:
@@ -112,7 +99,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("docs/degrade.md", "adapters", _adapters_table, "lanewatch degrade adapters --markdown"),
     # the diagnosis tables, each of lanewatch.collector.diagnose.docs' registry
     *(Section("docs/diagnose.md", name, render, DIAGNOSE_TABLES) for name, render in DIAGNOSE.items()),
-    Section("docs/diagnose.md", "example", _diagnose_example, MAKE),
+    Section(
+        "docs/diagnose.md", "example", _diagnose_example, "python -m tests.unit.collector.diagnose.example"
+    ),
     Section("docs/diagnose.md", "scenarios", _diagnose_matrix, MAKE),
     Section("docs/slo-spec.md", None, _slo_spec, "lanewatch alerts docs"),
     Section("docs/routers/conformance.md", None, _conformance, "python -m tests.integration.conformance.doc"),
