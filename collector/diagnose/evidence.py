@@ -86,6 +86,8 @@ class LaneStats:
     output_tokens_p50: Value | None = None
     output_tokens: tuple[int, ...] = ()  # sorted, ok records only
     prefill_per_prompt_token: Value | None = None  # slope of prefill against prompt tokens
+    # cached / prompt tokens the responses' usage reported (None: no record reported cached tokens)
+    cached_prompt_share: Value | None = None
 
     def quantile(self, name: str) -> Value | None:
         """A stored quantile such as "ttft_p99"."""

@@ -52,6 +52,8 @@ class LaneFold:
         self._fit: tuple[list[float], list[float]] = ([], [])  # output tokens, e2e
         self._prefill: tuple[list[float], list[float]] = ([], [])  # prompt tokens, prefill
         self._prompts: tuple[list[int], list[float]] = ([], [])  # prompt tokens, started_at
+        # prompt tokens of every record that gave them; cached ones, and how many records said any
+        self._prompt_total = self._cached_total = self._cached_records = 0
         self._parts = [0.0] * 9
         self._counted = self._joined = self._waited = 0
         self._joined_first: bool | None = None  # which kind of record came first sets the parts' order
@@ -99,6 +101,10 @@ class LaneFold:
         if prompt is not None:
             self._prompts[0].append(prompt)
             self._prompts[1].append(r.started_at)
+            self._prompt_total += prompt
+            if (cached := r.cached_prompt_tokens) is not None:
+                self._cached_total += cached
+                self._cached_records += 1
             if prompt and r.prefill_s is not None:
                 self._prefill[0].append(float(prompt))
                 self._prefill[1].append(r.prefill_s)
@@ -273,6 +279,7 @@ class LaneFold:
             else None,
             output_tokens=tuple(tokens),
             prefill_per_prompt_token=self._prefill_slope(),
+            cached_prompt_share=self._cached_share(),
         )
 
     def _latencies(self, src: str, qs: tuple[float, ...]) -> tuple[dict[str, Value], dict[str, Value]]:
@@ -334,6 +341,20 @@ class LaneFold:
         share = min(max(fit.fixed_share, 0.0), 1.0)
         return Value(
             share, f"records: least squares e2e = fixed + per_token x output_tokens, fixed / mean(e2e); {src}"
+        )
+
+    def _cached_share(self) -> Value | None:
+        """Cached over all prompt tokens, once any record reported cached ones.
+
+        vLLM reports `cached_tokens` only with --enable-prompt-tokens-details and only when non-zero:
+        with none reported, the flag may be off, so no share is claimed; with some, the records
+        without it found nothing cached.
+        """
+        if not self._cached_records or not self._prompt_total:
+            return None
+        return Value(
+            self._cached_total / self._prompt_total,
+            f"records: sum(cached_prompt_tokens) / sum(prompt_tokens), {self._cached_records} reporting",
         )
 
     def _prefill_slope(self) -> Value | None:

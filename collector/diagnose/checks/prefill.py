@@ -1,9 +1,11 @@
 """Prefill-bound lanes, and whether poor prefix reuse is why.
 
 Prefill is SCHEDULED -> first new token: it grows with the prompt tokens the prefix cache did not
-hold. The records give prefill's share of TTFT and its growth per prompt token; vLLM's prefix-cache
-counters (hit rate = rate(hits) / rate(queries), in tokens) and `cache_config_info` say whether
-reuse is poor or caching is off.
+hold. The records give prefill's share of TTFT, its growth per prompt token, and (from each
+response's `usage.prompt_tokens_details.cached_tokens`, sent by vLLM with
+--enable-prompt-tokens-details) the share of their prompt tokens the cache served; vLLM's
+prefix-cache counters (hit rate = rate(hits) / rate(queries), in tokens) and `cache_config_info`
+say whether reuse is poor or caching is off.
 """
 
 from __future__ import annotations
@@ -65,8 +67,10 @@ class PrefillPrefixReuse(BaseCheck):
         """Prefill's share of TTFT high while the lane misses its TTFT SLO; reuse splits the cause."""
         share = need(lane.stats.share(("prefill",), "ttft"), "server_phases")
         held = share_signal("prefill share of TTFT", share, thresholds.prefill_share)
-        slope = lane.stats.prefill_per_prompt_token
+        slope, cached = lane.stats.prefill_per_prompt_token, lane.stats.cached_prompt_share
         shown = [Signal.shown("prefill seconds per prompt token", slope)] if slope is not None else []
+        if cached is not None:  # the requests' own view of reuse, beside the server's hit rate
+            shown.append(Signal.shown("prompt tokens served from the prefix cache", cached))
         evidence, ok = self.gate(lane, thresholds, held, f"prefill is {share.value:.0%} of TTFT", shown)
         if ok is not None:
             return ok
