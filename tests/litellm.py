@@ -55,9 +55,12 @@ def link_tree(folder: Path) -> Path:
     return folder
 
 
-def proxy_config(groups: Mapping[str, tuple[str, str]], handler: bool = True) -> dict[str, Any]:
+def proxy_config(
+    groups: Mapping[str, tuple[str, str]], handler: bool = True, forward_headers: bool = False
+) -> dict[str, Any]:
     """The bench's offline config with one model group per entry (name -> the upstream's URL and the
-    model it serves), deployment id `<name>-deployment`, the handler on."""
+    model it serves), deployment id `<name>-deployment`, the handler on; `forward_headers`: the
+    client's `x-*` headers go on to the upstream (LiteLLM's forward_client_headers_to_llm_api)."""
     cfg = litellm_config("http://unused")
     cfg["model_list"] = [
         {
@@ -69,19 +72,24 @@ def proxy_config(groups: Mapping[str, tuple[str, str]], handler: bool = True) ->
     ]
     if handler:
         cfg["litellm_settings"]["callbacks"] = [HANDLER]
+    if forward_headers:
+        cfg["general_settings"]["forward_client_headers_to_llm_api"] = True
     return dict(cfg)
 
 
 @contextmanager
 def start_proxy(
-    folder: Path, groups: Mapping[str, tuple[str, str]], settings: Mapping[str, Any]
+    folder: Path,
+    groups: Mapping[str, tuple[str, str]],
+    settings: Mapping[str, Any],
+    forward_headers: bool = False,
 ) -> Iterator[Proxy]:
     """Run the proxy in front of `groups` (see proxy_config) with the handler's `settings` until the
     block exits."""
     python = litellm_python()
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "litellm.yaml"
-    config.write_text(yaml.safe_dump(proxy_config(groups)))
+    config.write_text(yaml.safe_dump(proxy_config(groups, forward_headers=forward_headers)))
     handler_json = folder / "lanewatch-litellm.json"
     handler_json.write_text(json.dumps(dict(settings)))
     env = litellm_env(dict(os.environ))

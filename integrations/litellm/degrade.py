@@ -78,10 +78,11 @@ class Plan:
     capped: bool = False
 
 
-def request_class(headers: Mapping[str, Any] | None, default: str) -> str:
-    """The class the client's `x-lanewatch-class` header names, else `default`."""
+def request_class(headers: Mapping[str, Any] | None, default: str, header: str = CLASS_HEADER) -> str:
+    """The class the client's class header (`x-lanewatch-class` unless told) names, else `default`."""
+    name = header.lower()
     for key, value in (headers or {}).items():
-        if isinstance(key, str) and key.lower() == CLASS_HEADER and isinstance(value, str) and value:
+        if isinstance(key, str) and key.lower() == name and isinstance(value, str) and value:
             return value
     return default
 

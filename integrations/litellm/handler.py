@@ -16,7 +16,7 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm.proxy._types import ProxyException
 
 from lanewatch.collector.common.degrade_state import Shifter
-from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER
+from lanewatch.collector.common.headers import DEGRADED_HEADER
 from lanewatch.collector.record.timing import RequestTiming
 
 from .degrade import DegradeHolder, plan, request_class, serve_admin
@@ -79,7 +79,7 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
         if api is None or lane is None or not self.degrade.state.lanes:
             return None
         request = data.get("proxy_server_request") or {}
-        cls = request_class(request.get("headers"), self.settings.request_class)
+        cls = request_class(request.get("headers"), self.settings.request_class, self.settings.class_header)
         p = plan(self.degrade.state, data, lane, cls, self.lane_groups, self.shifter, api)
         if p.decision.shed:  # LiteLLM logs the refusal as a failure event: its record comes from there
             served = p.decision.served_lane
@@ -88,11 +88,8 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
                 type="RateLimitError",
                 param=None,
                 code=429,
-                headers={
-                    "Retry-After": str(self.settings.shed_retry_after_s),
-                    LANE_HEADER: served,
-                    DEGRADED_HEADER: ",".join(p.decision.actions),
-                },
+                # only the shed is named: LiteLLM's other answers carry no lanewatch headers
+                headers={"Retry-After": str(self.settings.shed_retry_after_s), DEGRADED_HEADER: "shed"},
             )
         return data
 
@@ -106,7 +103,7 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
         try:
             request = proxy_request(kwargs)
             arrival = _seconds(request.get("arrival_time"))
-            cls = request_class(request.get("headers"), settings.request_class)
+            cls = request_class(request.get("headers"), settings.request_class, settings.class_header)
             record = record_of(payload, settings.lanes, settings.target, cls, arrival)
         except Exception:  # a payload no record can be made of (RecordError, odd types)
             self.skipped["unreadable"] += 1

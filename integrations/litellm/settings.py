@@ -23,7 +23,8 @@ class HandlerSettings:
     target: str = "litellm"
     # model group (or deployment id) -> lane; anything else is `unrouted`
     lanes: Mapping[str, str] = field(default_factory=dict)
-    request_class: str = "other"  # LiteLLM knows no lanewatch classes: one label for every record
+    request_class: str = "other"  # the class of a request without a class header
+    class_header: str = "x-lanewatch-class"  # the header naming a request's class (the gateway's default)
     queue_records: int = 10_000  # the bound: past it the oldest record is dropped, and counted
     batch_records: int = 200
     interval_s: float = 1.0

@@ -10,14 +10,18 @@ under way to fix it, a strict xfail naming it (`xfail`), which fails once the fi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lanewatch.collector.degrade.adapters import Adapter, GatewaySettings
+from lanewatch.collector.degrade.adapters.litellm import LitellmSettings
 from tests.integration.degrade.routers import running_envoy, running_nginx
 from tests.integration.gateway_harness import TRUST_LOOPBACK, gateway_server
+from tests.litellm import litellm_python, start_proxy
+from tests.servers import free_port
 
 from .rows import (
     HUGE_PROMPT_CHARS,
@@ -191,9 +195,51 @@ ENVOY_GAPS = {
     "refuses_unmatched_class": "a shed class needs a match rule in the route template's `classes`",
 }
 
+
+@asynccontextmanager
+async def litellm(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Conformant]:
+    """A real LiteLLM proxy with lanewatch's handler: one model group per model, each on its lane."""
+    litellm_python()
+    groups = {m: (f"http://127.0.0.1:{ports[lane]}", m) for lane, models in MODELS.items() for m in models}
+    admin_port, token = free_port(), tmp_path / "admin.token"
+    token.write_text("conformance-token\n")
+    settings = {
+        "lanes": {m: lane for lane, models in MODELS.items() for m in models},
+        "lane_order": list(LANE_ORDER),
+        "lane_groups": {lane: models[0] for lane, models in MODELS.items()},
+        "class_header": "x-tenant-tier",
+        "shed_retry_after_s": RETRY_AFTER_S,
+        "admin_port": admin_port,
+        "admin_token_file": str(token),
+    }
+    proxy = start_proxy(tmp_path / "litellm", groups, settings, forward_headers=True)  # the lanes'
+    # markers (x-conformance-id) reach them
+    running = await asyncio.to_thread(proxy.__enter__)  # its start waits: the lanes serve meanwhile
+    adapter = LitellmSettings(url=f"http://127.0.0.1:{admin_port}", token_file=token).build()
+    try:
+        gaps = ROUTERS["litellm"].gaps
+        yield Conformant("litellm", running.url, adapter, declared(LitellmSettings.capabilities, gaps), 0.0)
+    finally:
+        await adapter.shutdown()
+        await asyncio.to_thread(proxy.__exit__, None, None, None)
+
+
+MODEL_ONLY = "LiteLLM chooses a deployment by the body's model group only"
+HOOK = "the handler classes a request by its class header only (no lanewatch classification rules)"
+LITELLM_GAPS = {
+    "lane_by_header": MODEL_ONLY,
+    "lane_by_path": MODEL_ONLY,
+    "class_by_model": HOOK,
+    "class_by_max_tokens": HOOK,
+    "class_by_prompt_chars": HOOK,
+    "class_by_path": HOOK,
+    "lane_headers": "LiteLLM's answers carry its own headers; only the shed 429 carries lanewatch's",
+}
+
 # A new router joins the suite with one line here.
 ROUTERS: dict[str, Entry] = {
     "gateway": Entry(gateway, GATEWAY_GAPS),
     "envoy": Entry(envoy, {**BODY_GAPS, **ENVOY_GAPS}),
     "nginx": Entry(nginx, {**BODY_GAPS, "rewrite_on_route": "stock nginx cannot rewrite a body (no njs)"}),
+    "litellm": Entry(litellm, LITELLM_GAPS),
 }

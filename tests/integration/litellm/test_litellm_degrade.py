@@ -75,7 +75,7 @@ async def test_shift_cap_and_shed_through_the_handler_and_the_read_back(tmp_path
                 await eventually_async(lambda: len(seen) >= 2, 30, f"2 records ({proxy.log_path})")
     assert unauthorized.status_code == 401
     assert shed.status_code == 429, shed.text
-    assert shed.headers["retry-after"] == "1" and shed.headers["x-lanewatch-lane"] == "fast"
+    assert shed.headers["retry-after"] == "1" and shed.headers["x-lanewatch-degraded"] == "shed"
     assert shed.json()["error"]["type"] == "RateLimitError"
     assert len(seen) == 2
     (served,) = [r for r in seen if r.ok]
