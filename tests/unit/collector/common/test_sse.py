@@ -14,9 +14,9 @@ from lanewatch.collector.common.sse import (
     ChunkKind,
     SseParser,
     StreamChunk,
-    Usage,
     classify,
 )
+from lanewatch.collector.common.usage import Usage
 
 
 def parse(*parts: bytes) -> tuple[list[StreamChunk], SseParser]:
