@@ -7,9 +7,10 @@ unbuffered, and turns every proxied request into a `RequestTiming` (source "tap"
 
 from __future__ import annotations
 
+from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, parse_degrade
+
 from .app import GatewayServer
 from .core import Gateway, RecordSink
-from .degrade_state import DegradeState, LaneDegrade, parse_degrade
 from .exchange import DEGRADED_HEADER, LANE_HEADER
 from .routing import RouteInput, RouteTable, choose_lane
 

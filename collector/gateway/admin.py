@@ -14,10 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from lanewatch.collector.common.bearer import bearer_ok
-from lanewatch.collector.common.headers import AUTHORIZATION
-
-from .core import Gateway
-from .degrade_state import (
+from lanewatch.collector.common.degrade_state import (
     DegradeError,
     DegradePut,
     DegradeState,
@@ -25,6 +22,9 @@ from .degrade_state import (
     parse_put,
     shifts_to_unknown_models,
 )
+from lanewatch.collector.common.headers import AUTHORIZATION
+
+from .core import Gateway
 from .errors import error_body, error_response
 from .front import FrontConn, Request, Response
 

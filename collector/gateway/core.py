@@ -12,6 +12,7 @@ from functools import partial
 
 import aiohttp
 
+from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, Shifter
 from lanewatch.collector.common.headers import AUTHORIZATION
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.upstream import UpstreamClient
@@ -19,7 +20,6 @@ from lanewatch.collector.config import GatewayConfig, LaneConfig
 from lanewatch.collector.record.timing import RequestTiming
 
 from .classify import Classifier
-from .degrade_state import DegradeState, LaneDegrade, Shifter
 from .lane_models import LaneModels
 from .model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
 from .model_ownership import Collision

@@ -19,6 +19,7 @@ from multidict import CIMultiDict
 from opentelemetry.util.types import AttributeValue
 
 from lanewatch.collector.common.bearer import holds_token
+from lanewatch.collector.common.degrade_state import Decision, cap_max_tokens, decide
 from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
 from lanewatch.collector.common.request_reading import ReadingError
@@ -39,7 +40,6 @@ from lanewatch.collector.record.timing import Api, RequestTiming
 from .classify import ClassHintError, classify_request
 from .content_tap import ContentTap
 from .core import Gateway
-from .degrade_state import Decision, cap_max_tokens, decide
 from .errors import error_response
 from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
 from .forward import Flight, UpstreamRequest, begin, forward

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, is_stale
 from lanewatch.collector.common.errors import StartupError
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 
 from .control import Link, LinkClosed, Message
-from .degrade_state import DegradeState, LaneDegrade, is_stale
 from .workers import ACK_TIMEOUT_S, SCRAPE_TIMEOUT_S, logged_change, state_to_wire
 
 __all__ = ["Supervisor", "bind_port"]

@@ -11,12 +11,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 
 from .admin import checked_put, get_degrade, log_change, stale_refusal, state_response
 from .control import Link, LinkClosed, Message
 from .core import Gateway
-from .degrade_state import DegradeState, LaneDegrade
 from .errors import error_response
 from .front import FrontConn, Handler, Request, Response
 

@@ -11,7 +11,7 @@ lanes and classes the same ways (routers.py):
   `bulk` by the path `/v1/completions`, `chat` by the path `/v1/chat/completions`; the first
   that matches, in that order, else `interactive` (which no row sheds).
 
-`expect` is the reference semantics, the gateway's (collector/gateway/degrade_state.py
+`expect` is the reference semantics, the gateway's (collector/common/degrade_state.py
 `decide` and the proxy's rewrite and headers), written out again here so that a gateway
 that drifts from it fails: a request routed to lane L sheds when L sheds its class; else a
 shift may move it to T, and it sheds when T sheds its class; else it is capped at the

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 from lanewatch.collector.gateway import Gateway
 from lanewatch.collector.gateway.control import Link, LinkClosed, Message
-from lanewatch.collector.gateway.degrade_state import DegradeState, LaneDegrade
 from lanewatch.collector.gateway.workers import (
     SharedDegrade,
     export_share,

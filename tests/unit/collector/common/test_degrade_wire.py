@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lanewatch.collector.common import degrade_state as gateway
 from lanewatch.collector.common.degrade_wire import (
     DegradeError,
     DegradePut,
@@ -12,7 +13,6 @@ from lanewatch.collector.common.degrade_wire import (
     parse_put,
 )
 from lanewatch.collector.degrade import state as controller
-from lanewatch.collector.gateway import degrade_state as gateway
 
 ORDER = ["fast", "mid", "slow"]
 
