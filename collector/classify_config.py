@@ -1,31 +1,24 @@
-"""The gateway's request classification, as config: which clients may hint, and the operator's rules.
+"""The gateway's request classification, as config: which clients may hint; the RE2 check of regexes.
 
 Part of the one config model (config.py: `gateway.hints`, `gateway.classes`). A request's
 class is what shedding acts on and what every request metric is labelled with, so by default
 the operator decides it, not the client: the `x-lanewatch-class` and `x-lanewatch-lane`
 headers are honoured only from a trusted network or with the hint token, and otherwise
-the first matching rule below names the class (then `gateway.default_class`).
+the first matching class rule names the class (then `gateway.default_class`). The rules
+themselves live in common/class_rules.py, which the LiteLLM handler shares.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
 
 import re2  # type: ignore[import-untyped]
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lanewatch.collector.common.names import ClassName
 
-__all__ = [
-    "DEFAULT_CLASS_RULES",
-    "ClassRule",
-    "HintsConfig",
-    "IntRange",
-    "ReadingConfig",
-    "check_prompt_regex",
-]
+__all__ = ["HintsConfig", "check_prompt_regex"]
 
 
 class _Section(BaseModel):
@@ -53,19 +46,6 @@ class HintsConfig(_Section):
         return value
 
 
-class ReadingConfig(_Section):
-    """How classes and routes measure a request where its body leaves the measure open."""
-
-    # What a chat request with neither max_tokens nor max_completion_tokens counts as: vLLM lets
-    # it run up to the context length, so by default it is never in a smaller class than one
-    # that asks for a lot. (A completions request without max_tokens counts 16, vLLM's default.)
-    missing_max_tokens: int = Field(default=1_000_000, ge=1, le=2**31 - 1)
-    # Prompt-size rules (prompt_chars) count each token id of a token-id prompt as this many chars.
-    chars_per_token: int = Field(default=4, ge=1, le=64)
-    # message_regex rules see only the first this many characters of the last user message.
-    regex_max_chars: int = Field(default=16_384, ge=1, le=1_048_576)
-
-
 _QUIET = re2.Options()
 _QUIET.log_errors = False  # the error is raised with the field named; not printed to stderr too
 
@@ -77,42 +57,3 @@ def check_prompt_regex(pattern: str) -> str:
     except re2.error as exc:
         raise ValueError(f"RE2 cannot compile this regular expression: {exc}") from None
     return pattern
-
-
-class IntRange(_Section):
-    """An inclusive range; either end open."""
-
-    min: int | None = Field(default=None, ge=0)
-    max: int | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _bounded(self) -> IntRange:
-        if self.min is None and self.max is None:
-            raise ValueError("give min, max or both")
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError(f"min {self.min} > max {self.max}")
-        return self
-
-
-class ClassRule(_Section):
-    """A request matching every criterion given is of class `name`; rules are tried in order."""
-
-    name: ClassName
-    models: list[str] = Field(default_factory=list)  # the requested model is one of these
-    api: Literal["chat", "completions"] | None = None  # the route: /v1/chat/completions or /v1/completions
-    # the output bound vLLM reads (common/request_reading.py); unset: reading.missing_max_tokens
-    max_tokens: IntRange | None = None
-    prompt_chars: IntRange | None = None  # characters of all prompt text, + chars_per_token per token id
-
-    @model_validator(mode="after")
-    def _some_criterion(self) -> ClassRule:
-        if not self.models and self.api is None and self.max_tokens is None and self.prompt_chars is None:
-            raise ValueError(f"class rule {self.name!r} needs models, api, max_tokens or prompt_chars")
-        return self
-
-
-# Out of the box: long answers and very long prompts are batch work; the rest is interactive.
-DEFAULT_CLASS_RULES: tuple[ClassRule, ...] = (
-    ClassRule(name="batch", max_tokens=IntRange(min=1024)),
-    ClassRule(name="batch", prompt_chars=IntRange(min=32_000)),
-)

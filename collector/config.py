@@ -23,13 +23,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from lanewatch.collector.classify_config import (
-    DEFAULT_CLASS_RULES,
-    ClassRule,
-    HintsConfig,
-    ReadingConfig,
-    check_prompt_regex,
-)
+from lanewatch.collector.classify_config import HintsConfig, check_prompt_regex
+from lanewatch.collector.common.class_rules import DEFAULT_CLASS_RULES, ClassRule, ReadingConfig
 from lanewatch.collector.common.headers import CLASS_HEADER
 from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
 from lanewatch.collector.common.served_models import ServedModels

@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from lanewatch.collector.classify_config import ClassRule, IntRange, ReadingConfig
 from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.common.class_rules import ClassRule, ReadingConfig, class_of
 from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.common.headers import AUTHORIZATION, LANE_HEADER
 from lanewatch.collector.common.names import CLASS_NAME_PATTERN
@@ -72,10 +72,7 @@ class Classifier:
 
     def by_rules(self, req: RouteInput, api: Api) -> str:
         """The first rule's class the request matches, else the default class."""
-        for rule in self.rules:
-            if _matches(rule, req, api):
-                return rule.name
-        return self.default_class
+        return class_of(self.rules, self.default_class, api, req.model, req.max_tokens, req.prompt_chars)
 
     def hinted(self, value: str) -> str:
         """A trusted client's class: one of the gateway's classes, or `other`; ClassHintError if malformed."""
@@ -83,22 +80,6 @@ class Classifier:
         if not _CLASS.match(name):
             raise ClassHintError(f"bad request class {name[:40]!r}")
         return name if name in self.classes else OTHER_VALUE
-
-
-def _matches(rule: ClassRule, req: RouteInput, api: Api) -> bool:
-    if rule.models and req.model not in rule.models:
-        return False
-    if rule.api is not None and rule.api != api:
-        return False
-    if rule.max_tokens is not None and not _holds(rule.max_tokens, req.max_tokens):
-        return False
-    return rule.prompt_chars is None or _holds(rule.prompt_chars, req.prompt_chars)
-
-
-def _holds(rng: IntRange, value: int | None) -> bool:
-    if value is None:
-        return False
-    return (rng.min is None or value >= rng.min) and (rng.max is None or value <= rng.max)
 
 
 def classify_request(

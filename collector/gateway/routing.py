@@ -17,7 +17,7 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from lanewatch.collector.classify_config import ReadingConfig
+from lanewatch.collector.common.class_rules import ReadingConfig
 from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.common.request_reading import ReadApi, read_max_tokens, read_prompt
 from lanewatch.collector.config import GatewayConfig
