@@ -33,7 +33,6 @@ from lanewatch.collector.common.degrade_state import (
     is_stale,
     parse_put,
 )
-from lanewatch.collector.common.headers import CLASS_HEADER
 from lanewatch.collector.record.timing import Api
 
 __all__ = ["ADMIN_PATH", "DegradeHolder", "Plan", "plan", "serve_admin"]
@@ -76,15 +75,6 @@ class Plan:
     decision: Decision
     model_group: str | None = None  # set when a shift moves it
     capped: bool = False
-
-
-def request_class(headers: Mapping[str, Any] | None, default: str, header: str = CLASS_HEADER) -> str:
-    """The class the client's class header (`x-lanewatch-class` unless told) names, else `default`."""
-    name = header.lower()
-    for key, value in (headers or {}).items():
-        if isinstance(key, str) and key.lower() == name and isinstance(value, str) and value:
-            return value
-    return default
 
 
 def plan(

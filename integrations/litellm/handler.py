@@ -19,7 +19,8 @@ from lanewatch.collector.common.degrade_state import Shifter
 from lanewatch.collector.common.headers import DEGRADED_HEADER
 from lanewatch.collector.record.timing import RequestTiming
 
-from .degrade import DegradeHolder, plan, request_class, serve_admin
+from .classing import request_class
+from .degrade import DegradeHolder, plan, serve_admin
 from .records import API_OF_CALL, record_of
 from .settings import HandlerSettings
 from .shipping import RecordShipper
@@ -27,6 +28,7 @@ from .shipping import RecordShipper
 __all__ = ["LanewatchHandler"]
 
 log = logging.getLogger("lanewatch.litellm")
+CLASS_KEY = "lanewatch_class"  # where the pre-call hook leaves a request's class for its record
 
 
 def proxy_request(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -75,11 +77,18 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
     ) -> dict[str, Any] | None:
         """Degrade: shift (a new model group), cap (the body's output bound) or shed (a 429)."""
         api = API_OF_CALL.get(call_type) or API_OF_CALL.get(f"a{call_type}")
-        lane = self.settings.lanes.get(str(data.get("model")))
-        if api is None or lane is None or not self.degrade.state.lanes:
+        if api is None:
             return None
-        request = data.get("proxy_server_request") or {}
-        cls = request_class(request.get("headers"), self.settings.request_class, self.settings.class_header)
+        request = data.get("proxy_server_request")
+        headers = request.get("headers") if isinstance(request, dict) else None
+        cls = request_class(self.settings, data, headers, api)  # of the body as the client sent it
+        if isinstance(request, dict):
+            # LiteLLM snapshots the body again after this hook (a shift's model, a cap's bound): the
+            # record takes the class decided here, from the same dict its payload carries.
+            request[CLASS_KEY] = cls
+        lane = self.settings.lanes.get(str(data.get("model")))
+        if lane is None or not self.degrade.state.lanes:
+            return None
         p = plan(self.degrade.state, data, lane, cls, self.lane_groups, self.shifter, api)
         if p.decision.shed:  # LiteLLM logs the refusal as a failure event: its record comes from there
             served = p.decision.served_lane
@@ -103,7 +112,7 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
         try:
             request = proxy_request(kwargs)
             arrival = _seconds(request.get("arrival_time"))
-            cls = request_class(request.get("headers"), settings.request_class, settings.class_header)
+            cls = self.record_class(payload, request)
             record = record_of(payload, settings.lanes, settings.target, cls, arrival)
         except Exception:  # a payload no record can be made of (RecordError, odd types)
             self.skipped["unreadable"] += 1
@@ -115,6 +124,15 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
         if self.shipper is not None:
             self.shipper.append(record)
         return record
+
+    def record_class(self, payload: dict[str, Any], request: dict[str, Any]) -> str:
+        """A record's class: the one the pre-call hook decided, else by the proxy's copy of the body."""
+        if isinstance(decided := request.get(CLASS_KEY), str):
+            return decided
+        api = API_OF_CALL.get(str(payload.get("call_type"))) or "chat"
+        body = request.get("body")
+        headers = request.get("headers")
+        return request_class(self.settings, body if isinstance(body, dict) else None, headers, api)
 
     async def async_log_success_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any

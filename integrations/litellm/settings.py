@@ -1,4 +1,5 @@
-"""The handler's settings: one JSON file (stdlib only, so it reads in LiteLLM's own environment)."""
+"""The handler's settings: one JSON file (the stdlib and lanewatch's common modules only, so it
+reads in LiteLLM's own environment)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from lanewatch.collector.common.class_rules import (
+    DEFAULT_CLASS_RULES,
+    ClassRule,
+    ReadingConfig,
+    parse_class_rules,
+)
+from lanewatch.collector.common.names import check_class_name
 
 __all__ = ["CONFIG_ENV", "HandlerSettings", "load_settings"]
 
@@ -23,8 +32,15 @@ class HandlerSettings:
     target: str = "litellm"
     # model group (or deployment id) -> lane; anything else is `unrouted`
     lanes: Mapping[str, str] = field(default_factory=dict)
-    request_class: str = "other"  # the class of a request without a class header
-    class_header: str = "x-lanewatch-class"  # the header naming a request's class (the gateway's default)
+    # A request's class, as the gateway's `gateway.classes`: the first rule it matches, else
+    # default_class; the rules read the body as vLLM does, as `reading` says (gateway.reading).
+    classes: tuple[ClassRule, ...] = DEFAULT_CLASS_RULES
+    default_class: str = "interactive"
+    reading: ReadingConfig = field(default_factory=ReadingConfig)
+    # The client's class hint (the gateway's default header name): ignored unless trusted, so a
+    # client cannot leave a shed class by naming another; trust it only behind a hop that sets it.
+    class_header: str = "x-lanewatch-class"
+    trust_class_header: bool = False
     queue_records: int = 10_000  # the bound: past it the oldest record is dropped, and counted
     batch_records: int = 200
     interval_s: float = 1.0
@@ -72,6 +88,14 @@ def settings_from(data: Mapping[str, Any]) -> HandlerSettings:
         if kwargs.get(key) is not None:
             kwargs[key] = Path(kwargs[key])
     kwargs["lane_order"] = tuple(kwargs.get("lane_order", ()))
+    if "classes" in kwargs:
+        kwargs["classes"] = parse_class_rules(kwargs["classes"])
+    if "reading" in kwargs:
+        kwargs["reading"] = ReadingConfig.model_validate(kwargs["reading"])
+    if "default_class" in kwargs:
+        kwargs["default_class"] = check_class_name(kwargs["default_class"])
+    if not isinstance(kwargs.get("trust_class_header", False), bool):
+        raise ValueError("trust_class_header: true or false")
     lanes = kwargs.get("lanes", {})
     if not isinstance(lanes, Mapping) or not all(isinstance(v, str) for v in lanes.values()):
         raise ValueError("lanes: an object of model group -> lane name")

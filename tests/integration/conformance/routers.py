@@ -65,6 +65,17 @@ def declared(settings_capabilities: frozenset[str], gaps: Mapping[str, str]) -> 
     return Declared(frozenset(settings_capabilities), frozenset(gaps))  # type: ignore[arg-type]
 
 
+# The class rules of every router that reads them (the gateway's gateway.classes, the LiteLLM
+# handler's classes): the rows' class_of.
+CLASSES: list[dict[str, object]] = [
+    {"name": "tagged", "models": list(TAGGED_MODELS)},
+    {"name": "long", "max_tokens": {"min": LONG_MAX_TOKENS}},
+    {"name": "huge", "prompt_chars": {"min": HUGE_PROMPT_CHARS}},
+    {"name": "bulk", "api": "completions"},
+    {"name": "chat", "api": "chat"},
+]
+
+
 @asynccontextmanager
 async def gateway(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Conformant]:
     """lanewatch's gateway in this loop, its lanes declaring their models: the reference semantics."""
@@ -80,13 +91,7 @@ async def gateway(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Confor
         "default_lane": "slow",
         "hints": TRUST_LOOPBACK,  # the suite's client is the trusted hop that sets the headers
         "class_header": "x-tenant-tier",
-        "classes": [
-            {"name": "tagged", "models": list(TAGGED_MODELS)},
-            {"name": "long", "max_tokens": {"min": LONG_MAX_TOKENS}},
-            {"name": "huge", "prompt_chars": {"min": HUGE_PROMPT_CHARS}},
-            {"name": "bulk", "api": "completions"},
-            {"name": "chat", "api": "chat"},
-        ],
+        "classes": CLASSES,
         "rules": {"models": {m: "fast" for m in MODELS["fast"]}},
         "admin_token_file": str(token),
         "model_discovery": {"enabled": False},
@@ -208,6 +213,8 @@ async def litellm(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Confor
         "lane_order": list(LANE_ORDER),
         "lane_groups": {lane: models[0] for lane, models in MODELS.items()},
         "class_header": "x-tenant-tier",
+        "trust_class_header": True,  # the suite's client is the trusted hop that sets the header
+        "classes": CLASSES,
         "shed_retry_after_s": RETRY_AFTER_S,
         "admin_port": admin_port,
         "admin_token_file": str(token),
@@ -225,14 +232,9 @@ async def litellm(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Confor
 
 
 MODEL_ONLY = "LiteLLM chooses a deployment by the body's model group only"
-HOOK = "the handler classes a request by its class header only (no lanewatch classification rules)"
 LITELLM_GAPS = {
     "lane_by_header": MODEL_ONLY,
     "lane_by_path": MODEL_ONLY,
-    "class_by_model": HOOK,
-    "class_by_max_tokens": HOOK,
-    "class_by_prompt_chars": HOOK,
-    "class_by_path": HOOK,
     "lane_headers": "LiteLLM's answers carry its own headers; only the shed 429 carries lanewatch's",
 }
 

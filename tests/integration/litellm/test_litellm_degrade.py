@@ -3,7 +3,8 @@
 The adapter PUTs a state to the handler's endpoint and reads back the revision the proxy holds;
 then, through the proxy: the slow lane's requests (shift 100 %) are served by the fast lane's
 model group and deployment, the fast lane's cap clamps max_tokens (the usage shows the cap), a
-class the fast lane sheds gets a 429 with Retry-After and lanewatch's error type, and each of
+class the fast lane sheds (batch by the handler's default rules, whatever the client's class
+header claims) gets a 429 with Retry-After and lanewatch's error type, and each of
 those requests is one record at the collector (the shed one an http_429 of its class: LiteLLM
 logs a pre-call refusal as a failure event).
 """
@@ -66,10 +67,11 @@ async def test_shift_cap_and_shed_through_the_handler_and_the_read_back(tmp_path
                     shifted = await client.post("/v1/chat/completions", json=chat("slow", stream=False))
                     assert shifted.status_code == 200, shifted.text
                     assert shifted.json()["usage"]["completion_tokens"] == CAP  # shifted, then capped
-                    shed = await client.post(
+                    shed = await client.post(  # batch by the default rules (max_tokens >= 1024); its
+                        # claim to be interactive counts for nothing: the class header is not trusted
                         "/v1/chat/completions",
-                        json=chat("fast", stream=False),
-                        headers={"x-lanewatch-class": "batch"},
+                        json={**chat("fast", stream=False), "max_tokens": 2048},
+                        headers={"x-lanewatch-class": "interactive"},
                     )
                     unauthorized = await client.get(f"{admin_url}/admin/degrade")
                 await eventually_async(lambda: len(seen) >= 2, 30, f"2 records ({proxy.log_path})")

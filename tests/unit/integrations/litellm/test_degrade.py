@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lanewatch.collector.common.degrade_state import DegradeState, Shifter, parse_degrade
-from lanewatch.integrations.litellm.degrade import DegradeHolder, plan, request_class
+from lanewatch.integrations.litellm.degrade import DegradeHolder, plan
 
 ORDER = ("fast", "slow")
 GROUPS = {"fast": "fast-group", "slow": "slow-group"}
@@ -50,9 +50,3 @@ def test_a_cap_clamps_the_bound_vllm_reads_and_a_shed_leaves_the_body() -> None:
     shed = body(64)
     p = plan(s, shed, "slow", "batch", GROUPS, Shifter(), "chat")
     assert p.decision.shed and p.decision.actions == ("shed",) and shed == body(64)
-
-
-def test_the_class_is_the_headers_any_case_else_the_default() -> None:
-    assert request_class({"X-Lanewatch-Class": "batch"}, "other") == "batch"
-    assert request_class({"x-other": "a"}, "other") == "other"
-    assert request_class(None, "other") == "other"
