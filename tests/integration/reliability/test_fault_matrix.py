@@ -39,8 +39,11 @@ COLLECTOR_FAULTS: dict[str, tuple[dict[str, Any], str]] = {
     "503": ({"error_rates": {"503": 1.0}}, "http_5xx"),
     "malformed": ({"malformed_after_tokens": 1}, "bad_stream"),
     "429": ({"error_rates": {"429": 1.0}}, "http_429"),
-    "queue delay": ({"queue_delay_s": 1.5}, "ttft_timeout"),
-    "stall": ({"stall_s": 1.5, "stall_after_tokens": 1}, "stall"),
+    # A queue delay or a stall lasts 6 s against the prober's 0.6 s and 0.5 s limits: a process
+    # starved for a second on a loaded machine wakes to its timer and the late bytes together,
+    # and must still see the bytes late (each request's own wait: nothing after it is held).
+    "queue delay": ({"queue_delay_s": 6.0}, "ttft_timeout"),
+    "stall": ({"stall_s": 6.0, "stall_after_tokens": 1}, "stall"),
     # every gap ~0.1 s, far under the 0.5 s stall limit; 32 of them run past the 2 s total
     "decode slowdown": ({"decode_slowdown": 40.0}, "timeout"),
     "refused connections": ({"refuse_connections_s": 1.0}, "connect_refused"),
@@ -165,8 +168,9 @@ GATEWAY_FAULTS: dict[str, tuple[dict[str, Any], int, str | None]] = {
     "503": ({"error_rates": {"503": 1.0}}, 503, "http_5xx"),
     "malformed": ({"malformed_after_tokens": 1}, 200, "bad_stream"),
     "429": ({"error_rates": {"429": 1.0}}, 429, "http_429"),
-    "queue delay": ({"queue_delay_s": 2.0}, 200, "ttft_timeout"),  # read_timeout_s is 1 s
-    "stall": ({"stall_s": 2.0, "stall_after_tokens": 1}, 200, "stall"),
+    # read_timeout_s is 1 s; 6 s of silence stays a timeout even if the gateway is starved a while
+    "queue delay": ({"queue_delay_s": 6.0}, 200, "ttft_timeout"),
+    "stall": ({"stall_s": 6.0, "stall_after_tokens": 1}, 200, "stall"),
     "decode slowdown": ({"decode_slowdown": 20.0}, 200, None),  # slow (~50 ms gaps), not broken
     "prefill slowdown": ({"prefill_slowdown": 1000.0}, 200, "ttft_timeout"),
 }
