@@ -76,7 +76,7 @@ def test_probes_join_real_spans_and_the_phases_nest(
     trace_ids = {line["trace_id"] for line in joined}
     assert wait_for(lambda: trace_ids <= set(server_spans(span_relay)))
     spans = server_spans(span_relay)
-    nest_errors, decode_off, send_slack = [], [], []
+    nest_errors, decode_off = [], []
     for line in joined:
         attrs = spans[line["trace_id"]]
         server_ttft = attrs["gen_ai.latency.time_to_first_token"]
@@ -94,11 +94,12 @@ def test_probes_join_real_spans_and_the_phases_nest(
             nest_errors.append(("queue + prefill > server ttft", figures))
         if not server_ttft <= line["ttft_s"] - before_send + EPS_S:
             nest_errors.append(("server ttft > client ttft - dns, connect and tls", figures))
-        send_slack.append(line["ttft_s"] - network - server_ttft)
         decode_off.append(abs(line["decode_s"] - (server_e2e - server_ttft)))
     assert nest_errors == []
-    send_slack.sort()
-    assert send_slack[len(send_slack) // 2] >= -EPS_S, send_slack[:10]
+    # The send phase is not held to end before the server's TTFT starts: its end is stamped when
+    # the write returns, and a client descheduled there on a loaded machine stamps it after vLLM
+    # began (beside a CPU-bound job the median overlap was 13 ms, one probe's 183 ms). What holds
+    # on any machine is the nesting above, which leaves send out.
     # vLLM stamps decode (last - first token) in the engine process but TTFT and e2e in the API
     # process; on 2 cores at load average ~20 only 70 of 100 probes had the two within 5 ms, the
     # rest up to ~30 ms apart. So: the median within 5 ms, and every
