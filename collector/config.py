@@ -36,6 +36,7 @@ from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_is
 from lanewatch.collector.degrade.adapters.base import AdapterSettings
 from lanewatch.collector.degrade.adapters.registry import REGISTRY
 from lanewatch.collector.diagnose.thresholds import Thresholds
+from lanewatch.collector.guard.settings import GuardConfig
 
 ENV_PREFIX = "LANEWATCH__"
 
@@ -275,6 +276,9 @@ class ShippingConfig(Section):
     retry_initial_s: float = Field(default=0.2, gt=0)  # backoff after a failed send, doubling
     retry_max_s: float = Field(default=10.0, gt=0)
     shutdown_s: float = Field(default=5.0, ge=0)  # at exit, how long to try to send what is queued
+    # Requests under way reported to the collector's fast guard (POST /v1/progress) this often;
+    # null turns it off. Each report is one small body: first tokens and waiting requests' ages.
+    progress_interval_s: float | None = Field(default=0.1, gt=0, le=10)
 
 
 class ModelDiscoveryConfig(Section):
@@ -439,6 +443,7 @@ class LanewatchConfig(BaseSettings):
     server: ServerConfig = ServerConfig()
     gateway: GatewayConfig = GatewayConfig()
     degrade: DegradeConfig = DegradeConfig()
+    guard: GuardConfig = GuardConfig()  # the fast guard (docs/slo.md#the-fast-guard)
     diagnose: Thresholds = Thresholds()  # `lanewatch diagnose`'s thresholds (docs/diagnose.md)
 
     @model_validator(mode="after")

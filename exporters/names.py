@@ -80,6 +80,16 @@ OTLP_LOG_RECORDS_REFUSED_TOTAL: Final = f"{PREFIX}_otlp_log_records_refused_tota
 # request's: collector/record/plausible.py); the batch's other records are taken
 INGEST_RECORDS_REFUSED_TOTAL: Final = f"{PREFIX}_ingest_records_refused_total"
 
+# ---------------------------------------------------------------- the fast guard (collector/guard/)
+GUARD_FIRING: Final = f"{PREFIX}_guard_firing"  # gauge 0/1 per lane and slo
+GUARD_VERDICTS_TOTAL: Final = f"{PREFIX}_guard_verdicts_total"  # counter; verdict = met | missed
+GUARD_WINDOW_REQUESTS: Final = f"{PREFIX}_guard_window_requests"  # gauge; outcome = judged | missed
+GUARD_LAST_CHANGE_SECONDS: Final = f"{PREFIX}_guard_last_change_timestamp_seconds"
+GUARD_ALERT_POSTS_TOTAL: Final = f"{PREFIX}_guard_alert_posts_total"  # counter; result = ok | failed
+GUARD_PROGRESS_REFUSED_TOTAL: Final = f"{PREFIX}_guard_progress_events_refused_total"
+VERDICT: Final = "verdict"
+RESULT: Final = "result"
+
 # ---------------------------------------------------------------- vLLM scrape (re-exported per target)
 SCRAPE_UP: Final = f"{PREFIX}_scrape_up"  # gauge 0/1 per target
 SCRAPE_ERRORS_TOTAL: Final = f"{PREFIX}_scrape_errors_total"

@@ -11,7 +11,7 @@ docs/metrics.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -24,6 +24,7 @@ from lanewatch.exporters.request_metrics import HISTOGRAMS, LabelCap, RequestMet
 if TYPE_CHECKING:
     from lanewatch.collector.collect.gpu import GpuSample
     from lanewatch.collector.collect.scrape import ServerStats
+    from lanewatch.collector.guard import LaneView
     from lanewatch.collector.record.join import JoinStats  # noqa: F401  (named in a string base below)
 
 LabelValues = tuple[str, ...]
@@ -229,6 +230,54 @@ class IngestMetrics(_SourceCollector[int]):
         """Render the counter."""
         doc = "Records posted to POST /v1/records refused one by one: never counted or exported."
         yield CounterMetricFamily(names.INGEST_RECORDS_REFUSED_TOTAL, doc, value=self._source())
+
+
+GuardState = tuple["Sequence[LaneView]", "Mapping[str, int]", int]  # lanes, alert posts by result, refused
+
+
+class GuardMetrics(_SourceCollector[GuardState]):
+    """The fast guard: each lane SLO's state, its verdicts, and its posts to Alertmanager."""
+
+    def collect(self) -> Iterator[Metric]:
+        """Render the guard's families."""
+        views, posts, refused = self._source()
+        keys = [names.LANE, names.SLO]
+        firing = GaugeMetricFamily(
+            names.GUARD_FIRING, "1 while the fast guard fires for the lane SLO.", labels=keys
+        )
+        window = GaugeMetricFamily(
+            names.GUARD_WINDOW_REQUESTS,
+            "Requests judged, and missed, in the window that decides now (the fire window; the resolve "
+            "window while firing).",
+            labels=[*keys, names.OUTCOME],
+        )
+        changed = GaugeMetricFamily(
+            names.GUARD_LAST_CHANGE_SECONDS, "Unix time the guard last fired or resolved.", labels=keys
+        )
+        verdicts = CounterMetricFamily(
+            names.GUARD_VERDICTS_TOTAL,
+            "Requests the fast guard judged: met at first token, or missed (late, or waiting past the SLO).",
+            labels=[*keys, names.VERDICT],
+        )
+        for v in views:
+            firing.add_metric([v.lane, v.slo], float(v.firing))
+            window.add_metric([v.lane, v.slo, "judged"], v.judged)
+            window.add_metric([v.lane, v.slo, "missed"], v.missed)
+            if v.changed_at is not None:
+                changed.add_metric([v.lane, v.slo], v.changed_at)
+            for verdict, count in v.verdicts.items():
+                verdicts.add_metric([v.lane, v.slo, verdict], count)
+        yield from (firing, window, changed, verdicts)
+        sent = CounterMetricFamily(
+            names.GUARD_ALERT_POSTS_TOTAL,
+            "The guard's posts to Alertmanager, by result.",
+            labels=[names.RESULT],
+        )
+        for result in ("ok", "failed"):
+            sent.add_metric([result], posts.get(result, 0))
+        yield sent
+        doc = "Progress events posted to POST /v1/progress and refused one by one."
+        yield CounterMetricFamily(names.GUARD_PROGRESS_REFUSED_TOTAL, doc, value=refused)
 
 
 class JoinMetrics(_SourceCollector["JoinStats"]):

@@ -37,10 +37,14 @@ from lanewatch.collector.collect.label_sets import closed_classes, closed_lanes
 from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_http import TRACES_PATH, logs_endpoint, traces_endpoint
 from lanewatch.collector.collect.otlp_logs import LOGS_PATH, LogsAdmission
+from lanewatch.collector.collect.progress_http import PROGRESS_PATH, progress_endpoint
 from lanewatch.collector.collect.records_http import RECORDS_PATH, records_endpoint
 from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
+from lanewatch.collector.common.errors import ConfigError
+from lanewatch.collector.common.inflight import Progress
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import LanewatchConfig, Target
+from lanewatch.collector.guard import FastGuard, GuardAlert, GuardRule
 from lanewatch.collector.probe.spans import TRACER_NAME
 from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.goodput import Goodput
@@ -52,6 +56,7 @@ from lanewatch.exporters import otlp as otlp_export
 from lanewatch.exporters.probe_schedule import ProbeScheduleMetrics
 from lanewatch.exporters.prometheus import (
     GpuMetrics,
+    GuardMetrics,
     IngestMetrics,
     JoinMetrics,
     LogRecordMetrics,
@@ -61,6 +66,7 @@ from lanewatch.exporters.prometheus import (
 )
 
 if TYPE_CHECKING:
+    from lanewatch.alerts.model import Spec
     from lanewatch.collector.collect.otlp_grpc import GrpcSpanReceiver
 
 log = logging.getLogger(__name__)
@@ -99,6 +105,56 @@ def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
     return goodput_from_spec(load_spec(spec_path or DEFAULT_SPEC))
 
 
+def load_guard(cfg: LanewatchConfig) -> FastGuard | None:
+    """The fast guard `guard:` describes, its thresholds and labels from the SLO spec; None when off.
+
+    SpecError names a spec that does not load; ConfigError says why a spec cannot drive the guard.
+    """
+    g = cfg.guard
+    if not g.enabled:
+        return None
+    spec = load_spec(cfg.export.slo_spec or DEFAULT_SPEC)
+    if spec.mitigation is None:
+        raise ConfigError(
+            "guard.enabled: the SLO spec has no `mitigate` windows, whose error ratio the guard fires at"
+        )
+    alerts = guard_alerts(spec)
+    if not alerts:
+        raise ConfigError("guard.enabled: the SLO spec has no lane TTFT SLO without a selector to guard")
+    ratio = spec.mitigation.error_ratio
+    rule = GuardRule(
+        fire_window_s=g.fire_window_s,
+        resolve_window_s=g.resolve_window_s,
+        min_judged=g.min_judged,
+        min_missed=g.min_missed,
+        fire_ratio=ratio,
+        resolve_ratio=g.resolve_ratio if g.resolve_ratio is not None else ratio / 2,
+    )
+    return FastGuard(alerts, rule, g.record_sources, g.resend_s)
+
+
+def guard_alerts(spec: Spec) -> list[GuardAlert]:
+    """One guard alert per lane TTFT SLO: the generated mitigation rule's labels and annotations.
+
+    An SLO with a selector is left to the rules (progress carries no request class); of two TTFT
+    SLOs on one lane, the tighter threshold is guarded.
+    """
+    from lanewatch.alerts.mitigation import mitigation_alerts
+
+    groups = mitigation_alerts(spec, ())
+    rules = groups[-1].rules if groups else ()
+    out: dict[str, GuardAlert] = {}
+    for slo, rule in zip(spec.slos, rules, strict=True):
+        if slo.metric != "ttft" or slo.threshold_s is None or slo.selector or rule.alert is None:
+            continue
+        known = out.get(slo.lane)
+        if known is not None and known.threshold_s <= slo.threshold_s:
+            continue
+        labels = (("alertname", rule.alert), *rule.labels)
+        out[slo.lane] = GuardAlert(slo.lane, slo.name, slo.threshold_s, labels, rule.annotations)
+    return list(out.values())
+
+
 def lane_order(cfg: LanewatchConfig) -> list[str]:
     """Lanes fastest first: the gateway's order when given, else as the targets list them."""
     if cfg.gateway.lane_order:
@@ -124,9 +180,12 @@ class CollectorService:
         writer: RecordsWriter | None = None,
         source_factory: SourceFactory | None = probe_suite,
         nvml: Any | None = None,
+        guard: FastGuard | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`goodput` judges records (None: no goodput metrics); `ingest_token` guards the receivers;
+        """`guard` is the fast guard (None: off).
+
+        `goodput` judges records (None: no goodput metrics); `ingest_token` guards the receivers;
         `tracer` takes probe spans; `provider` (the tracer's owner) is flushed and `writer` (the records
         file) closed at shutdown. Every default is a working part that needs no I/O."""
         self.cfg = cfg
@@ -177,6 +236,10 @@ class CollectorService:
         if cfg.ingest.enabled:
             IngestMetrics(self._live, lambda: self.records_refused)
         self.grpc_port: int | None = None  # the OTLP/gRPC receiver's bound port, once serving
+        self.guard = guard
+        self.progress_refused = 0  # progress events posted to POST /v1/progress and refused one by one
+        if guard is not None:
+            GuardMetrics(self._live, lambda: (guard.views(), guard.posts, self.progress_refused))
 
     @classmethod
     def from_config(
@@ -193,6 +256,7 @@ class CollectorService:
         field, or OSError naming the records file, when one cannot be."""
         ex = cfg.export
         goodput = load_goodput(ex.goodput, ex.slo_spec)
+        guard = load_guard(cfg)
         token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
         writer = RecordsWriter(ex.records_path) if ex.records_path else None
         provider = None
@@ -207,6 +271,7 @@ class CollectorService:
             writer=writer,
             source_factory=source_factory,
             nvml=nvml,
+            guard=guard,
             clock=clock,
         )
 
@@ -219,8 +284,20 @@ class CollectorService:
 
     def receive_records(self, records: Iterable[RequestTiming]) -> None:
         """Records another process's source posted (POST /v1/records): the same path as probes'."""
+        guard = self.guard
         for record in records:
+            if guard is not None:
+                guard.record(record)  # on arrival: the join may hold it back a while
             self.submit(record)
+
+    def receive_progress(self, reporter: str, events: list[Progress]) -> None:
+        """In-flight events a gateway posted (POST /v1/progress), for the fast guard."""
+        if self.guard is not None:
+            self.guard.progress(reporter, events)
+
+    def count_refused_progress(self, count: int) -> None:
+        """Progress events a report held that were refused."""
+        self.progress_refused += count
 
     def receive_spans(self, spans: Iterable[ServerSpan]) -> None:
         """Spans from the OTLP receiver: each completes a waiting record or waits for one."""
@@ -302,6 +379,8 @@ class CollectorService:
             tasks.append(asyncio.create_task(self._scrape(stop), name="scrape"))
         if self.cfg.gpu.enabled:
             tasks.append(asyncio.create_task(self._gpu_loop(stop), name="gpu"))
+        if self.guard is not None:
+            tasks.append(asyncio.create_task(self._guard_loop(stop), name="guard"))
         try:
             await stop.wait()
         finally:
@@ -314,12 +393,25 @@ class CollectorService:
             self.shutdown()
 
     def _observe_schedule(self, source: RecordSource | None) -> None:
-        """Export the probe scheduler's start delays and skipped turns (the probe suite only)."""
+        """Export the probe scheduler's start delays and skipped turns, and show the fast guard the
+        probes under way (the probe suite only)."""
         from lanewatch.collector.probe.suites import ProbeSuite
 
         if isinstance(source, ProbeSuite):
             source.scheduler.on_start = self.schedule_metrics.started
             source.scheduler.on_skip = self.schedule_metrics.skipped
+            if self.guard is not None:
+                self.guard.watch("probe", source.in_flight)
+
+    async def _guard_loop(self, stop: asyncio.Event) -> None:
+        from lanewatch.collector.guard.alertmanager import AlertmanagerPost
+
+        assert self.guard is not None
+        post = AlertmanagerPost(list(self.cfg.guard.alertmanager_urls))
+        try:
+            await self.guard.run(stop, post, self.cfg.guard.tick_s)
+        finally:
+            await post.close()
 
     async def drain(self) -> None:
         """Give records still waiting for a span their full wait (spans keep arriving meanwhile)."""
@@ -472,6 +564,11 @@ class CollectorService:
                 self.count_refused_records,
             )
             app.add_api_route(RECORDS_PATH, ingest, methods=["POST"])
+            if self.guard is not None:
+                progress = progress_endpoint(
+                    ing.max_body_bytes, self._ingest_token, self.receive_progress, self.count_refused_progress
+                )
+                app.add_api_route(PROGRESS_PATH, progress, methods=["POST"])
 
         return app
 

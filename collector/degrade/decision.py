@@ -185,7 +185,9 @@ def _on_alert(policy: Policy, work: _Work, alert: Alert) -> Outcome:
 
 def _attach(policy: Policy, work: _Work, alert: Alert, lane: str, kind: TrackKind) -> Outcome:
     fp = alert.fingerprint
-    why = {"kind": kind, "alertname": alert.labels.get("alertname"), "fingerprint": fp}
+    # `source`: who fired it; the fast guard labels its alerts source="guard", the rules do not
+    source = alert.labels.get("source", "rules")
+    why = {"kind": kind, "alertname": alert.labels.get("alertname"), "source": source, "fingerprint": fp}
     work.note("fired", lane, why)
     track = work.tracks.get((lane, kind))
     if track is not None:

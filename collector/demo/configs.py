@@ -284,12 +284,14 @@ def lanewatch_config(
     classes: Sequence[RequestClass] | None = None,
     timeouts: Mapping[str, float] | None = None,
     fast_max_tokens: int = 32,
+    guard: bool = False,
 ) -> dict[str, Any]:
     """The collector's and gateway's config: probe both lanes directly; route short answers
     (up to `fast_max_tokens`) fast; judge goodput by the SLOs whose rules Prometheus loads.
 
     `classes` replaces the probe's default request classes and `timeouts` its timeouts (the
-    real engines' models take shorter prompts, and are slower)."""
+    real engines' models take shorter prompts, and are slower). `guard` turns the fast guard on,
+    firing into the run's Alertmanager."""
     targets = [
         {
             "name": f"vllm-{lane}",
@@ -334,6 +336,8 @@ def lanewatch_config(
             "shipping": {"interval_s": 0.5},
         },
     }
+    if guard:
+        cfg["guard"] = {"enabled": True, "alertmanager_urls": [layout.alertmanager_url]}
     if layout.router == "envoy":  # Envoy's access log and spans come over OTLP/gRPC; the controller drives it
         cfg["otlp"] = {"grpc_listen": f"127.0.0.1:{layout.otlp_grpc_port}"}
         cfg["degrade"] = {"adapters": [envoy_adapter_entry(layout)]}
@@ -408,6 +412,7 @@ def write_configs(
     slo_spec: Path | None = None,
     timeouts: Mapping[str, float] | None = None,
     fast_max_tokens: int = 32,
+    guard: bool = False,
 ) -> None:
     """Write every config file of the run into its workdir (secrets: `write_secrets`).
 
@@ -415,7 +420,7 @@ def write_configs(
     Alertmanager timings, instead of the demo's time-compressed ones. `act_on`: the alert
     severities the controller acts on (empty: any). `rules` and `slo_spec` replace the rule file
     Prometheus loads and the spec the collector judges goodput by (the real-engine demo's);
-    `classes`, `timeouts` and `fast_max_tokens` go to `lanewatch_config`.
+    `classes`, `timeouts`, `fast_max_tokens` and `guard` go to `lanewatch_config`.
     """
     prom_template = read_template(deploy_dir / "prometheus" / "prometheus.yml")
     if rules is None:
@@ -429,7 +434,7 @@ def write_configs(
         layout.prometheus_yaml: prom,
         layout.alertmanager_yaml: am,
         layout.lanewatch_yaml: lanewatch_config(
-            layout, probe_interval_s, slo_spec, classes, timeouts, fast_max_tokens
+            layout, probe_interval_s, slo_spec, classes, timeouts, fast_max_tokens, guard
         ),
         layout.policy_yaml: policy_config(act_on),
     }

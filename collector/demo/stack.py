@@ -214,11 +214,13 @@ class Stack:
         probe_interval_s: float = 2.0,
         production: bool = False,
         act_on: Sequence[str] = (),
+        guard: bool = False,
     ) -> None:
         """Write configs, start the lanes (in parallel), then everything else; return once all answer.
 
         `production`: the shipped rules at the shipped Prometheus and Alertmanager timings;
-        `act_on`: the alert severities the degrade controller acts on (empty: any). The sizing's
+        `act_on`: the alert severities the degrade controller acts on (empty: any); `guard`: the
+        collector's fast guard fires into Alertmanager (it needs one). The sizing's
         own SLO spec and its committed rules, when it has them, replace the demo's.
         """
         spec = self.sizing.slo_spec
@@ -233,6 +235,7 @@ class Stack:
             slo_spec=spec,
             timeouts=self.sizing.probe_timeouts,
             fast_max_tokens=self.sizing.fast_max_tokens,
+            guard=guard and self.has_alertmanager,
         )
         if self.layout.router == "envoy":
             write_envoy_configs(self.layout, fast_classes(self.sizing))

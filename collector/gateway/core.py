@@ -14,6 +14,7 @@ import aiohttp
 
 from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, Shifter
 from lanewatch.collector.common.headers import AUTHORIZATION
+from lanewatch.collector.common.inflight import InFlight
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.upstream import UpstreamClient
 from lanewatch.collector.config import GatewayConfig, LaneConfig
@@ -24,6 +25,7 @@ from .lane_models import LaneModels
 from .model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
 from .model_ownership import Collision
 from .pool import LanePool, Upstream
+from .progress import ProgressReporter
 from .routing import RouteTable
 from .shipper import RecordShipper
 from .stats import GatewayStats
@@ -70,6 +72,9 @@ class Gateway:
         self.tracing = GatewayTracing(cfg.otlp_endpoint)
         self.on_record = on_record
         self.shipper = shipper  # sends tap records to the collector; on_record feeds it
+        # requests under way, reported to the collector's fast guard by `progress` (when it runs)
+        self.in_flight = InFlight()
+        self.progress = self._progress_reporter()
         self.record_content = record_content  # prompt and response text on tap records and spans
         self.metrics_text = metrics_text
         self.upstream = UpstreamClient(cfg.connect_timeout_s)  # the data path's connections
@@ -84,6 +89,15 @@ class Gateway:
         self.degrade = self.degrade.replaced(lanes, revision)
         self.stats.degrade_version = self.degrade.version
         return self.degrade
+
+    def _progress_reporter(self) -> ProgressReporter | None:
+        """The in-flight reporter towards the collector's fast guard; None without a collector or when off."""
+        cfg = self.cfg
+        interval = cfg.shipping.progress_interval_s
+        if cfg.collector_url is None or interval is None:
+            return None
+        token = read_secret_or_none(cfg.collector_token_file, "collector_token_file")
+        return ProgressReporter(self.in_flight, cfg.collector_url, token, interval, cfg.shipping.timeout_s)
 
     def _learner(self) -> ModelLearner | None:
         """Lanes that declare no models learn them from their upstreams, unless turned off."""
@@ -142,6 +156,8 @@ class Gateway:
         self._health_task = asyncio.create_task(self._health_loop())
         if self.shipper is not None:
             self.shipper.start()
+        if self.progress is not None:
+            self.progress.start()
 
     async def shutdown(self) -> None:
         """Stop health checks, close sessions, send the last records and flush spans."""
@@ -153,6 +169,8 @@ class Gateway:
         self.upstream.close()
         if self.control is not None:
             await self.control.close()
+        if self.progress is not None:
+            await self.progress.shutdown()
         if self.shipper is not None:
             await self.shipper.shutdown()  # after the front: every finished request's record is queued
         self.tracing.shutdown()

@@ -99,10 +99,14 @@ def handle_completion(
 async def _proxy(
     gw: Gateway, request: Request, conn: FrontConn, ex: Exchange, flight: Flight, ids: TraceIds
 ) -> Response | None:
+    rid = gw.in_flight.start(
+        ex.decision.served_lane, ex.t0, lambda: None if ex.tap is None else ex.tap.first_content_at
+    )
     try:
         return await forward(gw, conn, ex, flight)
     finally:
         ex.end = perf_counter()
+        gw.in_flight.end(rid)
         _finish(gw, request, ex, ids)
 
 

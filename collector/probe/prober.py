@@ -25,6 +25,7 @@ from opentelemetry.trace import Tracer
 from lanewatch.collector.common.error_detail import error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, DEGRADED_HEADER, LANE_HEADER, REQUEST_ID
 from lanewatch.collector.common.http1 import HttpError, ResponseHead
+from lanewatch.collector.common.inflight import InFlight
 from lanewatch.collector.common.response_metrics import ResponseMetrics, with_response_metrics
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk
@@ -235,8 +236,10 @@ class Prober:
         tracer: Tracer | None = None,
         max_connections: int = 4,
         record_content: bool = False,
+        in_flight: InFlight | None = None,
     ) -> None:
         self.target = target
+        self.in_flight = in_flight  # probes under way, for the fast guard (common/inflight.py)
         self.record_content = record_content  # prompt and response text on records and spans
         self.timeouts = timeouts or Timeouts()
         self._tracer = tracer  # None: no exporter, so no span is built (a traceparent still goes out)
@@ -295,6 +298,8 @@ class Prober:
         sent_id = f"lanewatch-probe-{uuid.uuid4().hex}"
         headers[REQUEST_ID] = sent_id
         run = _Run(time.perf_counter(), start_ns, StreamedText() if self.record_content else None)
+        table = self.in_flight
+        rid = table.start(self.target.lane, run.t0, lambda: run.first_content) if table is not None else 0
         try:
             await self._exchange(spec, run, headers, timeouts or self.timeouts)
         except Exception as exc:  # every failure becomes an error kind, never a crash
@@ -305,6 +310,9 @@ class Prober:
             if span is not None:
                 span.end()
             raise
+        finally:
+            if table is not None:
+                table.end(rid)
         run.end = run.done_at or run.end or time.perf_counter()
         record = self._record(spec, run, started_at, trace_id, sent_id)
         if tracer is not None and span is not None:

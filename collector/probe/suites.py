@@ -23,6 +23,7 @@ from typing import Any, Literal
 from opentelemetry.trace import Tracer
 
 from lanewatch.collector.common.errors import ConfigError
+from lanewatch.collector.common.inflight import InFlight
 from lanewatch.collector.config import LanewatchConfig, RequestClass, Target
 from lanewatch.collector.probe.prober import Prober, spec_for
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
@@ -213,6 +214,7 @@ class ProbeSuite:
         p = cfg.probe
         self.jobs = plan(cfg)
         targets = {j.target.name: j.target for j in self.jobs}
+        self.in_flight = InFlight()  # every prober's probes under way, for the fast guard
         self._probers = {
             name: Prober(
                 t,
@@ -221,6 +223,7 @@ class ProbeSuite:
                 tracer=tracer,
                 max_connections=p.concurrency,
                 record_content=cfg.export.record_content,
+                in_flight=self.in_flight,
             )
             for name, t in targets.items()
         }

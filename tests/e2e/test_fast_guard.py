@@ -1,0 +1,210 @@
+"""The fast guard, in real time: a sustained breach moves traffic within seconds, through real
+Prometheus and Alertmanager, with the production rules and the production Alertmanager timers.
+
+The demo's stack on 127.0.0.1 (two simulated lanes, the gateway, the collector with its guard,
+the controller acting on mitigation alerts only), loading alerts/generated/lanewatch-rules.yml at
+deploy/prometheus's intervals and deploy/alertmanager's timers (the controller's route:
+group_wait 1s, group_interval 5s). Traffic flows through the gateway and the collector probes
+both lanes directly. Each fault is the simulator's 3 s queue delay on the slow lane: every
+request there misses the 2 s TTFT SLO.
+
+1. Five trials of a sustained fault: from the fault to the first slow-routed request the fast
+   lane served; then the fault clears, and the controller restores within its hold plus 15 s.
+2. A storm of client 4xx: the guard judges none of it and fires nothing.
+3. A 15 s blip: at most one shift and one restore.
+
+The figures are printed (docs/slo.md quotes them). The run takes about 4 minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from lanewatch.collector.cli.app import app
+from lanewatch.collector.common.headers import LANE_HEADER
+from lanewatch.collector.demo import Layout, Stack, Supervisor, Tools, free_ports
+from lanewatch.collector.demo.configs import MODEL, policy_config
+from lanewatch.collector.demo.events import lane_actions
+from lanewatch.collector.demo.traffic import Traffic
+from tests.conftest import require_binary
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+FAULT = {"queue_delay_s": 3.0}
+TRIALS = 5
+WARMUP_S = 15.0
+MEDIAN_WITHIN_S = 5.0  # fault to the first shifted request
+WORST_WITHIN_S = 8.0
+SHIFT_LIMIT_S = 30.0  # a trial that has not shifted by then has failed
+RESTORE_MARGIN_S = 15.0  # restore within the policy's hold plus this, from the fault's end
+BLIP_S = 15.0
+STORM_S = 10.0
+POLL_S = 0.1
+stack_faults: list[float] = []  # Unix time each trial's fault began
+MITIGATE = "mitigate"
+HOLD_S = float(policy_config()["min_hold_s"])
+
+
+def _first_shift(traffic: Traffic, since: float) -> float | None:
+    """Unix time of the first slow-routed request the fast lane served after `since`."""
+    times = [s.t for s in traffic.history if s.t > since and s.routed == "slow" and s.served == "fast"]
+    return min(times) if times else None
+
+
+async def _slow_degraded(stack: Stack) -> bool:
+    state = await stack.degrade_state()
+    return bool(lane_actions((state.get("lanes") or {}).get("slow") or {}))
+
+
+async def _until(predicate: Any, limit_s: float, what: str) -> float:
+    """Seconds until `predicate()` (async) holds; fails past `limit_s`."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s:
+        if await predicate():
+            return time.monotonic() - started
+        await asyncio.sleep(POLL_S)
+    raise AssertionError(f"{what} did not happen within {limit_s:.0f}s")
+
+
+async def _trial(stack: Stack, traffic: Traffic) -> tuple[float, float]:
+    """One sustained fault: seconds to the first shifted request, then from its end to the restore."""
+    fault_at = time.time()
+    await stack.set_fault("slow", FAULT)
+    stack_faults.append(fault_at)
+
+    async def shifted() -> bool:
+        return _first_shift(traffic, fault_at) is not None
+
+    await _until(shifted, SHIFT_LIMIT_S, "a shift of the slow lane")
+    to_shift = (_first_shift(traffic, fault_at) or 0.0) - fault_at
+    await stack.clear_fault("slow")
+
+    async def restored() -> bool:
+        return not await _slow_degraded(stack)
+
+    to_restore = await _until(restored, HOLD_S + RESTORE_MARGIN_S + 10, "the restore")
+    return to_shift, to_restore
+
+
+async def _degrade_changes(stack: Stack, seconds: float) -> list[bool]:
+    """The slow lane's degraded state each time it changed over `seconds`."""
+    changes: list[bool] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        on = await _slow_degraded(stack)
+        if not changes or changes[-1] != on:
+            changes.append(on)
+        await asyncio.sleep(POLL_S)
+    return changes
+
+
+async def _client_error_storm(stack: Stack, seconds: float) -> int:
+    """Requests through the gateway to the slow lane that it refuses as the client's mistake
+    (max_tokens 0: a 400), as fast as one client sends them."""
+    sent = 0
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}
+    headers = {LANE_HEADER: "slow"}
+    deadline = time.monotonic() + seconds
+    async with httpx.AsyncClient(base_url=stack.layout.gateway_url, timeout=5.0) as client:
+        while time.monotonic() < deadline:
+            r = await client.post("/v1/chat/completions", json=body, headers=headers)
+            assert 400 <= r.status_code < 500, (r.status_code, r.text)
+            sent += 1
+    return sent
+
+
+async def _guard_metrics(stack: Stack) -> str:
+    async with httpx.AsyncClient(timeout=5.0) as client:
+        return (await client.get(f"{stack.layout.collector_url}/metrics")).text
+
+
+def _sample(text: str, line_start: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(line_start):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def _scenario(stack: Stack, traffic: Traffic) -> dict[str, Any]:
+    figures: dict[str, Any] = {"to_shift_s": [], "to_restore_s": []}
+    await asyncio.sleep(WARMUP_S)
+    for _ in range(TRIALS):
+        to_shift, to_restore = await _trial(stack, traffic)
+        figures["to_shift_s"].append(round(to_shift, 2))
+        figures["to_restore_s"].append(round(to_restore, 2))
+        await asyncio.sleep(3.0)
+
+    posts_before = _sample(await _guard_metrics(stack), 'lanewatch_guard_alert_posts_total{result="ok"}')
+    figures["storm_requests"] = await _client_error_storm(stack, STORM_S)
+    assert not await _slow_degraded(stack), "a storm of client errors degraded the slow lane"
+    text = await _guard_metrics(stack)
+    assert _sample(text, 'lanewatch_guard_firing{lane="slow",slo="ttft"}') == 0.0
+    assert _sample(text, 'lanewatch_guard_alert_posts_total{result="ok"}') == posts_before, "the storm fired"
+
+    await stack.set_fault("slow", FAULT)
+    blip = asyncio.create_task(_degrade_changes(stack, BLIP_S + HOLD_S + RESTORE_MARGIN_S + 10))
+    await asyncio.sleep(BLIP_S)
+    await stack.clear_fault("slow")
+    figures["blip_changes"] = await blip
+    return figures
+
+
+def _audit(stack: Stack) -> list[dict[str, Any]]:
+    state_dir = stack.layout.workdir / "degrade-state"
+    args = ["degrade", "status", "--state-dir", str(state_dir), "--last", "500", "--json"]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    audit: list[dict[str, Any]] = json.loads(done.output)["audit"]
+    return audit
+
+
+def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() -> None:
+    tools = Tools(require_binary("prometheus"), require_binary("prometheus-alertmanager"))
+    with tempfile.TemporaryDirectory(prefix="lanewatch-guard-") as tmp:
+        fast, slow, collector, gateway, degrade, prometheus, alertmanager = free_ports(7)
+        ports = (fast, slow, collector, gateway, degrade, prometheus, alertmanager)
+        layout = Layout(Path(tmp), *ports, seed=13)
+
+        async def run() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            with Supervisor() as supervisor:
+                stack = Stack(layout, supervisor, tools)
+                try:
+                    await stack.start(probe_interval_s=1.0, production=True, act_on=(MITIGATE,), guard=True)
+                    traffic = Traffic(layout.gateway_url, MODEL, rate_per_s=3.0, seed=13)
+                    stop = asyncio.Event()
+                    sending = asyncio.create_task(traffic.run(stop))
+                    try:
+                        return await _scenario(stack, traffic), _audit(stack)
+                    finally:
+                        stop.set()
+                        with contextlib.suppress(Exception):
+                            await sending
+                finally:
+                    await stack.shutdown()
+
+        figures, audit = asyncio.run(run())
+    fired_at = [e["at"] for e in audit if e["event"] == "fired" and e["lane"] == "slow"]
+    applied_at = [e["at"] for e in audit if e["event"] == "apply" and e["lane"] == "slow"]
+    figures["to_fired_s"] = [round(min(t for t in fired_at if t > f) - f, 2) for f in stack_faults]
+    figures["to_applied_s"] = [round(min(t for t in applied_at if t > f) - f, 2) for f in stack_faults]
+    print(f"fast guard: {figures}")
+    shifts = figures["to_shift_s"]
+    assert statistics.median(shifts) <= MEDIAN_WITHIN_S, figures
+    assert max(shifts) <= WORST_WITHIN_S, figures
+    assert max(figures["to_restore_s"]) <= HOLD_S + RESTORE_MARGIN_S, figures
+    # one shift and one restore at most
+    assert figures["blip_changes"] in ([False], [False, True, False]), figures
+    fired = [e for e in audit if e["event"] == "fired" and e["lane"] == "slow"]
+    assert fired, audit
+    assert all(e["detail"]["source"] == "guard" for e in fired), fired  # the rules never got there first
