@@ -39,7 +39,7 @@ from lanewatch.collector.demo.events import lane_actions
 from lanewatch.collector.demo.traffic import Traffic
 from tests.conftest import require_binary
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.timeout(600)]  # timing: not beside other tests
 
 FAULT = {"queue_delay_s": 3.0}
 TRIALS = 5
