@@ -35,6 +35,31 @@ def _state_panels() -> list[Any]:
             "none",
             [("green", None), ("red", 1)],
         ),
+        timeline(
+            "Fast guard",
+            "Whether the collector's fast guard fires for each lane's TTFT SLO: most of the lane's "
+            "requests of the last seconds missed it, counted at their first token or while still "
+            "waiting. Red: firing, its alert in Alertmanager beside the rules' own.",
+            [Query(f"max by (lane, slo) ({sel(names.GUARD_FIRING, LANE)})", "{{lane}} {{slo}}")],
+            "none",
+            [("green", None), ("red", 1)],
+            mappings=(("0", "quiet", "green"), ("1", "firing", "red")),
+        ),
+        timeseries(
+            "Fast guard evidence",
+            "Requests the fast guard judged in the window that decides now, and how many missed the "
+            "SLO. Red from 3: the default floor of misses; the guard fires once they are also most of "
+            "those judged. Misses that stay red with no shift: check the controller's policy and "
+            "Alertmanager's route for action=degrade.",
+            [
+                Query(
+                    f"sum by (lane, outcome) ({sel(names.GUARD_WINDOW_REQUESTS, LANE)})",
+                    "{{lane}} {{outcome}}",
+                )
+            ],
+            "none",
+            [("green", None), ("red", 3)],
+        ),
         timeseries(
             "Traffic shifted",
             "Share of a lane's traffic shifted to a faster lane. Orange above 0, red at 100%: the "

@@ -37,6 +37,12 @@ NO_DATA_IN_DEMO = {
     ): "shedding protects the fastest lane; the fault is in the slow one",
     # lanewatch_request_errors_total gets its series with a first error, and the demo's fault
     # is a slowdown: no request fails.
+    # The demo's time-compressed spec has no `mitigate` windows, which the guard fires at.
+    ("lanewatch-degrade", "Fast guard"): "the demo degrades on its time-compressed page; the guard is off",
+    (
+        "lanewatch-degrade",
+        "Fast guard evidence",
+    ): "the demo degrades on its time-compressed page; the guard is off",
     ("lanewatch-latency", "Errors by kind"): "no request fails in the demo (its fault is a slowdown)",
     ("lanewatch-overview", "Error ratio by lane"): "no request fails in the demo (its fault is a slowdown)",
 }
