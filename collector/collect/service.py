@@ -31,12 +31,14 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
+from lanewatch.collector.collect.envoy_log import REPORTER as ENVOY_REPORTER
+from lanewatch.collector.collect.envoy_log import end_progress
 from lanewatch.collector.collect.family_notices import FamilyNotices
 from lanewatch.collector.collect.gpu import GpuSample, GpuSampler, load_nvml
 from lanewatch.collector.collect.label_sets import closed_classes, closed_lanes
 from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_http import TRACES_PATH, logs_endpoint, traces_endpoint
-from lanewatch.collector.collect.otlp_logs import LOGS_PATH, LogsAdmission
+from lanewatch.collector.collect.otlp_logs import LOGS_PATH, LogsAdmission, LogsAdmitted
 from lanewatch.collector.collect.progress_http import PROGRESS_PATH, progress_endpoint
 from lanewatch.collector.collect.records_http import RECORDS_PATH, records_endpoint
 from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
@@ -105,6 +107,9 @@ def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
     return goodput_from_spec(load_spec(spec_path or DEFAULT_SPEC))
 
 
+DEFAULT_GUARD_RATIO = 0.5  # alerts/windows.yaml's standard mitigation errorRatio
+
+
 def load_guard(cfg: LanewatchConfig) -> FastGuard | None:
     """The fast guard `guard:` describes, its thresholds and labels from the SLO spec; None when off.
 
@@ -114,14 +119,10 @@ def load_guard(cfg: LanewatchConfig) -> FastGuard | None:
     if not g.enabled:
         return None
     spec = load_spec(cfg.export.slo_spec or DEFAULT_SPEC)
-    if spec.mitigation is None:
-        raise ConfigError(
-            "guard.enabled: the SLO spec has no `mitigate` windows, whose error ratio the guard fires at"
-        )
-    alerts = guard_alerts(spec)
+    ratio = g.error_ratio if g.error_ratio is not None else _spec_ratio(spec)
+    alerts = guard_alerts(spec, ratio)
     if not alerts:
         raise ConfigError("guard.enabled: the SLO spec has no lane TTFT SLO without a selector to guard")
-    ratio = spec.mitigation.error_ratio
     rule = GuardRule(
         fire_window_s=g.fire_window_s,
         resolve_window_s=g.resolve_window_s,
@@ -133,14 +134,25 @@ def load_guard(cfg: LanewatchConfig) -> FastGuard | None:
     return FastGuard(alerts, rule, g.record_sources, g.resend_s)
 
 
-def guard_alerts(spec: Spec) -> list[GuardAlert]:
-    """One guard alert per lane TTFT SLO: the generated mitigation rule's labels and annotations.
+def _spec_ratio(spec: Spec) -> float:
+    """The spec's mitigation error ratio; without `mitigate` windows, the standard set's 50 %."""
+    return spec.mitigation.error_ratio if spec.mitigation is not None else DEFAULT_GUARD_RATIO
+
+
+def guard_alerts(spec: Spec, ratio: float = DEFAULT_GUARD_RATIO) -> list[GuardAlert]:
+    """One guard alert per lane TTFT SLO: the generated mitigation rule's labels and annotations
+    (those the spec's rules carry, or would with `mitigate` windows at `ratio`).
 
     An SLO with a selector is left to the rules (progress carries no request class); of two TTFT
     SLOs on one lane, the tighter threshold is guarded.
     """
-    from lanewatch.alerts.mitigation import mitigation_alerts
+    from dataclasses import replace
 
+    from lanewatch.alerts.mitigation import mitigation_alerts
+    from lanewatch.alerts.model import Mitigation
+
+    if spec.mitigation is None:  # the labels and text a mitigation rule of this spec would have
+        spec = replace(spec, mitigation=Mitigation(window_s=60, error_ratio=ratio, for_s=0, interval_s=5))
     groups = mitigation_alerts(spec, ())
     rules = groups[-1].rules if groups else ()
     out: dict[str, GuardAlert] = {}
@@ -230,6 +242,7 @@ class CollectorService:
         self._span_calls = 0
         # OTLP log records taken as records, and refused (not access-log entries, bad values, past the bound)
         self.logs_received = self.logs_refused = 0
+        self.logs_progress = 0  # Envoy's periodic entries (streams under way), taken as guard progress
         if cfg.otlp.enabled and cfg.otlp.logs:
             LogRecordMetrics(self._live, lambda: (self.logs_received, self.logs_refused))
         self.records_refused = 0  # records posted to POST /v1/records and refused one by one
@@ -308,10 +321,24 @@ class CollectorService:
             self._emit_all(self.joiner.add_span(span, self.clock(), self._span_calls))
 
     def receive_logs(self, admission: LogsAdmission) -> None:
-        """Records from Envoy's access log (OTLP logs): the same path as the tap's; refused ones counted."""
+        """Records from Envoy's access log (OTLP logs): the same path as the tap's; refused ones counted.
+
+        The fast guard takes Envoy's requests as progress (when `envoy` is in guard.record_sources):
+        the periodic entries of streams under way, then the end entry's record as the request's last
+        event, so a request judged while in flight is not judged again when it ends."""
         self.logs_refused += admission.rejected
         self.logs_received += len(admission.kept)
-        self.receive_records(admission.kept)
+        progress = admission.progress if isinstance(admission, LogsAdmitted) else []
+        self.logs_progress += len(progress)
+        guard = self.guard
+        if guard is not None and "envoy" in self.cfg.guard.record_sources:
+            ends = [p for r in admission.kept if (p := end_progress(r)) is not None]
+            guard.progress(ENVOY_REPORTER, [*progress, *ends])
+            for record in admission.kept:
+                if record.request_id is None:  # no id to match its periodic entries by
+                    guard.record(record)
+        for record in admission.kept:
+            self.submit(record)
 
     def count_refused_records(self, count: int) -> None:
         """Records a POST /v1/records batch held that were refused: counted, never emitted."""

@@ -33,6 +33,7 @@ __all__ = ["DegradeService", "Handled"]
 
 log = logging.getLogger("lanewatch.degrade")
 READ_BACK_TIMEOUT_S = 10.0  # one router's read-back for `GET /routers`; past it the router is stale
+DIAGNOSIS_RETRY_S = 15.0  # a diagnosis that found nothing looks again this much later, once
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,11 @@ class DegradeService:
         metrics: DegradeMetrics,
         clock: Callable[[], float] = time.time,
         why: Why | None = None,
+        diagnosis_retry_s: float = DIAGNOSIS_RETRY_S,
     ) -> None:
         self.policy = policy
         self._why = why
+        self.diagnosis_retry_s = diagnosis_retry_s  # a second look when the first found nothing; 0: none
         self._explaining: set[asyncio.Task[None]] = set()
         self._store = store
         self._adapters = list(adapters)
@@ -166,11 +169,16 @@ class DegradeService:
             task.add_done_callback(self._explaining.discard)
 
     async def _diagnosis(self, why: Why, lane: str, actions: list[str], revision: int) -> None:
-        try:
-            detail = await why(lane)
-        except Exception as exc:  # a diagnosis is a note: it never touches the degrade itself
-            log.exception("diagnosis of lane %s failed", lane)
-            detail = {"error": str(exc)[:300] or type(exc).__name__}
+        detail = await self._diagnose(why, lane)
+        if not detail.get("findings") and "error" not in detail and self.diagnosis_retry_s:
+            # Acted on seconds of evidence (the fast guard): Prometheus may not hold enough of the
+            # fault yet to explain it. One more look later, while the lane is still degraded.
+            first = {"revision": revision, "actions": actions, **detail}
+            self._store_audit(AuditEntry(self._clock(), "diagnosis", lane, None, first))
+            await asyncio.sleep(self.diagnosis_retry_s)
+            if lane not in desired_state(self._state):
+                return
+            detail = {**await self._diagnose(why, lane), "second_look": True}
         findings = detail.get("findings") or []
         if findings:
             log.info("lane %s: top finding %s (%s)", lane, findings[0]["check"], findings[0]["title"])
@@ -178,6 +186,13 @@ class DegradeService:
             log.warning("lane %s: no diagnosis: %s", lane, detail["error"])
         entry = {"revision": revision, "actions": actions, **detail}
         self._store_audit(AuditEntry(self._clock(), "diagnosis", lane, None, entry))
+
+    async def _diagnose(self, why: Why, lane: str) -> dict[str, Any]:
+        try:
+            return dict(await why(lane))
+        except Exception as exc:  # a diagnosis is a note: it never touches the degrade itself
+            log.exception("diagnosis of lane %s failed", lane)
+            return {"error": str(exc)[:300] or type(exc).__name__}
 
     async def explained(self) -> None:
         """Wait for the diagnoses under way (tests, shutdown)."""

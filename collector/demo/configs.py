@@ -434,7 +434,13 @@ def write_configs(
         layout.prometheus_yaml: prom,
         layout.alertmanager_yaml: am,
         layout.lanewatch_yaml: lanewatch_config(
-            layout, probe_interval_s, slo_spec, classes, timeouts, fast_max_tokens, guard
+            layout,
+            probe_interval_s,
+            slo_spec,
+            classes,
+            timeouts,
+            fast_max_tokens,
+            guard,
         ),
         layout.policy_yaml: policy_config(act_on),
     }

@@ -28,7 +28,7 @@ __all__ = [
 
 # The event kinds, in the order a healthy loop emits them: the report draws the same ones.
 KINDS = EVENT_KINDS
-AlertKey = tuple[str, str, str, str]  # (alertname, lane, severity, slo)
+AlertKey = tuple[str, str, str, str, str]  # (alertname, lane, severity, slo, source)
 CONVERGENCE_ALERT = "LanewatchLaneConvergence"
 
 
@@ -60,18 +60,21 @@ def _key(labels: Mapping[str, str]) -> AlertKey:
         labels.get("lane", ""),
         labels.get("severity", ""),
         labels.get("slo", ""),
+        labels.get("source", "rules"),  # the fast guard's alerts say source="guard"
     )
 
 
 def controller_alerts(alerts: Iterable[Mapping[str, Any]], now: float) -> dict[AlertKey, Mapping[str, Any]]:
-    """Alerts firing now that Alertmanager routes to the degrade controller (pages and convergence)."""
+    """Alerts firing now that Alertmanager routes to the degrade controller (pages, convergence, and
+    mitigation alerts: the rules' and the fast guard's)."""
     out: dict[AlertKey, Mapping[str, Any]] = {}
     for alert in alerts:
         labels = alert.get("labels") or {}
         name = labels.get("alertname", "")
         if not name.startswith("Lanewatch"):
             continue
-        if labels.get("severity") != "page" and name != CONVERGENCE_ALERT:
+        controller = labels.get("severity") == "page" or labels.get("action") == "degrade"
+        if not controller and name != CONVERGENCE_ALERT:
             continue
         state = (alert.get("status") or {}).get("state")
         ends = _parse_time(alert.get("endsAt"))
@@ -87,13 +90,13 @@ def alert_changes(
     firing = controller_alerts(alerts, now)
     events = []
     for key in sorted(set(firing) - before):
-        name, lane, severity, slo = key
+        name, lane, severity, slo, source = key
         starts = _parse_time(firing[key].get("startsAt"))
-        details = {"alertname": name, "lane": lane, "severity": severity, "slo": slo}
+        details = {"alertname": name, "lane": lane, "severity": severity, "slo": slo, "source": source}
         events.append(Event(now, "alert_firing", {**details, "starts_at": starts}))
     for key in sorted(before - set(firing)):
-        name, lane, severity, slo = key
-        details = {"alertname": name, "lane": lane, "severity": severity, "slo": slo}
+        name, lane, severity, slo, source = key
+        details = {"alertname": name, "lane": lane, "severity": severity, "slo": slo, "source": source}
         events.append(Event(now, "alert_resolved", details))
     return set(firing), events
 

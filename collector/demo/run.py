@@ -85,7 +85,7 @@ class DemoResult:
     """What a run did."""
 
     events: list[Event]
-    timings: dict[str, float | None]
+    timings: dict[str, Any]
     interrupted: bool = False
     error: str | None = None
     outputs: list[Path] = field(default_factory=list)

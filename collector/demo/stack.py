@@ -214,7 +214,7 @@ class Stack:
         probe_interval_s: float = 2.0,
         production: bool = False,
         act_on: Sequence[str] = (),
-        guard: bool = False,
+        guard: bool = True,
     ) -> None:
         """Write configs, start the lanes (in parallel), then everything else; return once all answer.
 

@@ -30,37 +30,53 @@ def _first(events: Sequence[Event], kind: str, after: float = float("-inf"), **m
     return None
 
 
-def _pages_resolved(events: Sequence[Event], lane: str, after: float) -> float | None:
-    """When the last of `lane`'s pages that fired resolved after `after`; None while one still fires."""
-    firing: set[str] = set()
+_CONTROLLER_SEVERITIES = ("page", "mitigate")  # the alerts the demo's controller acts on
+
+
+def _alerts_resolved(events: Sequence[Event], lane: str, after: float) -> float | None:
+    """When the last of `lane`'s controller-bound alerts that fired resolved after `after`; None while
+    one still fires."""
+    firing: set[tuple[str, str, str]] = set()
     at: float | None = None
     for e in events:
-        if e.details.get("lane") != lane or e.details.get("severity") != "page":
+        if e.details.get("lane") != lane or e.kind not in ("alert_firing", "alert_resolved"):
             continue
-        name = str(e.details.get("alertname"))
+        if e.details.get("severity") not in _CONTROLLER_SEVERITIES:
+            continue
+        key = (str(e.details.get("alertname")), str(e.details.get("severity")), str(e.details.get("source")))
         if e.kind == "alert_firing":
-            firing.add(name)
+            firing.add(key)
             at = None
-        elif e.kind == "alert_resolved" and name in firing:
-            firing.discard(name)
+        elif key in firing:
+            firing.discard(key)
             if not firing and e.t >= after:
                 at = e.t
     return at if not firing else None
 
 
-def loop_timings(events: Sequence[Event], lane: str = "slow") -> dict[str, float | None]:
-    """Seconds from the fault to `lane`'s first page and on to the degrade; from the clear to the
-    resolve of its last page and on to the restore (None where a step did not happen).
+def _first_alert(events: Sequence[Event], lane: str, after: float) -> Event | None:
+    for e in events:
+        here = e.kind == "alert_firing" and e.t >= after and e.details.get("lane") == lane
+        if here and e.details.get("severity") in _CONTROLLER_SEVERITIES:
+            return e
+    return None
 
-    Any page counts, as it does for the controller: a burst of long prompts may break TPOT (decode
-    steps wait behind prefill chunks) before TTFT, and the shift follows whichever pages first.
+
+def loop_timings(events: Sequence[Event], lane: str = "slow") -> dict[str, Any]:
+    """Seconds from the fault to `lane`'s first alert and on to the degrade; from the clear to the
+    resolve of its last alert and on to the restore (None where a step did not happen); and which
+    source fired first (`fired_by`: `guard`, the fast guard, or `rules`, Prometheus').
+
+    Any alert that reaches the controller counts, as it does for the controller: the fast guard's,
+    a mitigation rule's or a page (a burst of long prompts may break TPOT before TTFT, and the shift
+    follows whichever fires first).
     """
-    page = {"lane": lane, "severity": "page"}
     injected = _first(events, "fault_injected")
-    firing = _first(events, "alert_firing", injected or 0.0, **page)
+    first = _first_alert(events, lane, injected or 0.0)
+    firing = first.t if first is not None else None
     applied = _first(events, "degrade_applied", firing or injected or 0.0, lane=lane)
     cleared = _first(events, "fault_cleared")
-    resolved = _pages_resolved(events, lane, cleared) if cleared is not None else None
+    resolved = _alerts_resolved(events, lane, cleared) if cleared is not None else None
     restored = _first(events, "degrade_restored", resolved or cleared or 0.0, lane=lane)
 
     def gap(a: float | None, b: float | None) -> float | None:
@@ -71,6 +87,7 @@ def loop_timings(events: Sequence[Event], lane: str = "slow") -> dict[str, float
         "alert_to_degrade_s": gap(firing, applied),
         "clear_to_resolve_s": gap(cleared, resolved),
         "resolve_to_restore_s": gap(resolved, restored),
+        "fired_by": first.details.get("source", "rules") if first is not None else None,
     }
 
 

@@ -17,7 +17,8 @@ class GuardConfig(BaseModel):
     """Per-lane TTFT misses, counted at first token or by in-flight age, fired into Alertmanager.
 
     The thresholds (each lane's TTFT SLO) and the firing ratio (the mitigation error ratio) come
-    from the collector's SLO spec (`export.slo_spec`), with the labels of its mitigation alerts.
+    from the collector's SLO spec (`export.slo_spec`), with the labels of its mitigation alerts
+    (a spec without `mitigate` windows: the labels its mitigation rules would have, and 0.5).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -28,6 +29,8 @@ class GuardConfig(BaseModel):
     resolve_window_s: float = Field(default=10.0, gt=0, le=3600)
     min_judged: int = Field(default=4, ge=1)  # the evidence floor: requests judged in the window
     min_missed: int = Field(default=3, ge=1)  # ... and of them, missed
+    # the missed share above which it fires; null: the spec's mitigation errorRatio (0.5 without one)
+    error_ratio: float | None = Field(default=None, gt=0, lt=1)
     # the missed share at or under which a firing lane resolves; null: half the firing ratio
     resolve_ratio: float | None = Field(default=None, ge=0, lt=1)
     resend_s: float = Field(default=5.0, gt=0, le=300)  # re-sent this often while firing

@@ -146,14 +146,15 @@ def assert_shifted_and_back(result: DemoResult, events: list[Event], margin_s: f
 
 
 def loop_gaps(events: list[Event]) -> tuple[float, float, float, float]:
-    """fault -> page, page -> degrade, clear -> resolve, resolve -> restore, in seconds."""
+    """fault -> first alert, alert -> degrade, clear -> resolve, resolve -> restore, in seconds."""
     timings = loop_timings(events, "slow")  # from the slow lane's first page to its last resolve
     injected = first(events, "fault_injected", lane="slow")
     applied = first(events, "degrade_applied", lane="slow", shift_to="fast")
     assert applied.details["shift_percent"] == 100
     assert not [e for e in events if e.kind == "alert_firing" and e.t < injected.t], "a page before the fault"
     assert None not in timings.values(), f"a step of the loop is missing: {timings}"
-    to_alert, to_degrade, to_resolve, to_restore = (float(v or 0.0) for v in timings.values())
+    steps = ("fault_to_alert_s", "alert_to_degrade_s", "clear_to_resolve_s", "resolve_to_restore_s")
+    to_alert, to_degrade, to_resolve, to_restore = (float(timings[k] or 0.0) for k in steps)
     return to_alert, to_degrade, to_resolve, to_restore
 
 

@@ -113,7 +113,7 @@ def test_shipped_rules_degrade_a_sustained_breach_within_a_minute_and_ignore_a_1
             with Supervisor() as supervisor:
                 stack = Stack(layout, supervisor, tools)
                 try:
-                    await stack.start(production=True, act_on=(MITIGATE,))
+                    await stack.start(production=True, act_on=(MITIGATE,), guard=False)  # the rules alone
                     traffic = Traffic(layout.gateway_url, MODEL, rate_per_s=2.0, seed=11)
                     stop = asyncio.Event()
                     sending = asyncio.create_task(traffic.run(stop))

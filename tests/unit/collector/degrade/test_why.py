@@ -135,3 +135,26 @@ def test_serve_refuses_an_slo_spec_it_cannot_read(tmp_path: Path) -> None:
     missing = tmp_path / "none.yaml"
     done = CliRunner().invoke(app, ["degrade", "serve", *flags, "--slo-spec", str(missing)])
     assert done.exit_code == 2 and "--slo-spec" in done.output
+
+
+async def test_a_diagnosis_that_found_nothing_looks_once_more_while_the_lane_is_degraded(
+    controller: Controller,
+) -> None:
+    answers = [
+        {"findings": [], "found": 0},
+        {"findings": [{"check": "queue/unsplit", "title": "t"}], "found": 1},
+    ]
+
+    async def why(lane: str) -> dict[str, object]:
+        return answers.pop(0)
+
+    c = controller
+    c.service = DegradeService(
+        POLICY, c.store, [c.adapter], c.metrics, clock=c.clock, why=why, diagnosis_retry_s=0.01
+    )
+    await c.service.handle(parse_notification(firing()))
+    await c.service.explained()
+    first, second = _diagnoses(c)
+    assert first["found"] == 0 and "second_look" not in first
+    assert second["second_look"] is True and second["found"] == 1 and second["actions"] == ["shift"]
+    assert answers == []

@@ -43,6 +43,8 @@ PAGE = am_alert("LanewatchTTFTBurnRate", "slow", "page")
 
 
 def test_only_alerts_routed_to_the_controller_count() -> None:
+    guard = am_alert("LanewatchTTFTMitigation", "slow", "mitigate")
+    guard["labels"] |= {"action": "degrade", "source": "guard"}
     alerts = [
         PAGE,
         am_alert("LanewatchTTFTBurnRate", "slow", "ticket"),  # tickets go to people only
@@ -50,10 +52,13 @@ def test_only_alerts_routed_to_the_controller_count() -> None:
         am_alert("SomeoneElsesAlert", "slow", "page"),
         am_alert("LanewatchTPOTBurnRate", "slow", "page", ends_in=-1),  # resolved, endsAt passed
         am_alert("LanewatchTPOTBurnRate", "fast", "page", state="unprocessed"),
+        guard,  # the fast guard's mitigation alert goes to the controller
+        am_alert("LanewatchTTFTMitigation", "fast", "mitigate"),  # no action=degrade: not routed there
     ]
     assert sorted(controller_alerts(alerts, NOW)) == [
-        ("LanewatchLaneConvergence", "fast", "ticket", "ttft"),
-        ("LanewatchTTFTBurnRate", "slow", "page", "ttft"),
+        ("LanewatchLaneConvergence", "fast", "ticket", "ttft", "rules"),
+        ("LanewatchTTFTBurnRate", "slow", "page", "ttft", "rules"),
+        ("LanewatchTTFTMitigation", "slow", "mitigate", "ttft", "guard"),
     ]
 
 

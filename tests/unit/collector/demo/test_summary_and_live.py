@@ -37,14 +37,37 @@ def test_loop_timings_follow_the_ttft_page_of_the_lane() -> None:
         "alert_to_degrade_s": 1.0,
         "clear_to_resolve_s": 33.5,
         "resolve_to_restore_s": 6.0,
+        "fired_by": "rules",
     }
     assert loop_timings(STORY[:4]) == {
         "fault_to_alert_s": 11.0,
         "alert_to_degrade_s": 1.0,
         "clear_to_resolve_s": None,
         "resolve_to_restore_s": None,
+        "fired_by": "rules",
     }
     assert set(loop_timings([]).values()) == {None}
+
+
+def test_the_loop_follows_the_fast_guard_when_it_fires_first_and_resolves_with_the_last_alert() -> None:
+    guard = {**PAGE, "alertname": "LanewatchTTFTMitigation", "severity": "mitigate", "source": "guard"}
+    story = [
+        Event(T0 + 20, "fault_injected", {"lane": "slow"}),
+        Event(T0 + 23.5, "alert_firing", guard),
+        Event(T0 + 24, "degrade_applied", {"lane": "slow", "shift_to": "fast", "shift_percent": 100}),
+        Event(T0 + 31, "alert_firing", PAGE),
+        Event(T0 + 47, "fault_cleared", {"lane": "slow"}),
+        Event(T0 + 58, "alert_resolved", guard),
+        Event(T0 + 80.5, "alert_resolved", PAGE),
+        Event(T0 + 86.5, "degrade_restored", {"lane": "slow"}),
+    ]
+    assert loop_timings(story) == {
+        "fault_to_alert_s": 3.5,
+        "alert_to_degrade_s": 0.5,
+        "clear_to_resolve_s": 33.5,
+        "resolve_to_restore_s": 6.0,
+        "fired_by": "guard",
+    }
 
 
 def test_the_loop_follows_the_lanes_first_page_whichever_it_is_and_resolves_with_its_last() -> None:
@@ -65,6 +88,7 @@ def test_the_loop_follows_the_lanes_first_page_whichever_it_is_and_resolves_with
         "alert_to_degrade_s": 1.0,
         "clear_to_resolve_s": 114.0,  # the last of the lane's pages, not the first to resolve
         "resolve_to_restore_s": 5.0,
+        "fired_by": "rules",
     }
     still_firing = [e for e in story if not (e.kind == "alert_resolved" and e.details == PAGE)]
     assert loop_timings(still_firing)["clear_to_resolve_s"] is None
