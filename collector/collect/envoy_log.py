@@ -33,32 +33,51 @@ the record alone with `RecordError` naming the attribute; text is bounded by the
 A record no real request could be (a duration past its bound, a TTFT past the duration, a start
 far from the entry's arrival: collector/record/plausible.py) is refused with `RecordError` naming
 the record's field (`e2e_s`, `ttft_s`, `started_at`).
+
+With the HCM's `access_log_options.access_log_flush_interval` set (deploy/envoy/access-log.yaml),
+Envoy also logs each stream still under way every interval, `access_log_type`
+(`%ACCESS_LOG_TYPE%`) `DownstreamPeriodic`; the entry at its end says `DownstreamEnd`. A periodic
+entry is no record: `progress_from_log` makes it the fast guard's progress event (reporter
+`envoy`, the id a hash of `x-request-id`), its age `%DURATION%` so far, or its TTFT once Envoy
+1.40 has the first body byte (`ttft_us` is `-` before it). `end_progress` makes the end entry's
+record the same request's last event, so the guard's judge, which judges an id once, never
+counts a request twice. An entry without `access_log_type` is an end entry, as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lanewatch.collector.common.inflight import Progress
 from lanewatch.collector.common.names import CLASS_NAME_PATTERN, LANE_NAME_PATTERN
+from lanewatch.collector.common.progress_wire import MAX_AGE_S
 from lanewatch.collector.record.plausible import check_plausible
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 
 __all__ = [
+    "ACCESS_LOG_TYPE",
     "DEFAULT_CLASS",
     "DURATION_KEYS",
     "FLAG_ERRORS",
     "INFERENCE_PATHS",
     "NOT_INFERENCE",
+    "PERIODIC",
+    "REPORTER",
     "UNKNOWN_MODEL",
     "UNROUTED",
     "EnvoyLogEntry",
+    "end_progress",
     "error_kind",
     "inference_api",
     "is_access_log",
+    "is_periodic",
+    "progress_from_log",
+    "progress_id",
     "record_from_log",
     "trace_context",
 ]
@@ -91,6 +110,12 @@ FLAG_ERRORS: Final[tuple[tuple[str, ErrorKind], ...]] = (
 )
 # The other flags Envoy 1.40 sets (LH, UH, UO, NR, NC, URX, DI, FI, UAEX, RLSE, IH, DPE, RFCF, NFCF,
 # OM, DO) come with the status Envoy answered with (503, 404, 403, 400, ...), which says enough.
+# `%ACCESS_LOG_TYPE%`: why Envoy wrote the entry; `DownstreamPeriodic` for a stream still under way
+ACCESS_LOG_TYPE: Final = "access_log_type"
+PERIODIC: Final = "DownstreamPeriodic"
+REPORTER: Final = "envoy"  # the fast guard's reporter for every Envoy: ids are x-request-id hashes
+# Failures that say nothing of the lane, as the guard's judge takes a finished record (judge.py)
+_NOT_THE_LANES: Final = frozenset({ErrorKind.HTTP_4XX, ErrorKind.CLIENT_DISCONNECT})
 _FLAG_TOKENS: Final = re.compile(r"[A-Z]{1,8}")
 _TRACEPARENT: Final = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _LANE: Final = re.compile(LANE_NAME_PATTERN)
@@ -150,6 +175,52 @@ def record_from_log(
     )
     check_plausible(record, received_at)
     return record
+
+
+def is_periodic(attributes: Mapping[str, Any]) -> bool:
+    """True for Envoy's periodic entry of a stream still under way (`DownstreamPeriodic`)."""
+    return _text(attributes, ACCESS_LOG_TYPE) == PERIODIC
+
+
+def progress_id(request_id: str) -> int:
+    """The progress id of a request id: its first 15 hex digits of blake2b (below 2**60, stable)."""
+    return int(hashlib.blake2b(request_id.encode(), digest_size=8).hexdigest()[:15], 16)
+
+
+def progress_from_log(entry: EnvoyLogEntry) -> Progress:
+    """The fast guard's event for a periodic entry: its TTFT once the first body byte came, else its
+    age so far (`%DURATION%`). RecordError naming the attribute it cannot take (`path` for a route
+    that is not inference, `request_id` when there is none to name the request by)."""
+    attrs = entry.attributes
+    if inference_api(_text(attrs, "path")) is None:
+        raise RecordError("path", NOT_INFERENCE)
+    request_id = _text(attrs, "request_id")
+    if request_id is None:
+        raise RecordError("request_id", "a periodic entry needs one: it names the request")
+    lane = _lane(_text(attrs, "upstream_cluster"))
+    ttft = _duration(attrs, "ttft")
+    age = ttft if ttft is not None else _duration(attrs, "duration")
+    if age is None:
+        raise RecordError("duration_ms", "a periodic entry needs its duration so far")
+    if age > MAX_AGE_S:
+        raise RecordError("duration_ms" if ttft is None else "ttft_us", "past any request's duration")
+    return Progress(progress_id(request_id), lane, age, ttft is not None)
+
+
+def end_progress(record: RequestTiming) -> Progress | None:
+    """The end entry's record as the request's last event for the guard (the judge skips a request
+    its periodic entries judged); None when it has no request id or says nothing of the lane: no
+    first body byte and no failure, or the client's own (a 4xx but 429, a disconnect)."""
+    if record.request_id is None:
+        return None
+    rid = progress_id(record.request_id)
+    if record.ttft_s is not None:
+        return Progress(rid, record.lane, record.ttft_s, True)
+    if record.error is None or record.error in _NOT_THE_LANES or record.e2e_s is None:
+        return None
+    if record.status is not None and 400 <= record.status < 500 and record.status != 429:
+        return None
+    return Progress(rid, record.lane, record.e2e_s, False)
 
 
 def inference_api(path: str | None) -> Api | None:

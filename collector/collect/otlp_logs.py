@@ -5,7 +5,9 @@ The logs signal of otlp_wire.py, beside otlp.py's spans: `handle_logs_export` is
 admission both it and the gRPC `LogsService/Export` use. Each log record stands alone: one that
 is not an access-log entry (no `duration_us` or `duration_ms` attribute), one whose attributes
 the mapping refuses, and those past the per-call bound are left out and counted in the answer's
-`partial_success.rejected_log_records`, with the first one's reason; the rest become records.
+`partial_success.rejected_log_records`, with the first one's reason; the rest become records,
+but for Envoy's periodic entries of streams still under way (`access_log_type`
+`DownstreamPeriodic`), which become the fast guard's progress events (`LogsAdmitted.progress`).
 Protobuf and JSON differ only in decoding: an OTLP JSON log record that is not one (not an
 object, an attribute without a string key, a time that is no whole number) decodes to a
 `Refusal`, which the one admission counts as it counts a record the mapping refuses. Only a body
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -30,6 +33,8 @@ from lanewatch.collector.collect.envoy_log import (
     DEFAULT_CLASS,
     EnvoyLogEntry,
     is_access_log,
+    is_periodic,
+    progress_from_log,
     record_from_log,
 )
 from lanewatch.collector.collect.otlp_wire import (
@@ -43,6 +48,7 @@ from lanewatch.collector.collect.otlp_wire import (
     json_list,
     json_value,
 )
+from lanewatch.collector.common.inflight import Progress
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -52,6 +58,7 @@ __all__ = [
     "MAX_LOG_RECORDS",
     "LogItem",
     "LogsAdmission",
+    "LogsAdmitted",
     "admit_logs",
     "decode_logs_json",
     "decode_logs_protobuf",
@@ -73,25 +80,38 @@ LogsAdmission = Admission[RequestTiming]  # the records one call's log records b
 LogItem = EnvoyLogEntry | Refusal
 
 
+@dataclass(frozen=True, slots=True)
+class LogsAdmitted(Admission[RequestTiming]):
+    """A logs call's records (`kept`), and the progress events its periodic entries became."""
+
+    progress: list[Progress] = field(default_factory=list)  # reporter envoy_log.REPORTER
+
+
 def admit_logs(
     entries: Iterable[LogItem],
     max_records: int | None,
     default_class: str = DEFAULT_CLASS,
     received_at: float | None = None,
-) -> LogsAdmission:
-    """Each entry mapped to a record or refused alone (a decoder's Refusal too); at most `max_records`."""
+) -> LogsAdmitted:
+    """Each entry mapped to a record, or to a progress event when periodic, or refused alone (a
+    decoder's Refusal too); at most `max_records` log records taken in all."""
 
-    def take(entry: LogItem) -> RequestTiming | Refusal:
+    def take(entry: LogItem) -> RequestTiming | Progress | Refusal:
         if isinstance(entry, Refusal):
             return entry
         if not is_access_log(entry.attributes):
             return Refusal(NOT_ACCESS_LOG)
         try:
+            if is_periodic(entry.attributes):
+                return progress_from_log(entry)
             return record_from_log(entry, default_class, received_at)
         except RecordError as exc:
             return Refusal(str(exc))
 
-    return admit(entries, max_records, take, lambda i, _: f"log record {i}", "log records")
+    got = admit(entries, max_records, take, lambda i, _: f"log record {i}", "log records")
+    records = [r for r in got.kept if isinstance(r, RequestTiming)]
+    progress = [p for p in got.kept if isinstance(p, Progress)]
+    return LogsAdmitted(records, got.invalid, got.over_limit, got.reason, progress)
 
 
 def logs_response(admission: LogsAdmission) -> ExportLogsServiceResponse:
