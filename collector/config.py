@@ -26,6 +26,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from lanewatch.collector.classify_config import HintsConfig, check_prompt_regex
 from lanewatch.collector.common.class_rules import DEFAULT_CLASS_RULES, ClassRule, ReadingConfig
 from lanewatch.collector.common.headers import CLASS_HEADER
+from lanewatch.collector.common.listen import parse_listen
 from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
 from lanewatch.collector.common.served_models import ServedModels
 
@@ -156,8 +157,6 @@ class OtlpReceiverConfig(Section):
     @classmethod
     def _listen(cls, value: str | None) -> str | None:
         if value is not None:
-            from lanewatch.collector.collect.otlp_http import parse_listen
-
             parse_listen(value)  # ValueError names the expected form
         return value
 

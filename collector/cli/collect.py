@@ -81,7 +81,7 @@ def collect(
     except LanewatchError as exc:
         fail("collect", f"--shard: {exc}")
     if otlp_grpc_listen is not None:
-        from lanewatch.collector.collect.otlp_http import parse_listen
+        from lanewatch.collector.common.listen import parse_listen
 
         try:
             parse_listen(otlp_grpc_listen)

@@ -209,7 +209,7 @@ def _problem(error: Any) -> str:
 
 
 def _listen_address(value: str | None, option: str) -> tuple[str, int] | None:
-    from lanewatch.collector.collect.otlp_http import parse_listen
+    from lanewatch.collector.common.listen import parse_listen
 
     if value is None:
         return None

@@ -655,7 +655,7 @@ async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | N
     if not (otlp.enabled and otlp.grpc_listen):
         return None
     from lanewatch.collector.collect.otlp_grpc import GrpcLimits, GrpcSpanReceiver
-    from lanewatch.collector.collect.otlp_http import parse_listen
+    from lanewatch.collector.common.listen import parse_listen
 
     limits = GrpcLimits(
         max_message_bytes=otlp.max_body_bytes,
@@ -702,7 +702,7 @@ async def run_until_signalled(cfg: LanewatchConfig, announce: Callable[[str], No
 
         if service.grpc_port is not None and cfg.otlp.grpc_listen is not None:
             from lanewatch.collector.collect.otlp_grpc import grpc_endpoint_url
-            from lanewatch.collector.collect.otlp_http import parse_listen
+            from lanewatch.collector.common.listen import parse_listen
 
             url = grpc_endpoint_url(parse_listen(cfg.otlp.grpc_listen)[0], service.grpc_port)
             announce(f"OTLP/gRPC spans at {url}")

@@ -4,7 +4,8 @@ import socket
 
 import pytest
 
-from lanewatch.collector.collect.otlp_http import endpoint_url, parse_listen
+from lanewatch.collector.collect.otlp_http import endpoint_url
+from lanewatch.collector.common.listen import parse_listen
 
 
 @pytest.mark.parametrize(
