@@ -3,10 +3,10 @@ Prometheus and Alertmanager, with the production rules and the production Alertm
 
 The demo's stack on 127.0.0.1 (two simulated lanes, the gateway, the collector with its guard,
 the controller acting on mitigation alerts only), loading alerts/generated/lanewatch-rules.yml at
-deploy/prometheus's intervals and deploy/alertmanager's timers (the controller's route:
-group_wait 1s, group_interval 5s). Traffic flows through the gateway and the collector probes
-both lanes directly. Each fault is the simulator's 3 s queue delay on the slow lane: every
-request there misses the 2 s TTFT SLO.
+deploy/prometheus's intervals and deploy/alertmanager's timers (the mitigation route:
+group_wait 1s, group_interval 1s). Traffic (4 requests a second, half of them routed to the slow
+lane) flows through the gateway and the collector probes both lanes directly. Each fault is the
+simulator's 3 s queue delay on the slow lane: every request there misses the 2 s TTFT SLO.
 
 1. Five trials of a sustained fault: from the fault to the first slow-routed request the fast
    lane served; then the fault clears, and the controller restores within its hold plus 15 s.
@@ -42,6 +42,9 @@ from tests.conftest import require_binary
 pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.timeout(600)]  # timing: not beside other tests
 
 FAULT = {"queue_delay_s": 3.0}
+# The guard fires once its evidence floor is met, and the first shifted request is the next slow-routed
+# arrival after the apply: both wait on arrivals, so the figures are for this rate.
+RATE_PER_S = 4.0
 TRIALS = 5
 WARMUP_S = 15.0
 MEDIAN_WITHIN_S = 5.0  # fault to the first shifted request
@@ -181,7 +184,7 @@ def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() 
                 stack = Stack(layout, supervisor, tools)
                 try:
                     await stack.start(probe_interval_s=1.0, production=True, act_on=(MITIGATE,), guard=True)
-                    traffic = Traffic(layout.gateway_url, MODEL, rate_per_s=3.0, seed=13)
+                    traffic = Traffic(layout.gateway_url, MODEL, rate_per_s=RATE_PER_S, seed=13)
                     stop = asyncio.Event()
                     sending = asyncio.create_task(traffic.run(stop))
                     try:
