@@ -53,7 +53,8 @@ def _loopback(port: int) -> dict[str, Any]:
 
 
 def demo_bootstrap(routes: dict[str, Any], access_log: dict[str, Any], layout: Layout) -> dict[str, Any]:
-    """deploy/envoy/bootstrap.yaml with access-log.yaml's logger, sampling and request ids, for the demo."""
+    """deploy/envoy/bootstrap.yaml with access-log.yaml's logger, its periodic flush, sampling and
+    request ids, for the demo."""
     cfg = copy.deepcopy(routes)
     hcm, tap = _hcm(cfg, "bootstrap.yaml"), _hcm(access_log, "access-log.yaml")
     for key in ("access_log", "request_id_extension"):
@@ -61,6 +62,8 @@ def demo_bootstrap(routes: dict[str, Any], access_log: dict[str, Any], layout: L
             raise TemplateError(f"access-log.yaml: its http_connection_manager has no {key}")
         hcm[key] = copy.deepcopy(tap[key])
     hcm["tracing"] = copy.deepcopy(tap.get("tracing") or hcm.get("tracing"))
+    if "access_log_options" in tap:  # the periodic flush: the fast guard sees requests under way
+        hcm["access_log_options"] = copy.deepcopy(tap["access_log_options"])
     for sender in (hcm["access_log"][0], hcm["tracing"]["provider"]):  # both to the collector's gRPC
         sender["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] = COLLECTOR_CLUSTER
     route_file = layout.envoy_route_file

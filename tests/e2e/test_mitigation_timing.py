@@ -4,8 +4,8 @@ The demo's stack on 127.0.0.1 (simulated lanes, gateway, collector, degrade cont
 with the production rule file (alerts/generated/lanewatch-rules.yml) and the production
 timings of deploy/prometheus (15s scrape, 5s for the collector, 30s evaluation; the
 mitigation group evaluates every 5s) and deploy/alertmanager (the mitigation route:
-group_wait 0s, group_interval 250ms). Traffic flows through the gateway the whole time, and the collector probes
-both lanes. Two faults in the slow lane, each a 3s queue delay that puts every request's
+group_wait 0s, group_interval 250ms). Traffic flows through the gateway the whole time, and
+the collector probes both lanes. Two faults in the slow lane, each a 3s queue delay that puts every request's
 TTFT over the 2s SLO:
 
 1. a 15s blip: nothing degrades, no mitigation alert so much as exists, for the 75s that

@@ -62,6 +62,8 @@ def test_the_bootstrap_reads_the_adapters_route_file_and_logs_every_request_to_t
         "watched_directory": {"path": str(lay.envoy_route_file.parent)},
     }
     assert h["access_log"] == hcm(shipped("access-log.yaml"))["access_log"]  # the same attributes
+    # each stream under way is logged every 0.2 s: the fast guard judges a waiting request then
+    assert h["access_log_options"] == {"access_log_flush_interval": "0.2s"}
     assert h["tracing"]["random_sampling"] == {"value": 100}
     assert h["request_id_extension"]["typed_config"]["use_request_id_for_trace_sampling"] is False
     assert (
