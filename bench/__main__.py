@@ -4,6 +4,7 @@
     python -m bench --smoke --out DIR   # tiny sizes, seconds: what tests/integration/test_bench_smoke.py runs
     python -m bench --only tap,probe    # some parts (see PARTS)
     python -m bench --render            # no measuring: the goals again over results.json, results.md
+    python -m bench --only routers --merge  # measure some parts again, keep the rest of results.json
 
 The parts run one after another on the same machine, so their processes never share the
 cores with each other; the load average is recorded at the start and the end.
@@ -27,17 +28,22 @@ from . import (
     degrade_loop,
     diagnose_cost,
     diagnose_prometheus,
+    fast_loop,
     fleet_cost,
     ingest_cost,
     probe_accuracy,
     probe_cost,
+    router_apply,
     tap_overhead,
 )
 from .machine import machine_facts, tool_versions
 from .nginx import find_nginx
 from .report import evaluate_goals, render
 
-PARTS = ("tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade", "diagnose", "diagnoseprom")
+PARTS = (
+    "tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade", "routers", "fastloop",
+    "diagnose", "diagnoseprom",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,9 @@ class Sizes:
     fleet_warmup_s: float = 16.0  # past the first scrape interval (15 s): every target connected
     degrade_trials: int = 5
     group_interval: str = degrade_loop.GROUP_INTERVAL
+    router_trials: int = 10
+    fast_loop_trials: int = 5
+    fast_loop_scenarios: tuple[str, ...] = tuple(fast_loop.SCENARIOS)
     diagnose_records: int = 100_000
 
 
@@ -73,7 +82,7 @@ SMOKE = Sizes(
     streams=(1, 4), pinned=(4,), peers=(), rounds=1, seconds=0.6, probes=12, curl=4, collector_s=2.0,
     collector_warmup_s=2.5, parse_repeats=5, probe_cost_s=2.0, probe_cost_warmup_s=1.0, ingest_records=512,
     fleet_targets=(20,), fleet_s=3.0, fleet_warmup_s=2.0, degrade_trials=1, group_interval="1s",
-    diagnose_records=2_000,
+    router_trials=1, fast_loop_trials=1, fast_loop_scenarios=("probes-1s",), diagnose_records=2_000,
 )  # fmt: skip
 
 
@@ -131,6 +140,16 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
         r = degrade_loop.run_degrade_loop(sizes.degrade_trials, tmp / "degrade", sizes.group_interval)
         details["degrade"] = r
         keys |= degrade_loop.flat_keys(r)
+    if "routers" in parts:
+        _log(f"router apply: {sizes.router_trials} shifts and restores per router")
+        r = router_apply.run_router_apply(sizes.router_trials, tmp / "routers")
+        details["routers"] = r
+        keys |= router_apply.flat_keys(r)
+    if "fastloop" in parts:
+        _log(f"fast loop: {', '.join(sizes.fast_loop_scenarios)}, {sizes.fast_loop_trials} faults each")
+        r = fast_loop.run_fast_loop(sizes.fast_loop_trials, tmp / "fastloop", sizes.fast_loop_scenarios)
+        details["fastloop"] = r
+        keys |= fast_loop.flat_keys(r)
     if "diagnose" in parts:
         _log(f"diagnose: a {sizes.diagnose_records:,}-record file")
         r = diagnose_cost.run_diagnose_cost(sizes.diagnose_records, tmp / "diagnose")
@@ -165,6 +184,8 @@ _FLAT_KEYS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "ingest": ingest_cost.flat_keys,
     "fleet": fleet_cost.flat_keys,
     "degrade": degrade_loop.flat_keys,
+    "routers": router_apply.flat_keys,
+    "fastloop": fast_loop.flat_keys,
     "diagnose": diagnose_cost.flat_keys,
     "diagnoseprom": diagnose_prometheus.flat_keys,
 }
@@ -182,6 +203,17 @@ def rerender(results: dict[str, Any]) -> dict[str, Any]:
         if part in details:
             keys |= _json_safe(flat(details[part]))
     return {**keys, "goals": [asdict(g) for g in evaluate_goals(keys)], "details": details}
+
+
+def merge(stored: dict[str, Any], new: dict[str, Any], parts: tuple[str, ...]) -> dict[str, Any]:
+    """`stored` with the details of `parts` replaced by `new`'s, each stamped with its own run's date
+    and load, and every key and goal derived again."""
+    run_facts = {k: new[k] for k in ("date", "load_avg_start", "load_avg_end", "duration_s")}
+    details = dict(stored.get("details", {}))
+    for part in parts:
+        if part in new["details"]:
+            details[part] = {**new["details"][part], "measured": run_facts}
+    return rerender({**stored, "details": details})
 
 
 def _json_safe(value: Any) -> Any:
@@ -206,6 +238,12 @@ def main() -> None:
         action="store_true",
         help="measure nothing: the goals again over the results.json in --out; rewrite it and results.md",
     )
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the results.json in --out and replace only the parts measured now (each part's "
+        "details then say when, and under what load, it was measured)",
+    )
     args = ap.parse_args()
     if args.render:
         results = rerender(json.loads((args.out / "results.json").read_text()))
@@ -218,6 +256,8 @@ def main() -> None:
         ap.error(f"--only: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
     with tempfile.TemporaryDirectory(prefix="lanewatch-bench-") as d:
         results = _json_safe(run(SMOKE if args.smoke else Sizes(), parts, Path(d)))
+    if args.merge:
+        results = merge(json.loads((args.out / "results.json").read_text()), results, parts)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "results.md").write_text(render(results))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -336,6 +337,81 @@ def _degrade_section(d: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _routers_section(d: Mapping[str, Any]) -> list[str]:
+    out = [
+        f"{d['trials']} shifts and as many restores per router (bench/router_apply.py): the router's "
+        "own adapter applies a 100 % shift of the slow lane, as the degrade controller does, while one "
+        "client sends a request routed to the slow lane every few ms, one at a time. `apply` is the "
+        "adapter's call (its write and its confirmation); `served` runs from the apply's start to the "
+        f"first answer from the lane the new state names.{_measured(d)}",
+        "",
+        "| router | shift: apply p50 / max | shift: served p50 / max | restore: apply p50 / max "
+        "| restore: served p50 / max |",
+        "|---|---|---|---|---|",
+    ]
+    for kind, rows in d["routers"].items():
+        if "skipped" in rows:
+            out.append(f"| {kind} | not run: {rows['skipped']} | | | |")
+            continue
+        cells = [
+            f"{rows[k]['p50'] * 1e3:.1f} / {rows[k]['max'] * 1e3:.1f} ms"
+            for k in ("shift_apply", "shift_served", "restore_apply", "restore_served")
+        ]
+        out.append(f"| {kind} | {' | '.join(cells)} |")
+    return out
+
+
+_SCENARIO_LABELS = {
+    "guard": "fast guard, through the gateway",
+    "envoy": "fast guard, behind Envoy (its periodic access log)",
+    "probes-1s": "fast guard on probes alone (as behind nginx), probes every 1 s",
+    "probes-0.5s": "fast guard on probes alone (as behind nginx), probes every 0.5 s",
+    "rules": "the mitigation rules alone (guard off)",
+}
+
+
+def _fast_loop_section(d: Mapping[str, Any]) -> list[str]:
+    def cell(values: list[float]) -> str:
+        if not values:
+            return "—"
+        return f"{statistics.median(values):.2f} ({', '.join(f'{v:.2f}' for v in values)})"
+
+    out = [
+        f"Each fault: the simulator's {d['fault']['queue_delay_s']} s queue delay on the slow lane (its TTFT "
+        "SLO is 2 s) until a shifted request is seen, then cleared; the production rule file and "
+        "Alertmanager timers, the controller acting on mitigation alerts only (bench/fast_loop.py, "
+        f"tests/e2e/fault_trials.py).{_measured(d)}",
+        "",
+        "| scenario | traffic | fault → first shifted request, median (each) | fault → controller's `fired` "
+        "| fault's end → restore (hold " + f"{d['hold_s']:.0f} s) | collector CPU | fired by |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, s in d["scenarios"].items():
+        label = _SCENARIO_LABELS.get(name, name)
+        if "skipped" in s:
+            out.append(f"| {label} | not run: {s['skipped']} | | | | | |")
+            continue
+        traffic = f"{s['rate_per_s']:g} req/s" if s["rate_per_s"] else "none"
+        traffic += f", probes every {s['probe_interval_s']:g} s"
+        restore = f"{min(s['to_restore_s']):.1f}–{max(s['to_restore_s']):.1f} s" if s["to_restore_s"] else "—"
+        out.append(
+            f"| {label} | {traffic} | {cell(s['to_shift_s'])} | {cell(s['to_fired_s'])} | {restore} "
+            f"| {s['collector_cpu_percent']:.1f} % of a core | {', '.join(s['fired_by']) or '—'} |"
+        )
+    return out
+
+
+def _measured(d: Mapping[str, Any]) -> str:
+    """When a part measured apart from the rest of the run (`--merge`) was measured, and under what load."""
+    m = d.get("measured")
+    if not m:
+        return ""
+    return (
+        f" Measured on its own on {m['date']} ({m['duration_s']} s), load average (1, 5, 15 min) "
+        f"{m['load_avg_start']} at its start and {m['load_avg_end']} at its end."
+    )
+
+
 def _diagnose_section(r: Mapping[str, Any]) -> list[str]:
     return [
         f"- `lanewatch diagnose FILE --json` on {r['records']:,} records ({r['file_mb']} MB, "
@@ -418,6 +494,10 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
     out += scale_sections(details, notes, fields)
     if "degrade" in details:
         out += ["## Alert to degrade", "", *_degrade_section(details["degrade"]), ""]
+    if "routers" in details:
+        out += ["## A degrade applied, router by router", "", *_routers_section(details["routers"]), ""]
+    if "fastloop" in details:
+        out += ["## The fast loop beside the rules", "", *_fast_loop_section(details["fastloop"]), ""]
     if "diagnose" in details:
         out += ["## Diagnosis", "", *_diagnose_section(details["diagnose"]), ""]
     if "diagnoseprom" in details:

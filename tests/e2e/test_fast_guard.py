@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import statistics
 import tempfile
 import time
@@ -29,22 +28,27 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
-from lanewatch.collector.cli.app import app
 from lanewatch.collector.common.headers import LANE_HEADER
 from lanewatch.collector.demo import Layout, Stack, Supervisor, Tools, free_ports
-from lanewatch.collector.demo.configs import MODEL, policy_config
-from lanewatch.collector.demo.events import lane_actions
+from lanewatch.collector.demo.configs import MODEL
 from lanewatch.collector.demo.traffic import Traffic
 from tests.conftest import require_binary
+from tests.e2e.fault_trials import (
+    FAULT,
+    HOLD_S,
+    MITIGATE,
+    MIX,
+    RATE_PER_S,
+    audit_of,
+    fired_after,
+    gateway_first_shift,
+    slow_degraded,
+    sustained_fault,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.timeout(600)]  # timing: not beside other tests
 
-FAULT = {"queue_delay_s": 3.0}
-# The guard fires once its evidence floor is met, and the first shifted request is the next slow-routed
-# arrival after the apply: both wait on arrivals, so the figures are for this rate.
-RATE_PER_S = 4.0
 TRIALS = 5
 WARMUP_S = 15.0
 MEDIAN_WITHIN_S = 5.0  # fault to the first shifted request
@@ -54,50 +58,6 @@ RESTORE_MARGIN_S = 15.0  # restore within the policy's hold plus this, from the 
 BLIP_S = 15.0
 STORM_S = 10.0
 POLL_S = 0.1
-stack_faults: list[float] = []  # Unix time each trial's fault began
-MITIGATE = "mitigate"
-HOLD_S = float(policy_config()["min_hold_s"])
-
-
-def _first_shift(traffic: Traffic, since: float) -> float | None:
-    """Unix time of the first slow-routed request the fast lane served after `since`."""
-    times = [s.t for s in traffic.history if s.t > since and s.routed == "slow" and s.served == "fast"]
-    return min(times) if times else None
-
-
-async def _slow_degraded(stack: Stack) -> bool:
-    state = await stack.degrade_state()
-    return bool(lane_actions((state.get("lanes") or {}).get("slow") or {}))
-
-
-async def _until(predicate: Any, limit_s: float, what: str) -> float:
-    """Seconds until `predicate()` (async) holds; fails past `limit_s`."""
-    started = time.monotonic()
-    while time.monotonic() - started < limit_s:
-        if await predicate():
-            return time.monotonic() - started
-        await asyncio.sleep(POLL_S)
-    raise AssertionError(f"{what} did not happen within {limit_s:.0f}s")
-
-
-async def _trial(stack: Stack, traffic: Traffic) -> tuple[float, float]:
-    """One sustained fault: seconds to the first shifted request, then from its end to the restore."""
-    fault_at = time.time()
-    await stack.set_fault("slow", FAULT)
-    stack_faults.append(fault_at)
-
-    async def shifted() -> bool:
-        return _first_shift(traffic, fault_at) is not None
-
-    await _until(shifted, SHIFT_LIMIT_S, "a shift of the slow lane")
-    to_shift = (_first_shift(traffic, fault_at) or 0.0) - fault_at
-    await stack.clear_fault("slow")
-
-    async def restored() -> bool:
-        return not await _slow_degraded(stack)
-
-    to_restore = await _until(restored, HOLD_S + RESTORE_MARGIN_S + 10, "the restore")
-    return to_shift, to_restore
 
 
 async def _degrade_changes(stack: Stack, seconds: float) -> list[bool]:
@@ -105,7 +65,7 @@ async def _degrade_changes(stack: Stack, seconds: float) -> list[bool]:
     changes: list[bool] = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        on = await _slow_degraded(stack)
+        on = await slow_degraded(stack)
         if not changes or changes[-1] != on:
             changes.append(on)
         await asyncio.sleep(POLL_S)
@@ -140,17 +100,18 @@ def _sample(text: str, line_start: str) -> float:
 
 
 async def _scenario(stack: Stack, traffic: Traffic) -> dict[str, Any]:
-    figures: dict[str, Any] = {"to_shift_s": [], "to_restore_s": []}
+    figures: dict[str, Any] = {"to_shift_s": [], "to_restore_s": [], "faults": []}
     await asyncio.sleep(WARMUP_S)
     for _ in range(TRIALS):
-        to_shift, to_restore = await _trial(stack, traffic)
-        figures["to_shift_s"].append(round(to_shift, 2))
-        figures["to_restore_s"].append(round(to_restore, 2))
+        trial = await sustained_fault(stack, gateway_first_shift(traffic), SHIFT_LIMIT_S, RESTORE_MARGIN_S)
+        figures["faults"].append(trial.fault_at)
+        figures["to_shift_s"].append(round(trial.to_shift_s, 2))
+        figures["to_restore_s"].append(round(trial.to_restore_s, 2))
         await asyncio.sleep(3.0)
 
     posts_before = _sample(await _guard_metrics(stack), 'lanewatch_guard_alert_posts_total{result="ok"}')
     figures["storm_requests"] = await _client_error_storm(stack, STORM_S)
-    assert not await _slow_degraded(stack), "a storm of client errors degraded the slow lane"
+    assert not await slow_degraded(stack), "a storm of client errors degraded the slow lane"
     text = await _guard_metrics(stack)
     assert _sample(text, 'lanewatch_guard_firing{lane="slow",slo="ttft"}') == 0.0
     assert _sample(text, 'lanewatch_guard_alert_posts_total{result="ok"}') == posts_before, "the storm fired"
@@ -161,15 +122,6 @@ async def _scenario(stack: Stack, traffic: Traffic) -> dict[str, Any]:
     await stack.clear_fault("slow")
     figures["blip_changes"] = await blip
     return figures
-
-
-def _audit(stack: Stack) -> list[dict[str, Any]]:
-    state_dir = stack.layout.workdir / "degrade-state"
-    args = ["degrade", "status", "--state-dir", str(state_dir), "--last", "500", "--json"]
-    done = CliRunner().invoke(app, args)
-    assert done.exit_code == 0, done.output
-    audit: list[dict[str, Any]] = json.loads(done.output)["audit"]
-    return audit
 
 
 def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() -> None:
@@ -184,11 +136,11 @@ def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() 
                 stack = Stack(layout, supervisor, tools)
                 try:
                     await stack.start(probe_interval_s=1.0, production=True, act_on=(MITIGATE,), guard=True)
-                    traffic = Traffic(layout.gateway_url, MODEL, rate_per_s=RATE_PER_S, seed=13)
+                    traffic = Traffic(layout.gateway_url, MODEL, rate_per_s=RATE_PER_S, seed=13, mix=MIX)
                     stop = asyncio.Event()
                     sending = asyncio.create_task(traffic.run(stop))
                     try:
-                        return await _scenario(stack, traffic), _audit(stack)
+                        return await _scenario(stack, traffic), audit_of(stack)
                     finally:
                         stop.set()
                         with contextlib.suppress(Exception):
@@ -197,10 +149,7 @@ def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() 
                     await stack.shutdown()
 
         figures, audit = asyncio.run(run())
-    fired_at = [e["at"] for e in audit if e["event"] == "fired" and e["lane"] == "slow"]
-    applied_at = [e["at"] for e in audit if e["event"] == "apply" and e["lane"] == "slow"]
-    figures["to_fired_s"] = [round(min(t for t in fired_at if t > f) - f, 2) for f in stack_faults]
-    figures["to_applied_s"] = [round(min(t for t in applied_at if t > f) - f, 2) for f in stack_faults]
+    figures["to_fired_s"] = [round(fired_after(audit, f) or -1.0, 2) for f in figures.pop("faults")]
     print(f"fast guard: {figures}")
     shifts = figures["to_shift_s"]
     assert statistics.median(shifts) <= MEDIAN_WITHIN_S, figures

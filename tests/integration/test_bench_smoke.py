@@ -108,6 +108,35 @@ def test_alert_to_degrade_through_real_alertmanager(smoke: tuple[dict[str, Any],
     assert results["alertmanager_to_webhook_s_p50"] <= results["alert_to_degrade_s_p50"]
 
 
+def test_every_router_serves_an_applied_shift_and_restore(smoke: tuple[dict[str, Any], str]) -> None:
+    from tests.integration.conformance.routers import ROUTERS
+
+    results, markdown = smoke
+    routers = results["details"]["routers"]["routers"]
+    assert set(routers) == set(ROUTERS)  # each router the conformance suite holds to one meaning
+    for kind, rows in routers.items():
+        assert "skipped" not in rows, (kind, rows)
+        for change in ("shift", "restore"):
+            applied, served = rows[f"{change}_apply"], rows[f"{change}_served"]
+            # served is counted from the apply's start: it includes the apply, and is seconds at most
+            assert 0 < applied["max"] <= served["min"] and served["max"] < 30, (kind, change, rows)
+            assert results[f"router_apply_{kind}_{change}_served_p50_s"] == served["p50"]
+        assert f"| {kind} | " in markdown
+
+
+def test_the_guard_fires_on_probes_alone(smoke: tuple[dict[str, Any], str]) -> None:
+    results, markdown = smoke
+    scenario = results["details"]["fastloop"]["scenarios"]["probes-1s"]
+    assert scenario["rate_per_s"] == 0 and scenario["to_shift_s"] == []  # no traffic: nothing to shift
+    # the probes' own ages are the evidence, as behind nginx; the SLO is 2 s, so no sooner than that
+    assert 2.0 < scenario["to_fired_s"][0] < 30 and scenario["fired_by"] == ["guard"], scenario
+    assert results["fast_loop_probes_1s_to_fired_s_p50"] == scenario["to_fired_s"][0]
+    assert (
+        "| fast guard on probes alone (as behind nginx), probes every 1 s | none, probes every 1 s |"
+        in markdown
+    )
+
+
 def test_results_name_the_machine_and_every_goal(smoke: tuple[dict[str, Any], str]) -> None:
     results, markdown = smoke
     assert results["machine"]["cores"] >= 1 and results["machine"]["cpu_model"]

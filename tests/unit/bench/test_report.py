@@ -137,3 +137,83 @@ def test_the_committed_results_state_the_goals_as_the_code_does() -> None:
     stale = "stale: run `python -m bench --render` (measures nothing) and commit bench/results.*"
     assert rerender(committed) == committed, f"bench/results.json's goals are {stale}"
     assert (ROOT / "bench" / "results.md").read_text() == render(committed), f"bench/results.md is {stale}"
+
+
+def _routers(**extra: object) -> dict[str, object]:
+    row = {"p50": 0.05, "min": 0.04, "max": 0.2}
+    return {
+        "trials": 3,
+        "routers": {
+            "gateway": {k: row for k in ("shift_apply", "shift_served", "restore_apply", "restore_served")},
+            "envoy": {"skipped": "FileNotFoundError: envoy"},
+        },
+        **extra,
+    }
+
+
+def test_merge_replaces_only_the_parts_measured_and_stamps_when() -> None:
+    from bench.__main__ import merge
+
+    stored = _results({"diagnose_records_cpu_s": 2.0, "diagnose_records": 100_000})
+    stored["details"] = {"diagnose": {"records": 100_000, "cpu_s": 2.0}, "routers": _routers(trials=9)}
+    new = {
+        "date": "2026-12-05T09:00:00",
+        "load_avg_start": [1.0, 1.0, 1.0],
+        "load_avg_end": [2.0, 1.0, 1.0],
+        "duration_s": 12.5,
+        "details": {"routers": _routers(), "diagnose": {"records": 1, "cpu_s": 99.0}},
+    }
+    merged = merge(stored, new, ("routers",))
+    assert merged["details"]["diagnose"] == stored["details"]["diagnose"]  # not asked for: kept
+    assert merged["details"]["routers"]["trials"] == 3
+    assert merged["details"]["routers"]["measured"]["date"] == "2026-12-05T09:00:00"
+    assert merged["date"] == stored["date"]  # the whole run's facts stay the stored run's
+    assert merged["router_apply_gateway_shift_served_p50_s"] == 0.05
+    assert "router_apply_envoy_shift_served_p50_s" not in merged  # skipped: no figure
+    assert merged["diagnose_records_per_cpu_s"] == 50_000
+
+
+def test_the_routers_section_shows_each_router_or_why_it_did_not_run() -> None:
+    results = _results({})
+    results["details"] = {
+        "routers": _routers(
+            measured={"date": "D", "duration_s": 1, "load_avg_start": [1], "load_avg_end": [2]}
+        )
+    }
+    text = render(results, {"why": {}})
+    assert "## A degrade applied, router by router" in text
+    assert "| gateway | 50.0 / 200.0 ms | 50.0 / 200.0 ms | 50.0 / 200.0 ms | 50.0 / 200.0 ms |" in text
+    assert "| envoy | not run: FileNotFoundError: envoy |" in text
+    assert "Measured on its own on D" in text
+
+
+def test_fast_loop_keys_and_table_take_the_median_of_each_scenario() -> None:
+    from bench.fast_loop import flat_keys
+
+    scenario = {"rate_per_s": 4.0, "probe_interval_s": 1.0, "to_fired_s": [2.5, 3.5, 3.0]}
+    d = {
+        "trials": 3,
+        "fault": {"queue_delay_s": 3.0},
+        "hold_s": 15.0,
+        "scenarios": {
+            "guard": {**scenario, "to_shift_s": [3.0, 5.0, 4.0], "to_restore_s": [15.0, 16.5, 15.5],
+                      "collector_cpu_percent": 4.25, "fired_by": ["guard"]},
+            "probes-0.5s": {**scenario, "rate_per_s": 0.0, "probe_interval_s": 0.5, "to_shift_s": [],
+                            "to_restore_s": [14.0], "collector_cpu_percent": 3.0, "fired_by": ["guard"]},
+            "envoy": {"skipped": "no envoy binary"},
+        },
+    }  # fmt: skip
+    keys = flat_keys(d)
+    assert keys["fast_loop_guard_to_shift_s_p50"] == 4.0 and keys["fast_loop_guard_to_shift_s_max"] == 5.0
+    assert keys["fast_loop_probes_05s_to_fired_s_p50"] == 3.0
+    assert not any("envoy" in k for k in keys) and "fast_loop_probes_05s_to_shift_s_p50" not in keys
+    results = _results({})
+    results["details"] = {"fastloop": d}
+    text = render(results, {"why": {}})
+    assert "## The fast loop beside the rules" in text
+    assert (
+        "| 4 req/s, probes every 1 s | 4.00 (3.00, 5.00, 4.00) | 3.00 (2.50, 3.50, 3.00) | 15.0–16.5 s |"
+        in text
+    )
+    assert "| none, probes every 0.5 s | — |" in text
+    assert "not run: no envoy binary" in text

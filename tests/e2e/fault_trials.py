@@ -1,0 +1,154 @@
+"""Sustained-fault trials on the demo's stack: the slow lane slows down, and the trial measures
+how soon its traffic moved, and how soon it came back once the fault cleared.
+
+Shared by the fast guard's e2e tests (through the gateway and through Envoy) and bench/fast_loop.py
+(the guard beside the rules alone). Where a request went is told by a `FirstShift`: the gateway's
+`x-lanewatch-lane` as the traffic saw it, or Envoy's access-log records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from lanewatch.collector.cli.app import app
+from lanewatch.collector.config import DEFAULT_CLASSES
+from lanewatch.collector.demo import Stack
+from lanewatch.collector.demo.configs import policy_config
+from lanewatch.collector.demo.events import lane_actions
+from lanewatch.collector.demo.traffic import Traffic, mix_of
+
+__all__ = [
+    "FAULT",
+    "HOLD_S",
+    "MITIGATE",
+    "MIX",
+    "RATE_PER_S",
+    "Trial",
+    "audit_of",
+    "envoy_first_shift",
+    "fired_after",
+    "gateway_first_shift",
+    "slow_degraded",
+    "sustained_fault",
+    "until",
+]
+
+FAULT = {"queue_delay_s": 3.0}  # every slow-lane request: TTFT over 3 s, past the 2 s SLO
+# The guard fires once its evidence floor is met, and the first shifted request is the next
+# slow-routed arrival after the apply: both wait on arrivals, so the figures are for this traffic.
+RATE_PER_S = 4.0
+# short 20 % (routed fast), summary 60 % and story 20 % (routed slow): 3.2 slow-routed requests a
+# second, whose decode weighs on the slow lane about as the demo's mix at 4/s does (its TPOT SLO
+# holds), with fewer long runs of fast-routed arrivals for a shift to wait through.
+MIX = mix_of(DEFAULT_CLASSES, (0.2, 0.6, 0.2))
+MITIGATE = "mitigate"  # the severity of mitigation alerts, the only ones the controller acts on
+HOLD_S = float(policy_config()["min_hold_s"])
+POLL_S = 0.1
+SLOW_CLASSES = frozenset({"summary", "story"})  # the classes the demo routes to the slow lane
+
+FirstShift = Callable[[float], float | None]  # since (Unix) -> when the first shifted request began
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One sustained fault: when it began (Unix), seconds to the first shifted request, and seconds
+    from the fault's end to the restore."""
+
+    fault_at: float
+    to_shift_s: float
+    to_restore_s: float
+
+
+def gateway_first_shift(traffic: Traffic) -> FirstShift:
+    """The first slow-routed request the fast lane served, by the gateway's headers."""
+
+    def first(since: float) -> float | None:
+        times = [s.t for s in traffic.history if s.t > since and s.routed == "slow" and s.served == "fast"]
+        return min(times) if times else None
+
+    return first
+
+
+def envoy_first_shift(records: Path) -> FirstShift:
+    """The first request of a slow-routed class that the fast lane served, by Envoy's records (the
+    cluster that served it and when Envoy took it: Envoy sends no lane header)."""
+
+    def first(since: float) -> float | None:
+        if not records.exists():
+            return None
+        starts = []
+        for line in records.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                r = json.loads(line)
+                if (
+                    r.get("source") == "envoy"
+                    and r.get("lane") == "fast"
+                    and r.get("request_class") in SLOW_CLASSES
+                    and r["started_at"] > since
+                ):
+                    starts.append(float(r["started_at"]))
+        return min(starts) if starts else None
+
+    return first
+
+
+async def slow_degraded(stack: Stack) -> bool:
+    """True while the controller holds a degrade of the slow lane."""
+    state = await stack.degrade_state()
+    return bool(lane_actions((state.get("lanes") or {}).get("slow") or {}))
+
+
+async def until(predicate: Callable[[], Awaitable[bool]], limit_s: float, what: str) -> float:
+    """Seconds until `predicate()` holds; fails past `limit_s`."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s:
+        if await predicate():
+            return time.monotonic() - started
+        await asyncio.sleep(POLL_S)
+    raise AssertionError(f"{what} did not happen within {limit_s:.0f}s")
+
+
+async def sustained_fault(
+    stack: Stack, first_shift: FirstShift, shift_limit_s: float, restore_margin_s: float
+) -> Trial:
+    """Fault the slow lane until a shifted request is seen, then clear it and wait for the restore."""
+    fault_at = time.time()
+    await stack.set_fault("slow", FAULT)
+
+    async def shifted() -> bool:
+        return first_shift(fault_at) is not None
+
+    await until(shifted, shift_limit_s, "a shift of the slow lane")
+    to_shift = (first_shift(fault_at) or 0.0) - fault_at
+    await stack.clear_fault("slow")
+
+    async def restored() -> bool:
+        return not await slow_degraded(stack)
+
+    to_restore = await until(restored, HOLD_S + restore_margin_s + 10, "the restore")
+    return Trial(fault_at, to_shift, to_restore)
+
+
+def audit_of(stack: Stack) -> list[dict[str, Any]]:
+    """The controller's audit, as `lanewatch degrade status --json` shows it."""
+    state_dir = stack.layout.workdir / "degrade-state"
+    args = ["degrade", "status", "--state-dir", str(state_dir), "--last", "500", "--json"]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    audit: list[dict[str, Any]] = json.loads(done.output)["audit"]
+    return audit
+
+
+def fired_after(audit: list[dict[str, Any]], since: float, lane: str = "slow") -> float | None:
+    """Seconds from `since` (Unix) to the controller's first `fired` of `lane` after it."""
+    times = [e["at"] for e in audit if e["event"] == "fired" and e["lane"] == lane and e["at"] > since]
+    return min(times) - since if times else None
