@@ -38,7 +38,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the upstream body's chunked framing", ("BodyParser",)),
     ("the tap's scan (SSE events, tokens, ITL)", ("tap.py",)),
     ("the record: built, encoded, shipped", ("record", "ship", "json/", "__create_fn__")),
-    ("the request: head, route, send upstream", ("http1.py", "front.py", "upstream.py", "forward.py")),
+    (
+        "the request: head, route, send upstream",
+        ("http1.py", "front/connection.py", "upstream.py", "forward.py"),
+    ),
     ("the event loop (uvloop, in C)", ("Runner.run", "uvloop", "asyncio/")),
     ("the gateway's other code", ("collector/",)),
 )

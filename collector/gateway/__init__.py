@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, parse_degrade
 
-from .app import GatewayServer
-from .core import Gateway, RecordSink
 from .exchange import DEGRADED_HEADER, LANE_HEADER
 from .routing import RouteInput, RouteTable, choose_lane
+from .server import GatewayServer
+from .state import Gateway, RecordSink
 
 __all__ = [
     "DEGRADED_HEADER",

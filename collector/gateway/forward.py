@@ -1,7 +1,7 @@
 """Forwarding one admitted request upstream and its answer downstream, unbuffered.
 
 The upstream connection (upstream.py) calls `_Downstream.payload` for each read; it
-feeds the tap and writes the bytes to the client's connection (front.py) in the same
+feeds the tap and writes the bytes to the client's connection (front/connection.py) in the same
 callback. The handler coroutine only waits: for the head, for the end, for the client to
 drain when it reads slower than upstream writes, or for a stall. The last bytes go out
 with the end of the body in one write. Connection failures before a byte was sent try
@@ -25,12 +25,12 @@ from lanewatch.collector.common.upstream import ConnectFailed, UpstreamConn, Ups
 from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from .content_tap import ContentTap
-from .core import Gateway
-from .errors import error_kind_of, error_response, sse_error_event, status_for
 from .exchange import Exchange
-from .front import FrontConn, Response
+from .front.connection import FrontConn, Response
+from .front.errors import error_kind_of, error_response, sse_error_event, status_for
 from .pool import LanePool, Upstream
 from .response_head import check_head, client_headers
+from .state import Gateway
 from .tap import StreamTap
 
 __all__ = ["Flight", "UpstreamRequest", "begin", "forward"]
@@ -56,7 +56,7 @@ class _Downstream:
             self.tap.content_written(perf_counter(), n)
 
     def write(self, out: bytes) -> None:
-        """Write bytes to the client (front.py frames them)."""
+        """Write bytes to the client (front/connection.py frames them)."""
         front = self.front
         if front.closed:
             self.gone = True

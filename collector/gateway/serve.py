@@ -22,9 +22,9 @@ from lanewatch.collector.config import ExportConfig, GatewayConfig
 from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.timing import RequestTiming
 
-from .app import GatewayServer
-from .core import Gateway, RecordSink
+from .server import GatewayServer
 from .shipper import RecordShipper
+from .state import Gateway, RecordSink
 from .workers import records_path, worker_count
 
 __all__ = [

@@ -7,7 +7,7 @@ sits between the client and its first token. The tracer provider is the gateway'
 (never the global one); spans are exported only with an OTLP endpoint. Spans follow the
 client's sampled flag (sampled when the gateway starts the trace), so vLLM records its
 `llm_request` span for the collector to join by trace id. Prompt and response text are
-put on a span only with `export.record_content` on (proxy.py, collector/record/content.py).
+put on a span only with `export.record_content` on (request_path.py, collector/record/content.py).
 """
 
 from __future__ import annotations

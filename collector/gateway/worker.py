@@ -20,9 +20,9 @@ from pathlib import Path
 from lanewatch.collector.common import eventloop
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 
-from .app import GatewayServer
 from .control import Link, LinkClosed, Message
 from .serve import Built, build_gateway
+from .server import GatewayServer
 from .workers import SharedDegrade, export_share, records_path, worker_routes
 
 __all__ = ["main"]

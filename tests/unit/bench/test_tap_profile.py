@@ -6,8 +6,8 @@ from bench.tap_profile import group_of, summarize
 
 STACKS = [
     'process 1:"python";Runner.run (asyncio/runners.py:118);'
-    "FrontConn._write (collector/gateway/front.py:216) 6",
-    "Runner.run (asyncio/runners.py:118);FrontConn._write (collector/gateway/front.py:215) 2",
+    "FrontConn._write (collector/gateway/front/connection.py:216) 6",
+    "Runner.run (asyncio/runners.py:118);FrontConn._write (collector/gateway/front/connection.py:215) 2",
     "Runner.run (asyncio/runners.py:118);BodyParser._chunked (collector/common/http1.py:371) 1",
     "Runner.run (asyncio/runners.py:118) 1",
     "not a stack line",
@@ -17,7 +17,7 @@ STACKS = [
 def test_a_functions_lines_add_up_and_each_sample_counts_once() -> None:
     s = summarize(STACKS)
     assert s["samples"] == 10
-    assert s["top_leaves"][0] == ("FrontConn._write (collector/gateway/front.py)", 0.8)
+    assert s["top_leaves"][0] == ("FrontConn._write (collector/gateway/front/connection.py)", 0.8)
     groups = dict(s["by_group"])
     assert groups["writing to the client (a transport.write a chunk)"] == 0.8
     assert groups["the upstream body's chunked framing"] == 0.1

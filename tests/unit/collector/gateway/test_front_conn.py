@@ -8,9 +8,9 @@ import sys
 import time
 from typing import Any
 
-from lanewatch.collector.gateway.errors import error_body
-from lanewatch.collector.gateway.front import FrontConn, FrontLimits, Handler, Request, Response
-from lanewatch.collector.gateway.front_server import FrontServer
+from lanewatch.collector.gateway.front.connection import FrontConn, FrontLimits, Handler, Request, Response
+from lanewatch.collector.gateway.front.errors import error_body
+from lanewatch.collector.gateway.front.listener import FrontServer
 
 MB = 1024 * 1024
 

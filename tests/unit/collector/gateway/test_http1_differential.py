@@ -31,7 +31,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from lanewatch.collector.common.http1 import BadRequest, BodyParser, HttpError, ResponseHead, parse_request
 from lanewatch.collector.gateway.forward import UpstreamRequest
 from lanewatch.collector.gateway.pool import Upstream
-from lanewatch.collector.gateway.proxy import _upstream_headers
+from lanewatch.collector.gateway.request_path import _upstream_headers
 
 TCHAR = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 VCHAR = bytes(range(0x21, 0x7F))
@@ -159,7 +159,7 @@ def _chunked(draw: st.DrawFn, payload: bytes, dev: set[str]) -> bytes:
 
 
 def gateway(raw: bytes) -> Parsed | str:
-    """What the gateway's front reads off `raw`: parse_request, then the body as front.py takes it."""
+    """What the gateway's front reads off `raw`: parse_request, then the body as the front takes it."""
     try:
         head, used = parse_request(raw)
     except BadRequest:

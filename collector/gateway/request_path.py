@@ -39,13 +39,13 @@ from lanewatch.collector.record.timing import Api, RequestTiming
 
 from .classify import ClassHintError, classify_request
 from .content_tap import ContentTap
-from .core import Gateway
-from .errors import error_response
 from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
 from .forward import Flight, UpstreamRequest, begin, forward
-from .front import FrontConn, Request, Response
+from .front.connection import FrontConn, Request, Response
+from .front.errors import error_response
 from .lane_models import header_value, serve_as
 from .routing import RouteError, choose_lane
+from .state import Gateway
 from .tap import StreamTap
 from .tracing import TraceIds
 

@@ -10,7 +10,7 @@ comes (chunk-framed on HTTP/1.1), and the last payload with the end of the body 
 write. Keep-alive, pipelined requests (answered in order), `Expect: 100-continue` (asked
 only once the head passed the server's `check_head`, such as the admin API's credential),
 body and head limits, a request-head timeout and a cap on open connections (timed and
-counted by front_server.py, which accepts them), write back-pressure (`paused`, `drain`;
+counted by listener.py, which accepts them), write back-pressure (`paused`, `drain`;
 no further pipelined request is read while the client is not reading answers) and a
 client that hangs up (its handler is cancelled) are handled here, so handlers see whole
 requests. Pipelined requests are taken in a loop,
@@ -40,7 +40,7 @@ from lanewatch.collector.common.http1 import (
 )
 
 if TYPE_CHECKING:
-    from .front_server import FrontServer
+    from .listener import FrontServer
 
 __all__ = ["ErrorBody", "FrontConn", "FrontLimits", "Handler", "HeadCheck", "Request", "Response", "Route"]
 

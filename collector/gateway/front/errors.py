@@ -10,7 +10,7 @@ from lanewatch.collector.common.http1 import HttpError
 from lanewatch.collector.common.upstream import ConnectFailed, UpstreamGone
 from lanewatch.collector.record.timing import ErrorKind
 
-from .front import Response
+from .connection import Response
 
 __all__ = ["error_body", "error_kind_of", "error_response", "sse_error_event", "status_for"]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.degrade_state import (
@@ -24,9 +25,11 @@ from lanewatch.collector.common.degrade_state import (
 )
 from lanewatch.collector.common.headers import AUTHORIZATION
 
-from .core import Gateway
+from .connection import FrontConn, Request, Response
 from .errors import error_body, error_response
-from .front import FrontConn, Request, Response
+
+if TYPE_CHECKING:
+    from ..state import Gateway
 
 __all__ = [
     "checked_put",

@@ -1,4 +1,4 @@
-"""The gateway's listening socket: it accepts client connections (front.py), caps how many are
+"""The gateway's listening socket: it accepts client connections (connection.py), caps how many are
 open, closes the idle and the slow with one timer for all, and stops them all at shutdown."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from .front import ErrorBody, FrontConn, FrontLimits, HeadCheck, Route
+from .connection import ErrorBody, FrontConn, FrontLimits, HeadCheck, Route
 
 __all__ = ["FrontServer"]
 
@@ -41,7 +41,7 @@ class FrontServer:
         workers (SO_REUSEPORT: the kernel spreads new connections over the listening sockets)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: FrontConn(self._route, self._limits, self._error_body, self),
+            self.accept,
             host,
             port,
             backlog=1024,
@@ -49,6 +49,10 @@ class FrontServer:
         )
         self._sweeper = loop.create_task(self._sweep())
         return int(self._server.sockets[0].getsockname()[1])
+
+    def accept(self) -> FrontConn:
+        """A new client connection's protocol: the request path's first stage."""
+        return FrontConn(self._route, self._limits, self._error_body, self)
 
     def refused(self) -> None:
         """Count a connection refused for being over the cap; log how many at most every 1,000th."""
