@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, parse_degrade
 
+from .admission.routing import RouteInput, RouteTable, choose_lane
 from .exchange import DEGRADED_HEADER, LANE_HEADER
-from .routing import RouteInput, RouteTable, choose_lane
 from .server import GatewayServer
 from .state import Gateway, RecordSink
 

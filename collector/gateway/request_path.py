@@ -1,28 +1,25 @@
-"""The data path: route one OpenAI request, apply degrade, stream the upstream answer through, tap it.
+"""One completion request along the path: admit it, forward it upstream, tap the answer, record it.
 
-Bytes go downstream as they arrive, unchanged (save the usage event the gateway asked
-for itself, see tap.py). A client that goes away cancels the handler, which closes the
+Each stage is its room's (the gateway's face lists them); this module only hands the request
+from one to the next. Bytes go downstream as they arrive, unchanged (save the usage event the
+gateway asked for itself, see the tap). A client that goes away cancels the handler, which closes the
 upstream connection. Failures before the response starts become OpenAI error JSON with
 502/504; a stream that breaks later gets an error frame.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Mapping
 from time import perf_counter
-from typing import Any
 
 from multidict import CIMultiDict
 from opentelemetry.util.types import AttributeValue
 
 from lanewatch.collector.common.bearer import holds_token
-from lanewatch.collector.common.degrade_state import Decision, cap_max_tokens, decide
 from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
-from lanewatch.collector.common.request_reading import ReadingError
 from lanewatch.collector.common.response_metrics import with_response_metrics
 from lanewatch.collector.common.usage import usage_fields
 from lanewatch.collector.record.content import (
@@ -32,19 +29,15 @@ from lanewatch.collector.record.content import (
     input_messages,
     output_messages,
     prompt_text,
-    request_messages,
 )
-from lanewatch.collector.record.rules import MAX_ATTR_CHARS, MAX_LABEL_CHARS, RecordError, clean_text
+from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import Api, RequestTiming
 
-from .classify import ClassHintError, classify_request
+from .admission.admit import Admission, admit
 from .content_tap import ContentTap
-from .exchange import DEGRADED_HEADER, LANE_HEADER, Exchange
+from .exchange import LANE_HEADER, Exchange
 from .forward import Flight, UpstreamRequest, begin, forward
 from .front.connection import FrontConn, Request, Response
-from .front.errors import error_response
-from .lane_models import header_value, serve_as
-from .routing import RouteError, choose_lane
 from .state import Gateway
 from .tap import StreamTap
 from .tracing import TraceIds
@@ -65,13 +58,6 @@ _HOP = frozenset(
 )
 
 
-class _Reject(Exception):
-    """A request answered by the gateway itself (400, 413, 429)."""
-
-    def __init__(self, response: Response) -> None:
-        self.response = response
-
-
 def handle_completion(
     gw: Gateway, request: Request, conn: FrontConn, api: Api
 ) -> Response | Awaitable[Response | None]:
@@ -82,17 +68,18 @@ def handle_completion(
     streams the upstream's answer (to None) or an error response.
     """
     t0, started_at = perf_counter(), time.time()
-    try:
-        body, ex, strip_usage = _admit(gw, request, api, (t0, started_at), _peer(conn))
-    except _Reject as rej:
-        return rej.response
+    admitted = admit(gw, request, api, _peer(conn))
+    if isinstance(admitted, Response):
+        return admitted
+    ex = _exchange(admitted, api, t0, started_at)
     ids = gw.tracing.ids_for(request.headers)
     ex.trace_id, ex.span_id = ids.trace_id_hex, f"{ids.span_id:016x}"
     headers = _upstream_headers(
         request.headers, gw.api_keys.get(ex.decision.served_lane), gw.classifier.token
     )
     gw.tracing.inject(ids, headers)
-    flight = begin(gw, ex, UpstreamRequest(request.method, request.target, headers, body, strip_usage))
+    upstream = UpstreamRequest(request.method, request.target, headers, admitted.body, admitted.strip_usage)
+    flight = begin(gw, ex, upstream)
     return _proxy(gw, request, conn, ex, flight, ids)
 
 
@@ -129,110 +116,18 @@ def _finish(gw: Gateway, request: Request, ex: Exchange, ids: TraceIds) -> None:
     gw.emit(record)
 
 
+def _exchange(admitted: Admission, api: Api, t0: float, started_at: float) -> Exchange:
+    """The admitted request in flight, from the moment the gateway took it."""
+    a = admitted
+    ex = Exchange(api, t0, started_at, a.request_class, a.model, a.decision, a.actions)
+    ex.model_header, ex.requested_model, ex.prompt = a.model_header, a.requested_model, a.prompt
+    return ex
+
+
 def _peer(conn: FrontConn) -> str | None:
     """The client's IP address, for the hint trust check."""
     peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
     return str(peer[0]) if isinstance(peer, tuple) and peer else None
-
-
-def _admit(
-    gw: Gateway, request: Request, api: Api, times: tuple[float, float], peer: str | None
-) -> tuple[bytes, Exchange, bool]:
-    """Classify, route and degrade the request; returns the upstream body and whether to strip usage."""
-    t0, started_at = times
-    raw = request.body
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
-        raise _Reject(error_response(400, "the request body is not valid JSON")) from None
-    if not isinstance(body, dict):
-        raise _Reject(error_response(400, "the request body must be a JSON object"))
-    try:
-        cls, info = classify_request(gw.classifier, request.headers, peer, body, api)
-    except ClassHintError as exc:
-        raise _Reject(error_response(400, str(exc), param=gw.cfg.class_header)) from None
-    except ReadingError as exc:  # vLLM would refuse it too: before it can pass a shed as a small request
-        raise _Reject(error_response(400, str(exc), param=exc.field)) from None
-    requested = body.get("model")
-    requested = requested if isinstance(requested, str) else None
-    if requested is not None and gw.models.complete and not gw.models.known(requested):
-        raise _Reject(error_response(404, gw.models.unknown_model_message(requested), param="model"))
-    try:
-        routed = choose_lane(gw.routes, info)
-    except RouteError as exc:
-        raise _Reject(error_response(400, str(exc), param=LANE_HEADER)) from None
-    decision = decide(gw.degrade, routed.lane, cls, gw.shifter)
-    if decision.shed:
-        raise _Reject(_shed(gw, decision, cls))
-    actions: tuple[str, ...] = decision.actions
-    served = serve_as(gw.models, decision.served_lane, requested) if requested is not None else None
-    rewritten = changed = served != requested
-    if rewritten:
-        body["model"] = served  # re-encoded below, with any other change, in one dumps
-    if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens, api):
-        actions = (*actions, "cap_max_tokens")
-        changed = True
-    absent = "stream_options" not in body
-    strip = _ask_usage(body)
-    if strip and absent and not changed:
-        raw = _append_usage_option(raw) or json.dumps(body, separators=(",", ":")).encode()
-    elif changed or strip:
-        raw = json.dumps(body, separators=(",", ":")).encode()
-    _count(gw, decision.routed_lane, decision.served_lane, actions)
-    # As the record will hold them: bounded, and without a lone surrogate (a "\ud800" in the
-    # body), which no UTF-8 encoder (span export, /metrics) takes.
-    model = clean_text(served, MAX_LABEL_CHARS) if served is not None else ""
-    ex = Exchange(api, t0, started_at, cls, model, decision, actions)
-    if requested is not None and served is not None:
-        ex.model_header = header_value(requested, served)
-        ex.requested_model = clean_text(requested, MAX_ATTR_CHARS) if rewritten else None
-    if gw.record_content:
-        ex.prompt = request_messages(body, api)
-    return raw, ex, strip
-
-
-def _append_usage_option(raw: bytes) -> bytes | None:
-    """The UTF-8 JSON object `raw` with `stream_options.include_usage` added as its last key, without
-    decoding and encoding it again (a few µs a request); None when `raw` is not shaped for that."""
-    text = raw.strip()
-    if not (text.startswith(b"{") and text.endswith(b"}")):
-        return None
-    return text[:-1] + b',"stream_options":{"include_usage":true}}'
-
-
-def _ask_usage(body: dict[str, Any]) -> bool:
-    """Ask upstream for the usage chunk when the client did not; True when the gateway asked."""
-    if body.get("stream") is not True:
-        return False
-    opts = body.get("stream_options")
-    if opts is None:
-        body["stream_options"] = {"include_usage": True}
-        return True
-    if isinstance(opts, dict) and not opts.get("include_usage"):
-        opts["include_usage"] = True
-        return True
-    return False
-
-
-def _shed(gw: Gateway, decision: Decision, cls: str) -> Response:
-    lane = decision.served_lane
-    gw.stats.shed[(decision.routed_lane, cls)] += 1  # against the lane promised (goodput counts it so)
-    _count(gw, decision.routed_lane, lane, decision.actions)
-    return error_response(
-        429,
-        f"lane {lane!r} is shedding request class {cls!r}; retry later",
-        headers={
-            "Retry-After": str(gw.cfg.shed_retry_after_s),
-            LANE_HEADER: lane,
-            DEGRADED_HEADER: ",".join(decision.actions),
-        },
-    )
-
-
-def _count(gw: Gateway, lane: str, served: str, actions: tuple[str, ...]) -> None:
-    gw.stats.requests[(lane, served, ",".join(actions) or "none")] += 1
-    for action in actions:
-        gw.stats.degrade_applied[(lane, action)] += 1
 
 
 def _upstream_headers(

@@ -20,13 +20,13 @@ from lanewatch.collector.common.upstream import UpstreamClient
 from lanewatch.collector.config import GatewayConfig, LaneConfig
 from lanewatch.collector.record.timing import RequestTiming
 
-from .classify import Classifier
-from .lane_models import LaneModels
-from .model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
-from .model_ownership import Collision
+from .admission.classify import Classifier
+from .admission.lane_models import LaneModels
+from .admission.model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
+from .admission.model_ownership import Collision
+from .admission.routing import RouteTable
 from .pool import LanePool, Upstream
 from .progress import ProgressReporter
-from .routing import RouteTable
 from .shipper import RecordShipper
 from .stats import GatewayStats
 from .tracing import GatewayTracing

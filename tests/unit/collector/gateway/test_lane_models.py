@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from lanewatch.collector.common.served_models import serve_as_declared
 from lanewatch.collector.config import GatewayConfig
-from lanewatch.collector.gateway.lane_models import LaneModels, header_value, serve_as
-from lanewatch.collector.gateway.routing import RouteInput, RouteTable, choose_lane
+from lanewatch.collector.gateway.admission.lane_models import LaneModels, header_value, serve_as
+from lanewatch.collector.gateway.admission.routing import RouteInput, RouteTable, choose_lane
 
 
 def _cfg(**lanes: dict[str, Any]) -> GatewayConfig:

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway import Gateway
-from lanewatch.collector.gateway.model_discovery import (
+from lanewatch.collector.gateway.admission.model_discovery import (
     DiscoveryError,
     ModelLearner,
     fetch_models,

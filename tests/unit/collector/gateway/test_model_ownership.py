@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from lanewatch.collector.config import GatewayConfig
-from lanewatch.collector.gateway.lane_models import LaneModels
-from lanewatch.collector.gateway.model_ownership import Collision, decide_owners
-from lanewatch.collector.gateway.routing import RouteInput, RouteTable, choose_lane
+from lanewatch.collector.gateway.admission.lane_models import LaneModels
+from lanewatch.collector.gateway.admission.model_ownership import Collision, decide_owners
+from lanewatch.collector.gateway.admission.routing import RouteInput, RouteTable, choose_lane
 
 RANKED = ("fast", "slow")  # fast is the default lane here, then the others fastest first
 

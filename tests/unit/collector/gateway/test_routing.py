@@ -5,7 +5,13 @@ from typing import Any
 import pytest
 
 from lanewatch.collector.config import GatewayConfig
-from lanewatch.collector.gateway.routing import RouteError, RouteInput, RouteTable, choose_lane, route_input
+from lanewatch.collector.gateway.admission.routing import (
+    RouteError,
+    RouteInput,
+    RouteTable,
+    choose_lane,
+    route_input,
+)
 
 CFG = GatewayConfig.model_validate(
     {
