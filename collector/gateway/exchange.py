@@ -10,8 +10,8 @@ from lanewatch.collector.common.leg import LegTimes
 from lanewatch.collector.record.content import Message
 from lanewatch.collector.record.timing import Api, ErrorKind
 
-from .pool import Upstream
 from .tap import StreamTap
+from .upstream.pool import Upstream
 
 __all__ = ["DEGRADED_HEADER", "LANE_HEADER", "MODEL_HEADER", "Exchange"]
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from time import perf_counter
 
-from multidict import CIMultiDict
 from opentelemetry.util.types import AttributeValue
 
-from lanewatch.collector.common.bearer import holds_token
 from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
-from lanewatch.collector.common.headers import AUTHORIZATION, TRACEPARENT, TRACESTATE
 from lanewatch.collector.common.response_metrics import with_response_metrics
 from lanewatch.collector.common.usage import usage_fields
 from lanewatch.collector.record.content import (
@@ -35,27 +32,17 @@ from lanewatch.collector.record.timing import Api, RequestTiming
 
 from .admission.admit import Admission, admit
 from .content_tap import ContentTap
-from .exchange import LANE_HEADER, Exchange
-from .forward import Flight, UpstreamRequest, begin, forward
+from .exchange import Exchange
 from .front.connection import FrontConn, Request, Response
 from .state import Gateway
 from .tap import StreamTap
 from .tracing import TraceIds
+from .upstream.forward import Flight, UpstreamRequest, begin, forward
+from .upstream.request_headers import upstream_headers
 
 __all__ = ["handle_completion"]
 
 log = logging.getLogger("lanewatch.gateway")
-
-_AUTH_HEADER = AUTHORIZATION  # a header's name, compared as a name (the credential goes through bearer_ok)
-
-# Hop-by-hop and gateway-owned headers: never passed upstream as the client sent them.
-_HOP = frozenset(
-    {
-        *("connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer"),
-        *("transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"),
-        *(TRACEPARENT, TRACESTATE, "expect", LANE_HEADER),
-    }
-)
 
 
 def handle_completion(
@@ -74,9 +61,7 @@ def handle_completion(
     ex = _exchange(admitted, api, t0, started_at)
     ids = gw.tracing.ids_for(request.headers)
     ex.trace_id, ex.span_id = ids.trace_id_hex, f"{ids.span_id:016x}"
-    headers = _upstream_headers(
-        request.headers, gw.api_keys.get(ex.decision.served_lane), gw.classifier.token
-    )
+    headers = upstream_headers(request.headers, gw.api_keys.get(ex.decision.served_lane), gw.classifier.token)
     gw.tracing.inject(ids, headers)
     upstream = UpstreamRequest(request.method, request.target, headers, admitted.body, admitted.strip_usage)
     flight = begin(gw, ex, upstream)
@@ -128,26 +113,6 @@ def _peer(conn: FrontConn) -> str | None:
     """The client's IP address, for the hint trust check."""
     peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
     return str(peer[0]) if isinstance(peer, tuple) and peer else None
-
-
-def _upstream_headers(
-    incoming: Mapping[str, str], api_key: str | None, hint_token: str | None = None
-) -> CIMultiDict[str]:
-    """The client's headers, repeats kept, less hop-by-hop ones and Accept-Encoding (the tap reads plain),
-    and less any Authorization that carries the hint token (a credential for the gateway alone)."""
-    out = CIMultiDict(
-        (k, v)
-        for k, v in incoming.items()
-        if k.lower() not in _HOP and not (hint_token is not None and _carries(k, v, hint_token))
-    )
-    if api_key is not None:
-        # Replaces every Authorization the client sent; written in the case clients and servers log.
-        out[AUTHORIZATION.title()] = f"Bearer {api_key}"
-    return out
-
-
-def _carries(name: str, value: str, token: str) -> bool:
-    return name.lower() == _AUTH_HEADER and holds_token(value, token)
 
 
 def _span_attributes(request: Request, ex: Exchange) -> dict[str, AttributeValue]:

@@ -25,11 +25,13 @@ from .admission.lane_models import LaneModels
 from .admission.model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
 from .admission.model_ownership import Collision
 from .admission.routing import RouteTable
-from .pool import LanePool, Upstream
+from .content_tap import ContentTap
 from .progress import ProgressReporter
 from .shipper import RecordShipper
 from .stats import GatewayStats
+from .tap import StreamTap
 from .tracing import GatewayTracing
+from .upstream.pool import LanePool, Upstream
 
 __all__ = ["Gateway", "RecordSink"]
 
@@ -83,6 +85,11 @@ class Gateway:
         self.learner = self._learner()
         self._learn_task: asyncio.Task[None] | None = None
         self._models_changed()
+
+    @property
+    def tap_class(self) -> type[StreamTap]:
+        """The tap each response is read through: the content tap with `record_content` on."""
+        return ContentTap if self.record_content else StreamTap
 
     def set_degrade(self, lanes: dict[str, LaneDegrade], revision: int | None = None) -> DegradeState:
         """Replace the degrade state (already validated) at the sender's revision; returns the new state."""

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from lanewatch.collector.common.http1 import BadRequest, BodyParser, HttpError, ResponseHead, parse_request
-from lanewatch.collector.gateway.forward import UpstreamRequest
-from lanewatch.collector.gateway.pool import Upstream
-from lanewatch.collector.gateway.request_path import _upstream_headers
+from lanewatch.collector.gateway.upstream.forward import UpstreamRequest
+from lanewatch.collector.gateway.upstream.pool import Upstream
+from lanewatch.collector.gateway.upstream.request_headers import upstream_headers
 
 TCHAR = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 VCHAR = bytes(range(0x21, 0x7F))
@@ -217,7 +217,7 @@ def _forwarded(parsed: Parsed) -> bytes:
     text = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in parsed.headers]
     incoming = CIMultiDictProxy(CIMultiDict(text))
     target = parsed.target.decode("latin-1")
-    headers = _upstream_headers(incoming, "lane-key")
+    headers = upstream_headers(incoming, "lane-key")
     return UpstreamRequest(parsed.method.decode(), target, headers, parsed.body, False).encode(UPSTREAM)
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from lanewatch.collector.gateway.pool import LanePool, upstream_name
+from lanewatch.collector.gateway.upstream.pool import LanePool, upstream_name
 
 
 def test_least_outstanding_with_rotating_ties() -> None:

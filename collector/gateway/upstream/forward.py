@@ -1,6 +1,6 @@
 """Forwarding one admitted request upstream and its answer downstream, unbuffered.
 
-The upstream connection (upstream.py) calls `_Downstream.payload` for each read; it
+The upstream connection (common/upstream.py) calls `_Downstream.payload` for each read; it
 feeds the tap and writes the bytes to the client's connection (front/connection.py) in the same
 callback. The handler coroutine only waits: for the head, for the end, for the client to
 drain when it reads slower than upstream writes, or for a stall. The last bytes go out
@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 from lanewatch.collector.common.error_detail import clean, error_detail
 from lanewatch.collector.common.headers import REQUEST_ID
@@ -24,14 +25,15 @@ from lanewatch.collector.common.leg import LegTimes
 from lanewatch.collector.common.upstream import ConnectFailed, UpstreamConn, UpstreamGone
 from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
-from .content_tap import ContentTap
-from .exchange import Exchange
-from .front.connection import FrontConn, Response
-from .front.errors import error_kind_of, error_response, sse_error_event, status_for
+from ..front.connection import FrontConn, Response
+from ..front.errors import error_kind_of, error_response, sse_error_event, status_for
 from .pool import LanePool, Upstream
 from .response_head import check_head, client_headers
-from .state import Gateway
-from .tap import StreamTap
+
+if TYPE_CHECKING:  # handed over by the request path: the next stage's types, for the checker only
+    from ..exchange import Exchange
+    from ..state import Gateway
+    from ..tap import StreamTap
 
 __all__ = ["Flight", "UpstreamRequest", "begin", "forward"]
 
@@ -216,7 +218,7 @@ async def _respond(
         return await _wrap_error(gw, ex, conn, head)
     sse = ctype == "text/event-stream"
     length = head.length if head.framing == "length" and not (sse and strip_usage) else None
-    tap = ex.tap = (ContentTap if gw.record_content else StreamTap)(ex.api, sse=sse, strip_usage=strip_usage)
+    tap = ex.tap = gw.tap_class(ex.api, sse=sse, strip_usage=strip_usage)
     front.start(head.status, head.reason, client_headers(head, ex.lane_headers()), length)
     sink = _Downstream(front, tap, conn)
     try:
