@@ -10,9 +10,9 @@ from __future__ import annotations
 from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, parse_degrade
 
 from .admission.routing import RouteInput, RouteTable, choose_lane
-from .exchange import DEGRADED_HEADER, LANE_HEADER
 from .server import GatewayServer
 from .state import Gateway, RecordSink
+from .tap.exchange import DEGRADED_HEADER, LANE_HEADER
 
 __all__ = [
     "DEGRADED_HEADER",

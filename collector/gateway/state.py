@@ -25,12 +25,12 @@ from .admission.lane_models import LaneModels
 from .admission.model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
 from .admission.model_ownership import Collision
 from .admission.routing import RouteTable
-from .content_tap import ContentTap
-from .progress import ProgressReporter
 from .shipper import RecordShipper
 from .stats import GatewayStats
-from .tap import StreamTap
-from .tracing import GatewayTracing
+from .tap.content_tap import ContentTap
+from .tap.progress import ProgressReporter
+from .tap.stream_scan import StreamTap
+from .tap.tracing import GatewayTracing
 from .upstream.pool import LanePool, Upstream
 
 __all__ = ["Gateway", "RecordSink"]

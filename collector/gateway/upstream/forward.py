@@ -31,9 +31,9 @@ from .pool import LanePool, Upstream
 from .response_head import check_head, client_headers
 
 if TYPE_CHECKING:  # handed over by the request path: the next stage's types, for the checker only
-    from ..exchange import Exchange
     from ..state import Gateway
-    from ..tap import StreamTap
+    from ..tap.exchange import Exchange
+    from ..tap.stream_scan import StreamTap
 
 __all__ = ["Flight", "UpstreamRequest", "begin", "forward"]
 

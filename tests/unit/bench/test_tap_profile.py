@@ -26,7 +26,7 @@ def test_a_functions_lines_add_up_and_each_sample_counts_once() -> None:
 
 
 def test_groups_by_the_leaf_frame() -> None:
-    assert group_of("StreamTap._scan (collector/gateway/tap.py)").startswith("the tap's scan")
+    assert group_of("StreamTap._scan (collector/gateway/tap/stream_scan.py)").startswith("the tap's scan")
     assert group_of("JSONEncoder.iterencode (json/encoder.py)").startswith("the record")
     assert group_of("something (elsewhere.py)") == "other"
     assert summarize([]) == {"samples": 0}

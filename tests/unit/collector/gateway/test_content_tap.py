@@ -5,8 +5,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.gateway.content_tap import MAX_JSON_BODY, ContentTap
-from lanewatch.collector.gateway.tap import StreamTap
+from lanewatch.collector.gateway.tap.content_tap import MAX_JSON_BODY, ContentTap
+from lanewatch.collector.gateway.tap.stream_scan import StreamTap
 from lanewatch.collector.record.content import MAX_CONTENT_BYTES, TRUNCATED_MARKER
 
 from .test_tap import STREAM, TRICKY, USAGE, _chat, _ev

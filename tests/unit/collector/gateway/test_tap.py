@@ -6,7 +6,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.gateway.tap import StreamTap
+from lanewatch.collector.gateway.tap.stream_scan import StreamTap
 
 
 def _ev(obj: Any, spaced: bool = False) -> bytes:

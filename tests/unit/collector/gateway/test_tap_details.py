@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from lanewatch.collector.common.error_detail import error_detail
 from lanewatch.collector.common.response_metrics import parse_metrics
-from lanewatch.collector.gateway.content_tap import ContentTap
-from lanewatch.collector.gateway.tap import StreamTap
+from lanewatch.collector.gateway.tap.content_tap import ContentTap
+from lanewatch.collector.gateway.tap.stream_scan import StreamTap
 
 METRICS = {
     "time_to_first_token_ms": 40.0,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.collector.gateway.tracing import GatewayTracing, parse_traceparent
+from lanewatch.collector.gateway.tap.tracing import GatewayTracing, parse_traceparent
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

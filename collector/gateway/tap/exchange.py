@@ -10,8 +10,8 @@ from lanewatch.collector.common.leg import LegTimes
 from lanewatch.collector.record.content import Message
 from lanewatch.collector.record.timing import Api, ErrorKind
 
-from .tap import StreamTap
-from .upstream.pool import Upstream
+from ..upstream.pool import Upstream
+from .stream_scan import StreamTap
 
 __all__ = ["DEGRADED_HEADER", "LANE_HEADER", "MODEL_HEADER", "Exchange"]
 

@@ -13,7 +13,7 @@ import json
 from lanewatch.collector.common.sse import classify
 from lanewatch.collector.record.content import TRUNCATED_MARKER, StreamedText
 
-from .tap import Api, StreamTap
+from .stream_scan import Api, StreamTap
 
 __all__ = ["MAX_JSON_BODY", "ContentTap"]
 
