@@ -25,7 +25,7 @@ from .admission.lane_models import LaneModels
 from .admission.model_discovery import ModelLearner, fetch_models, refresh_safely, run_discovery
 from .admission.model_ownership import Collision
 from .admission.routing import RouteTable
-from .shipper import RecordShipper
+from .ship.shipper import RecordShipper
 from .stats import GatewayStats
 from .tap.content_tap import ContentTap
 from .tap.progress import ProgressReporter

@@ -9,8 +9,8 @@ from collections import deque
 import pytest
 
 from lanewatch.collector.config import ShippingConfig
-from lanewatch.collector.gateway.ship_policy import backoff_s, due, refused_in, requeue, take, verdict
-from lanewatch.collector.gateway.shipper import RecordShipper
+from lanewatch.collector.gateway.ship.policy import backoff_s, due, refused_in, requeue, take, verdict
+from lanewatch.collector.gateway.ship.shipper import RecordShipper
 from lanewatch.collector.record.batch import parse_batch
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names

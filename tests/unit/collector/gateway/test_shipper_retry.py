@@ -12,7 +12,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from lanewatch.collector.collect.records_http import RECORDS_PATH
-from lanewatch.collector.gateway.shipper import RecordShipper
+from lanewatch.collector.gateway.ship.shipper import RecordShipper
 from tests.unit.collector.collect.test_service import Clock, config, service
 
 from .test_shipper import rec, settle, shipping

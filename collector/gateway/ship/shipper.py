@@ -31,7 +31,7 @@ from lanewatch.collector.config import ShippingConfig
 from lanewatch.collector.record.batch import encode_batch, encode_record
 from lanewatch.collector.record.timing import RequestTiming
 
-from .ship_policy import backoff_s, due, refused_in, requeue, take, verdict
+from .policy import backoff_s, due, refused_in, requeue, take, verdict
 
 __all__ = ["HttpPost", "Post", "RecordShipper", "ShipStats"]
 
