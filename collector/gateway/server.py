@@ -24,7 +24,7 @@ def router(
     gw: Gateway, overrides: Mapping[str, Mapping[str, Handler]] | None = None
 ) -> Callable[[str, str], Handler | Response]:
     """(method, path) → the handler, or the 404/405 answer in OpenAI error JSON; `overrides`
-    replace the handlers of their paths (a worker's /metrics and admin API, workers.py)."""
+    replace the handlers of their paths (a worker's /metrics and admin API, processes/per_worker.py)."""
 
     def chat(request: Request, conn: FrontConn) -> Response | Awaitable[Response | None]:
         return handle_completion(gw, request, conn, "chat")

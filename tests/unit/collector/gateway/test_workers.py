@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 from lanewatch.collector.gateway import Gateway
-from lanewatch.collector.gateway.control import Link, LinkClosed, Message
-from lanewatch.collector.gateway.workers import (
+from lanewatch.collector.gateway.processes.control_channel import Link, LinkClosed, Message
+from lanewatch.collector.gateway.processes.per_worker import (
     SharedDegrade,
     export_share,
     records_path,

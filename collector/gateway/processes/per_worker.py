@@ -14,11 +14,11 @@ from pathlib import Path
 from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 
-from .control import Link, LinkClosed, Message
-from .front.admin import checked_put, get_degrade, log_change, stale_refusal, state_response
-from .front.connection import FrontConn, Handler, Request, Response
-from .front.errors import error_response
-from .state import Gateway
+from ..front.admin import checked_put, get_degrade, log_change, stale_refusal, state_response
+from ..front.connection import FrontConn, Handler, Request, Response
+from ..front.errors import error_response
+from ..state import Gateway
+from .control_channel import Link, LinkClosed, Message
 
 __all__ = [
     "PUT_TIMEOUT_S",

@@ -17,7 +17,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..common.errors import UpstreamError
+from lanewatch.collector.common.errors import UpstreamError
 
 __all__ = ["Link", "LinkClosed", "Message"]
 

@@ -1,6 +1,7 @@
-"""One worker process of `lanewatch gateway --workers N`: `python -m lanewatch.collector.gateway.worker FD`.
+"""One worker process of `lanewatch gateway --workers N`, started by the supervisor as
+`python -m lanewatch.collector.gateway.processes.worker_main FD`.
 
-FD is its end of the socket pair to the supervisor (control.py). It asks the supervisor for
+FD is its end of the socket pair to the supervisor (control_channel.py). It asks the supervisor for
 its settings and the degrade state, builds the gateway as a single process would, listens on
 the shared port (SO_REUSEPORT), says it is ready, and serves until SIGTERM or SIGINT, or until
 the supervisor is gone; then it drains (`gateway.drain_timeout_s`) and exits.
@@ -20,10 +21,10 @@ from pathlib import Path
 from lanewatch.collector.common import eventloop
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 
-from .control import Link, LinkClosed, Message
+from ..server import GatewayServer
+from .control_channel import Link, LinkClosed, Message
+from .per_worker import SharedDegrade, export_share, records_path, worker_routes
 from .serve import Built, build_gateway
-from .server import GatewayServer
-from .workers import SharedDegrade, export_share, records_path, worker_routes
 
 __all__ = ["main"]
 

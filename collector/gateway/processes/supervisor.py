@@ -1,4 +1,4 @@
-"""`lanewatch gateway --workers N` (N > 1): the supervisor process and its N workers (worker.py).
+"""`lanewatch gateway --workers N` (N > 1): the supervisor process and its N workers (worker_main.py).
 
 The supervisor serves no request itself. It holds the port (bound, never listening, so the
 workers' SO_REUSEPORT sockets can join it and nobody else's can), starts the workers, and
@@ -29,8 +29,8 @@ from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, 
 from lanewatch.collector.common.errors import StartupError
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 
-from .control import Link, LinkClosed, Message
-from .workers import ACK_TIMEOUT_S, SCRAPE_TIMEOUT_S, logged_change, state_to_wire
+from .control_channel import Link, LinkClosed, Message
+from .per_worker import ACK_TIMEOUT_S, SCRAPE_TIMEOUT_S, logged_change, state_to_wire
 
 __all__ = ["Supervisor", "bind_port"]
 
@@ -138,7 +138,7 @@ class Supervisor:
             slot.process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "lanewatch.collector.gateway.worker",
+                "lanewatch.collector.gateway.processes.worker_main",
                 str(child.fileno()),
                 pass_fds=(child.fileno(),),
             )

@@ -22,10 +22,10 @@ from lanewatch.collector.config import ExportConfig, GatewayConfig
 from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.timing import RequestTiming
 
-from .server import GatewayServer
-from .ship.shipper import RecordShipper
-from .state import Gateway, RecordSink
-from .workers import records_path, worker_count
+from ..server import GatewayServer
+from ..ship.shipper import RecordShipper
+from ..state import Gateway, RecordSink
+from .per_worker import records_path, worker_count
 
 __all__ = [
     "ADMIN_INSECURE_WARNING",
@@ -186,7 +186,7 @@ def _shipper(cfg: GatewayConfig) -> RecordShipper | None:
     """The record shipper towards gateway.collector_url, or None without one."""
     if cfg.collector_url is None:
         return None
-    from .ship.shipper import HttpPost
+    from ..ship.shipper import HttpPost
 
     token = read_secret_or_none(cfg.collector_token_file, "collector_token_file")
     post = HttpPost(cfg.collector_url, token, cfg.shipping.timeout_s)
