@@ -242,7 +242,7 @@ class FrontConn(asyncio.Protocol):
                         self.transport.pause_reading()
                     return
                 try:
-                    request = self._next_request()
+                    request = self.next_request()
                 except BadRequest as exc:
                     self._refuse(exc.status, str(exc))
                     return
@@ -255,7 +255,7 @@ class FrontConn(asyncio.Protocol):
         finally:
             self._dispatching = False
 
-    def _next_request(self) -> Request | None:
+    def next_request(self) -> Request | None:
         """A whole request off the buffer, or None while it is incomplete."""
         if self._head is None:
             head, used = parse_request(self._buf, self._limits.max_head, self._seen)
