@@ -9,7 +9,7 @@ from lanewatch.collector.gateway.tap.content_tap import MAX_JSON_BODY, ContentTa
 from lanewatch.collector.gateway.tap.stream_scan import StreamTap
 from lanewatch.collector.record.content import MAX_CONTENT_BYTES, TRUNCATED_MARKER
 
-from .test_tap import STREAM, TRICKY, USAGE, _chat, _ev
+from .test_stream_scan import STREAM, TRICKY, USAGE, _chat, _ev
 
 
 def _feed(tap: StreamTap, data: bytes, cuts: list[int]) -> bytes:
