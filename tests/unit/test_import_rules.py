@@ -420,3 +420,21 @@ def test_no_import_circle_joins_two_rooms() -> None:
         if len({_room_of(modules[m], rooms) for m in cycle}) > 1
     ]
     assert across == []
+
+
+def test_config_only_composes_the_rooms_settings() -> None:
+    """collector/config.py takes another room's settings from its `settings` module, never its
+    internals (an adapter registry, a thresholds table): each room owns its settings."""
+    rooms = {p.parent.name for p in (ROOT / "collector").glob("*/__init__.py")}
+    bad = []
+    for name in _runtime_imports(ROOT / "collector" / "config.py"):
+        parts = name.split(".")
+        if len(parts) > 2 and parts[:2] == ["lanewatch", "collector"] and parts[2] in rooms:
+            room = parts[2]
+            if room != "common" and (len(parts) < 4 or parts[3] != "settings"):
+                bad.append(name)
+    assert bad == []
+    assert any(
+        n.startswith("lanewatch.collector.degrade.settings")
+        for n in _runtime_imports(ROOT / "collector" / "config.py")
+    )
