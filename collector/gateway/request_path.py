@@ -2,9 +2,9 @@
 
 Each stage is its room's (the gateway's face lists them); this module only hands the request
 from one to the next. Bytes go downstream as they arrive, unchanged (save the usage event the
-gateway asked for itself, see the tap). A client that goes away cancels the handler, which closes the
-upstream connection. Failures before the response starts become OpenAI error JSON with
-502/504; a stream that breaks later gets an error frame.
+gateway asked for itself, see the tap). A client that goes away cancels the handler, which
+closes the upstream connection. Failures before the response starts become OpenAI error JSON
+with 502/504; a stream that breaks later gets an error frame.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def handle_completion(
     """Proxy one /v1/chat/completions or /v1/completions request.
 
     The part up to sending upstream runs here, in the callback that read the request; the
-    answer the gateway gives itself (400, 429) comes back at once, else the awaitable that
+    answer the gateway gives itself (400, 404, 429) comes back at once, else the awaitable that
     streams the upstream's answer (to None) or an error response.
     """
     t0, started_at = perf_counter(), time.time()
