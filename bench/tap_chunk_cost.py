@@ -14,7 +14,7 @@ import argparse
 import json
 import time
 
-from lanewatch.collector.gateway.tap import StreamTap
+from lanewatch.collector.gateway.tap.stream_scan import StreamTap
 
 __all__ = ["chunk_cost_ns", "stream"]
 

@@ -36,9 +36,12 @@ __all__ = ["GROUPS", "group_of", "run_profile", "summarize"]
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("writing to the client (a transport.write a chunk)", ("FrontConn._write", "FrontConn.send")),
     ("the upstream body's chunked framing", ("BodyParser",)),
-    ("the tap's scan (SSE events, tokens, ITL)", ("tap.py",)),
+    ("the tap's scan (SSE events, tokens, ITL)", ("tap/stream_scan.py", "tap/content_tap.py")),
     ("the record: built, encoded, shipped", ("record", "ship", "json/", "__create_fn__")),
-    ("the request: head, route, send upstream", ("http1.py", "front.py", "upstream.py", "forward.py")),
+    (
+        "the request: head, route, send upstream",
+        ("http1.py", "front/connection.py", "upstream.py", "forward.py"),
+    ),
     ("the event loop (uvloop, in C)", ("Runner.run", "uvloop", "asyncio/")),
     ("the gateway's other code", ("collector/",)),
 )

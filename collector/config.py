@@ -1,6 +1,8 @@
 """The one configuration model: a YAML file, then `LANEWATCH__` environment overrides.
 
-Every service takes its section from `LanewatchConfig`; defaults work out of the box.
+Every service takes its section from `LanewatchConfig`; defaults work out of the box. A room
+with settings of its own defines them in its `settings` module (degrade, diagnose, guard); this
+module composes them beside the sections of the collector's own services.
 `load_config` validates everything up front and raises `ConfigError` listing every
 problem with its field path and, where YAML gives one, its line: no service ever
 starts half-configured.
@@ -9,14 +11,10 @@ starts half-configured.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    PlainValidator,
-    SerializeAsAny,
     ValidationError,
     field_validator,
     model_validator,
@@ -29,26 +27,18 @@ from lanewatch.collector.common.headers import CLASS_HEADER
 from lanewatch.collector.common.listen import parse_listen
 from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
 from lanewatch.collector.common.served_models import ServedModels
+from lanewatch.collector.common.settings import Section
+from lanewatch.collector.common.settings import ServerConfig as ServerConfig
 
 # ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
 from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
 from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
 from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_issues
-from lanewatch.collector.degrade.adapters.base import AdapterSettings
-from lanewatch.collector.degrade.adapters.registry import REGISTRY
-from lanewatch.collector.diagnose.thresholds import Thresholds
+from lanewatch.collector.degrade.settings import DegradeConfig as DegradeConfig
+from lanewatch.collector.diagnose.settings import DiagnoseConfig
 from lanewatch.collector.guard.settings import GuardConfig
 
 ENV_PREFIX = "LANEWATCH__"
-
-# One `degrade.adapters` entry: the registry picks its settings class by `kind`.
-AdapterEntry = Annotated[SerializeAsAny[AdapterSettings], PlainValidator(lambda v: REGISTRY.parse(v))]
-
-
-class Section(BaseModel):
-    """Base for config sections: unknown keys are errors, not silently ignored."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class RequestClass(Section):
@@ -201,16 +191,6 @@ class ExportConfig(Section):
     # this SLO spec (default: the bundled alerts/slos.yaml, whose rules read the counter).
     goodput: bool = True
     slo_spec: Path | None = None
-
-
-class ServerConfig(Section):
-    """Where a lanewatch service listens."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=9464, ge=0, le=65535)
-    max_connections: int = Field(default=256, ge=1)  # requests past it are answered 503
-    keep_alive_s: int = Field(default=5, ge=1)  # an idle kept-alive connection is closed after this
-    head_timeout_s: float = Field(default=10.0, gt=0)  # a request head must be complete within this
 
 
 class LaneConfig(Section, ServedModels):
@@ -386,42 +366,6 @@ class GatewayConfig(Section):
         return self.default_lane or (order[-1] if order else None)
 
 
-class DegradeConfig(Section):
-    """The degrade controller: Alertmanager webhook in, router actions out (collector/degrade/)."""
-
-    server: ServerConfig = ServerConfig(port=9097)
-    token_file: Path | None = None  # bearer token Alertmanager must send; required unless insecure_dev
-    insecure_dev: bool = False
-    state_dir: Path = Path("lanewatch-state")
-    policy_file: Path | None = None  # None: the built-in default policy (collector/degrade/policy.py)
-    # Hysteresis overrides; None keeps the policy's value.
-    min_hold_s: float | None = Field(default=None, ge=0)
-    recovery_stable_s: float | None = Field(default=None, ge=0)
-    escalation_cooldown_s: float | None = Field(default=None, ge=0)
-    # The routers to drive, each entry discriminated by `kind` (collector/degrade/adapters/);
-    # older configs' flat keys (gateway_url, webhook_url, ...) are folded into entries.
-    adapters: list[AdapterEntry] = Field(default_factory=list)
-    reconcile_interval_s: float = Field(default=15.0, gt=0)  # re-apply the intended state this often
-    tick_s: float = Field(default=1.0, gt=0)  # how often holds, cooldowns and recoveries are checked
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
-    # When it acts, the controller diagnoses the alert's lane from this Prometheus into the audit
-    # log (docs/degrade.md); the diagnosis runs beside the apply and never delays or fails it.
-    prometheus_url: HttpUrl | None = None
-    diagnose_window: str = Field(default="5m", pattern=r"^([0-9]+(ms|s|m|h|d|w))+$")
-    diagnose_timeout_s: float = Field(default=5.0, gt=0, le=60)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flat_adapter_keys(cls, data: Any) -> Any:
-        return REGISTRY.upgrade(data) if isinstance(data, dict) else data
-
-    @field_validator("adapters")
-    @classmethod
-    def _unique_adapters(cls, value: list[AdapterSettings]) -> list[AdapterSettings]:
-        check_unique([a.label for a in value], "adapter names (give each entry a `name`)")
-        return value
-
-
 class LanewatchConfig(BaseSettings):
     """Everything lanewatch can be told; one file, one model."""
 
@@ -443,7 +387,7 @@ class LanewatchConfig(BaseSettings):
     gateway: GatewayConfig = GatewayConfig()
     degrade: DegradeConfig = DegradeConfig()
     guard: GuardConfig = GuardConfig()  # the fast guard (docs/slo.md#the-fast-guard)
-    diagnose: Thresholds = Thresholds()  # `lanewatch diagnose`'s thresholds (docs/diagnose.md)
+    diagnose: DiagnoseConfig = DiagnoseConfig()  # `lanewatch diagnose`'s thresholds (docs/diagnose.md)
 
     @model_validator(mode="after")
     def _targets_consistent(self) -> LanewatchConfig:

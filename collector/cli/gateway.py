@@ -117,7 +117,7 @@ def gateway(
         fail("gateway", exc)
     content = {"record_content": Flag("--record-content", True)} if record_content else {}
     export = override(full.export, content, "export.")
-    from lanewatch.collector.gateway.serve import serve
+    from lanewatch.collector.gateway.processes.serve import serve
 
     try:
         serve(cfg, export, records or full.export.records_path)

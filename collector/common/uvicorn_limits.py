@@ -21,7 +21,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 if TYPE_CHECKING:
-    from lanewatch.collector.config import ServerConfig
+    from lanewatch.collector.common.settings import ServerConfig
 
 __all__ = ["HeadTimeoutProtocol", "ServeLimits", "head_timeout_protocol", "limits_of", "uvicorn_config"]
 

@@ -15,13 +15,13 @@ from prometheus_client import CollectorRegistry
 from lanewatch.collector.common import secrets
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
-from lanewatch.collector.config import DegradeConfig
 
 from .adapters import REGISTRY, Adapter, AdapterError
 from .metrics import DegradeMetrics
 from .policy import Policy, load_policy
 from .server import create_app
 from .service import DegradeService
+from .settings import DegradeConfig
 from .store import Store, lock_state_dir
 from .why import DiagnosisContext, PrometheusWhy, Why
 

@@ -3,16 +3,35 @@
 An OpenAI-compatible front that routes each request to a lane (a pool of upstreams),
 applies the degrade state set through its admin API, streams the answer through
 unbuffered, and turns every proxied request into a `RequestTiming` (source "tap").
+
+One request's path, in order: accept → parse → admit → forward → tap → record → ship.
+Each stage, its module and the function that does it (a test drives a request through a real
+gateway and sees each function called, in this order):
+
+1. accept: `front/listener.py` `FrontServer.accept` takes the client's connection.
+2. parse: `front/connection.py` `FrontConn.next_request` reads an HTTP/1.1 request off it.
+3. admit: `admission/admit.py` `admit` classes and routes it and applies the degrade state.
+4. forward: `upstream/forward.py` `forward` sends it upstream and streams the answer back.
+5. tap: `tap/stream_scan.py` `StreamTap.feed` reads the answer's timing as its bytes pass.
+6. record: `tap/record.py` `tap_record` makes the request's record.
+7. ship: `ship/shipper.py` `RecordShipper.append` queues it for the collector (with a
+   `collector_url`; without one the gateway's own /metrics count it).
+
+The stages live in rooms along the path, each importing only the rooms before it: front/,
+admission/, upstream/, tap/, ship/. `request_path.py` hands a request from one stage to the
+next, `server.py` gives each path its handler, `state.py` holds what one gateway process knows
+and `stats.py` its counters; processes/ runs it (the entry point, and the supervisor and
+workers of `--workers N`).
 """
 
 from __future__ import annotations
 
 from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, parse_degrade
 
-from .app import GatewayServer
-from .core import Gateway, RecordSink
-from .exchange import DEGRADED_HEADER, LANE_HEADER
-from .routing import RouteInput, RouteTable, choose_lane
+from .admission.routing import RouteInput, RouteTable, choose_lane
+from .server import GatewayServer
+from .state import Gateway, RecordSink
+from .tap.exchange import DEGRADED_HEADER, LANE_HEADER
 
 __all__ = [
     "DEGRADED_HEADER",

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .pool import LanePool
+from .upstream.pool import LanePool
 
 __all__ = ["GatewayStats", "UpstreamView"]
 

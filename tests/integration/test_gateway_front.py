@@ -1,4 +1,4 @@
-"""The gateway's own HTTP/1.1 server (collector/gateway/front.py) spoken to over raw sockets."""
+"""The gateway's own HTTP/1.1 server (collector/gateway/front/connection.py) spoken to over raw sockets."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from lanewatch.collector.gateway.errors import error_body
-from lanewatch.collector.gateway.front import FrontConn, FrontLimits, Handler, Request, Response
-from lanewatch.collector.gateway.front_server import FrontServer
+from lanewatch.collector.gateway.front.connection import FrontConn, FrontLimits, Handler, Request, Response
+from lanewatch.collector.gateway.front.errors import error_body
+from lanewatch.collector.gateway.front.listener import FrontServer
 from lanewatch.collector.record.timing import ErrorKind
 
 from .gateway_harness import chat_body, eventually, one_lane

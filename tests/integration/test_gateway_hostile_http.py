@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.collector.gateway.errors import error_body
-from lanewatch.collector.gateway.front import FrontConn, FrontLimits, Handler, Request, Response
-from lanewatch.collector.gateway.front_server import FrontServer
+from lanewatch.collector.gateway.front.connection import FrontConn, FrontLimits, Handler, Request, Response
+from lanewatch.collector.gateway.front.errors import error_body
+from lanewatch.collector.gateway.front.listener import FrontServer
 
 from .gateway_harness import chat_body, eventually, gateway_server
 

@@ -7,18 +7,26 @@ only. `exporters.names` is the conventions module every part may read; exporter 
 are wired in only by each command's entry point (the collect service, the gateway's serve module),
 the CLI and the demo; no room imports the CLI. The simulator's contract is vLLM's, so it imports
 nothing of lanewatch; the degrade controller reaches routers over HTTP only.
+
+The gateway's rooms follow its request path (front → admission → upstream → tap → ship, as its face
+lists the stages): a room imports only the rooms before it. And no circle of imports joins two rooms.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.layout import ROOT, module_name
+from tests.gateway_path import GATEWAY, face_text
+from tests.gateway_path import rooms as path_rooms
+from tests.layout import ROOT, module_name, package_dirs
+from tests.unit.test_architecture import PAGE
+from tests.unit.test_architecture import rooms as page_rooms
 
 # All that exporters, alerts and dashboards may take from the collector (the diagnosis's thresholds
 # are pure data: the generated rules and panels read the same definitions).
@@ -41,26 +49,37 @@ def _is_type_checking(node: ast.If) -> bool:
 
 def _runtime_imports(path: Path) -> Iterator[str]:
     """Absolute names of the lanewatch modules a file imports at run time."""
+    return _imports(path, type_only=False)
+
+
+def _type_only_imports(path: Path) -> Iterator[str]:
+    """Absolute names a file imports under `if TYPE_CHECKING:` (for the type checker, never run)."""
+    return _imports(path, type_only=True)
+
+
+def _imports(path: Path, type_only: bool) -> Iterator[str]:
     module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    stack: list[tuple[ast.AST, bool]] = [(ast.parse(path.read_text(encoding="utf-8")), False)]
     while stack:
-        node = stack.pop()
+        node, typing_block = stack.pop()
         if isinstance(node, ast.If) and _is_type_checking(node):
-            stack.extend(node.orelse)
+            stack.extend((child, True) for child in node.body)
+            stack.extend((child, typing_block) for child in node.orelse)
             continue
-        if isinstance(node, ast.Import):
-            yield from (a.name for a in node.names if a.name.startswith("lanewatch."))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                name = ".".join([*base, node.module] if node.module else base)
-            else:
-                name = node.module or ""
-            if name.startswith("lanewatch."):
-                # `from lanewatch.exporters import names` imports lanewatch.exporters.names
-                yield from (f"{name}.{a.name}" for a in node.names)
-        stack.extend(ast.iter_child_nodes(node))
+        if typing_block == type_only:
+            if isinstance(node, ast.Import):
+                yield from (a.name for a in node.names if a.name.startswith("lanewatch."))
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    name = ".".join([*base, node.module] if node.module else base)
+                else:
+                    name = node.module or ""
+                if name.startswith("lanewatch."):
+                    # `from lanewatch.exporters import names` imports lanewatch.exporters.names
+                    yield from (f"{name}.{a.name}" for a in node.names)
+        stack.extend((child, typing_block) for child in ast.iter_child_nodes(node))
 
 
 def _files(folder: str) -> list[Path]:
@@ -105,7 +124,7 @@ def test_collector_reads_only_names_from_exporters() -> None:
         "collector/cli/",
         "collector/demo/",
         "collector/collect/service.py",
-        "collector/gateway/serve.py",
+        "collector/gateway/processes/serve.py",
     )
     assert _violations("collector", allowed, exempt=wiring) == []
 
@@ -213,3 +232,209 @@ def test_integrations_import_only_records_common_and_the_stdlib_or_their_host() 
         if name not in hosts and name not in sys.stdlib_module_names
     ]
     assert bad == []
+
+
+# The gateway's rooms along the request path, in the order a request reaches them (read from the
+# face's list of stages: front, admission, upstream, tap, ship). Why only backwards: a stage is
+# handed the request by the wiring (request_path.py) and returns, so it needs the types of what came
+# before it (a Request, a routing decision, an Upstream) and never the code of what comes after;
+# each room can then be read, and tested, with only the rooms before it.
+# What the code needs besides: every handler takes the gateway's state (state.py, which builds
+# every room, so it sits above them all), and the forward stage fills in the exchange and feeds the
+# stream scan it is handed (both the tap's). Those it names for the type checker only, under
+# `if TYPE_CHECKING:`: a type-only import may name the state and the *next* room, never further,
+# and nothing of them runs. The top of the package (the face, request_path.py, server.py,
+# state.py, stats.py) composes the rooms; processes/ runs it all, and nothing imports processes/.
+GATEWAY_PKG = "lanewatch.collector.gateway"
+PROCESSES = "processes"
+
+
+@functools.cache
+def _module_files() -> dict[str, Path]:
+    """Every lanewatch module's import name -> its file."""
+    out = {}
+    for folder in package_dirs().values():
+        for path in (ROOT / folder).rglob("*.py"):
+            out[module_name(path)] = path
+    return out
+
+
+def _module_of(name: str, modules: dict[str, Path]) -> str | None:
+    """The module an imported name lives in: `pkg.mod.Class` -> `pkg.mod`; None outside lanewatch."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _gateway_room(module: str) -> str | None:
+    """The gateway sub-package a module lives in ("front"), "" for the package's top, None elsewhere."""
+    if module != GATEWAY_PKG and not module.startswith(f"{GATEWAY_PKG}."):
+        return None
+    rest = module.removeprefix(GATEWAY_PKG).lstrip(".").split(".")
+    return rest[0] if len(rest) > 1 else ""
+
+
+def _gateway_edges(type_only: bool) -> list[tuple[str, str, str]]:
+    """(importing file, its room, the imported module's room) for each import within the gateway."""
+    modules = _module_files()
+    out = []
+    for path in sorted(GATEWAY.rglob("*.py")):
+        room = _gateway_room(module_name(path))
+        assert room is not None
+        for name in (_type_only_imports if type_only else _runtime_imports)(path):
+            target = _module_of(name, modules)
+            target_room = _gateway_room(target) if target is not None else None
+            if target_room is not None:
+                out.append((str(path.relative_to(ROOT)), room, target_room))
+    return out
+
+
+def _path_order() -> dict[str, int]:
+    return {room: i for i, room in enumerate(path_rooms(face_text()))}
+
+
+def test_the_gateway_rooms_are_read_from_the_face() -> None:
+    assert list(_path_order()) == ["front", "admission", "upstream", "tap", "ship"]
+    assert _gateway_room(f"{GATEWAY_PKG}.tap.record") == "tap"
+    assert _gateway_room(f"{GATEWAY_PKG}.state") == ""
+    assert _gateway_room("lanewatch.collector.config") is None
+
+
+def test_the_checker_sees_the_gateway_imports() -> None:
+    runtime = _gateway_edges(type_only=False)
+    typed = _gateway_edges(type_only=True)
+    assert ("collector/gateway/tap/record.py", "tap", "front") in runtime
+    assert ("collector/gateway/upstream/forward.py", "upstream", "tap") in typed
+    assert ("collector/gateway/upstream/forward.py", "upstream", "tap") not in runtime
+
+
+def test_gateway_rooms_import_only_the_rooms_before_them() -> None:
+    order = _path_order()
+    bad = [
+        f"{file} ({room}) imports {target or 'the gateway top'} at run time"
+        for file, room, target in _gateway_edges(type_only=False)
+        if room in order and (target not in order or order[target] > order[room])
+    ]
+    assert bad == []
+
+
+def test_gateway_rooms_name_only_the_state_and_the_next_room_for_the_type_checker() -> None:
+    order = _path_order()
+    modules = _module_files()
+    state = f"{GATEWAY_PKG}.state"
+    bad = []
+    for path in sorted(GATEWAY.rglob("*.py")):
+        room = _gateway_room(module_name(path))
+        if room not in order:
+            continue
+        for name in _type_only_imports(path):
+            target = _module_of(name, modules)
+            target_room = _gateway_room(target) if target is not None else None
+            if target_room is None or target == state:
+                continue
+            if target_room not in order or order[target_room] > order[room] + 1:
+                bad.append(f"{path.relative_to(ROOT)} ({room}) names {target}")
+    assert bad == []
+
+
+def test_nothing_imports_the_gateway_processes_but_themselves_and_the_cli() -> None:
+    modules = _module_files()
+    bad = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for module, path in modules.items()
+        if _gateway_room(module) != PROCESSES and not module.startswith("lanewatch.collector.cli")
+        for name in _runtime_imports(path)
+        if (target := _module_of(name, modules)) is not None and _gateway_room(target) == PROCESSES
+    ]
+    assert bad == []
+
+
+def _room_of(path: Path, rooms: list[str]) -> str:
+    """The room a file is in: the longest room folder that holds it, else the file itself."""
+    rel = str(path.relative_to(ROOT))
+    return max((r for r in rooms if rel.startswith(r)), key=len, default=rel)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one node (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(edges) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_joins_two_rooms() -> None:
+    """Modules may import each other in a circle inside one room (a lazy import back, say), never
+    across rooms: the rooms are the architecture page's table, the gateway's sub-rooms among them."""
+    rooms = list(page_rooms(PAGE.read_text(encoding="utf-8")))
+    modules = _module_files()
+    edges: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = {_module_of(name, modules) for name in _runtime_imports(path)}
+        edges[module] = {t for t in targets if t is not None and t != module}
+    across = [
+        " -> ".join(cycle)
+        for cycle in _cycles(edges)
+        if len({_room_of(modules[m], rooms) for m in cycle}) > 1
+    ]
+    assert across == []
+
+
+def test_config_only_composes_the_rooms_settings() -> None:
+    """collector/config.py takes another room's settings from its `settings` module, never its
+    internals (an adapter registry, a thresholds table): each room owns its settings."""
+    rooms = {p.parent.name for p in (ROOT / "collector").glob("*/__init__.py")}
+    bad = []
+    for name in _runtime_imports(ROOT / "collector" / "config.py"):
+        parts = name.split(".")
+        if len(parts) > 2 and parts[:2] == ["lanewatch", "collector"] and parts[2] in rooms:
+            room = parts[2]
+            if room != "common" and (len(parts) < 4 or parts[3] != "settings"):
+                bad.append(name)
+    assert bad == []
+    assert any(
+        n.startswith("lanewatch.collector.degrade.settings")
+        for n in _runtime_imports(ROOT / "collector" / "config.py")
+    )

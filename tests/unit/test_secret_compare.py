@@ -23,7 +23,7 @@ TIMING_UNSAFE = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 # imports nothing of lanewatch, so it keeps its own).
 AUTH_SITES = ("collector/common/bearer.py", "simulator/app.py")
 BEARER_USERS = (
-    "collector/gateway/admin.py",
+    "collector/gateway/front/admin.py",
     "collector/degrade/server.py",
     "collector/collect/records_http.py",
 )

@@ -6,8 +6,8 @@ from bench.tap_profile import group_of, summarize
 
 STACKS = [
     'process 1:"python";Runner.run (asyncio/runners.py:118);'
-    "FrontConn._write (collector/gateway/front.py:216) 6",
-    "Runner.run (asyncio/runners.py:118);FrontConn._write (collector/gateway/front.py:215) 2",
+    "FrontConn._write (collector/gateway/front/connection.py:216) 6",
+    "Runner.run (asyncio/runners.py:118);FrontConn._write (collector/gateway/front/connection.py:215) 2",
     "Runner.run (asyncio/runners.py:118);BodyParser._chunked (collector/common/http1.py:371) 1",
     "Runner.run (asyncio/runners.py:118) 1",
     "not a stack line",
@@ -17,7 +17,7 @@ STACKS = [
 def test_a_functions_lines_add_up_and_each_sample_counts_once() -> None:
     s = summarize(STACKS)
     assert s["samples"] == 10
-    assert s["top_leaves"][0] == ("FrontConn._write (collector/gateway/front.py)", 0.8)
+    assert s["top_leaves"][0] == ("FrontConn._write (collector/gateway/front/connection.py)", 0.8)
     groups = dict(s["by_group"])
     assert groups["writing to the client (a transport.write a chunk)"] == 0.8
     assert groups["the upstream body's chunked framing"] == 0.1
@@ -26,7 +26,7 @@ def test_a_functions_lines_add_up_and_each_sample_counts_once() -> None:
 
 
 def test_groups_by_the_leaf_frame() -> None:
-    assert group_of("StreamTap._scan (collector/gateway/tap.py)").startswith("the tap's scan")
+    assert group_of("StreamTap._scan (collector/gateway/tap/stream_scan.py)").startswith("the tap's scan")
     assert group_of("JSONEncoder.iterencode (json/encoder.py)").startswith("the record")
     assert group_of("something (elsewhere.py)") == "other"
     assert summarize([]) == {"samples": 0}

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from lanewatch.collector.gateway.pool import LanePool
 from lanewatch.collector.gateway.stats import GatewayStats
+from lanewatch.collector.gateway.upstream.pool import LanePool
 from lanewatch.exporters.gateway import GatewayCollector
 
 

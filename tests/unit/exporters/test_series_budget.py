@@ -106,7 +106,7 @@ def test_lanes_and_classes_outside_their_sets_count_as_other() -> None:
 
 
 def test_gateway_metrics_stay_in_budget(tmp_path: Path) -> None:
-    from lanewatch.collector.gateway.serve import build_gateway
+    from lanewatch.collector.gateway.processes.serve import build_gateway
 
     cfg = GatewayConfig.model_validate({"lanes": {"fast": {"upstreams": ["http://127.0.0.1:9"]}}})
     gw = build_gateway(cfg, ExportConfig(), None).gateway

@@ -8,7 +8,7 @@ import pytest
 
 from lanewatch.collector.common.sse import SseParser
 from lanewatch.collector.common.usage import USAGE_PATHS, Usage, parse_usage, usage_fields, usage_in
-from lanewatch.collector.gateway.tap import StreamTap
+from lanewatch.collector.gateway.tap.stream_scan import StreamTap
 from lanewatch.collector.record.timing import RequestTiming
 
 # vLLM 0.x with --enable-prompt-tokens-details, a request that hit the prefix cache

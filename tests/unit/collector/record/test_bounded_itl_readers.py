@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.gateway.tap import StreamTap
+from lanewatch.collector.gateway.tap.stream_scan import StreamTap
 from lanewatch.collector.record.goodput import Bound
 from lanewatch.collector.record.itl import MAX_ITL_SAMPLES
 from lanewatch.collector.record.timing import RequestTiming

@@ -1,0 +1,55 @@
+"""The degrade controller's settings (`degrade:` in the collector's config), each adapter's by its kind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, PlainValidator, SerializeAsAny, field_validator, model_validator
+
+from lanewatch.collector.common.names import HttpUrl, check_unique
+from lanewatch.collector.common.settings import Section, ServerConfig
+
+from .adapters.base import AdapterSettings
+from .adapters.registry import REGISTRY
+
+__all__ = ["AdapterEntry", "DegradeConfig"]
+
+# One `degrade.adapters` entry: the registry picks its settings class by `kind`.
+AdapterEntry = Annotated[SerializeAsAny[AdapterSettings], PlainValidator(lambda v: REGISTRY.parse(v))]
+
+
+class DegradeConfig(Section):
+    """The degrade controller: Alertmanager webhook in, router actions out (collector/degrade/)."""
+
+    server: ServerConfig = ServerConfig(port=9097)
+    token_file: Path | None = None  # bearer token Alertmanager must send; required unless insecure_dev
+    insecure_dev: bool = False
+    state_dir: Path = Path("lanewatch-state")
+    policy_file: Path | None = None  # None: the built-in default policy (collector/degrade/policy.py)
+    # Hysteresis overrides; None keeps the policy's value.
+    min_hold_s: float | None = Field(default=None, ge=0)
+    recovery_stable_s: float | None = Field(default=None, ge=0)
+    escalation_cooldown_s: float | None = Field(default=None, ge=0)
+    # The routers to drive, each entry discriminated by `kind` (collector/degrade/adapters/);
+    # older configs' flat keys (gateway_url, webhook_url, ...) are folded into entries.
+    adapters: list[AdapterEntry] = Field(default_factory=list)
+    reconcile_interval_s: float = Field(default=15.0, gt=0)  # re-apply the intended state this often
+    tick_s: float = Field(default=1.0, gt=0)  # how often holds, cooldowns and recoveries are checked
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # When it acts, the controller diagnoses the alert's lane from this Prometheus into the audit
+    # log (docs/degrade.md); the diagnosis runs beside the apply and never delays or fails it.
+    prometheus_url: HttpUrl | None = None
+    diagnose_window: str = Field(default="5m", pattern=r"^([0-9]+(ms|s|m|h|d|w))+$")
+    diagnose_timeout_s: float = Field(default=5.0, gt=0, le=60)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_adapter_keys(cls, data: Any) -> Any:
+        return REGISTRY.upgrade(data) if isinstance(data, dict) else data
+
+    @field_validator("adapters")
+    @classmethod
+    def _unique_adapters(cls, value: list[AdapterSettings]) -> list[AdapterSettings]:
+        check_unique([a.label for a in value], "adapter names (give each entry a `name`)")
+        return value

@@ -1,0 +1,51 @@
+"""One proxied request while it is in flight: what its tap record will say."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lanewatch.collector.common.degrade_state import Decision
+from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
+from lanewatch.collector.common.leg import LegTimes
+from lanewatch.collector.record.content import Message
+from lanewatch.collector.record.timing import Api, ErrorKind
+
+from ..upstream.pool import Upstream
+from .stream_scan import StreamTap
+
+__all__ = ["DEGRADED_HEADER", "LANE_HEADER", "MODEL_HEADER", "Exchange"]
+
+
+@dataclass(slots=True)
+class Exchange:
+    """The request's routing, its upstream leg, its tap and its outcome."""
+
+    api: Api
+    t0: float  # perf_counter() when the gateway took the request
+    started_at: float  # wall clock of the same moment
+    request_class: str
+    model: str  # the model the serving lane was asked for (the client's, unless rewritten)
+    decision: Decision
+    actions: tuple[str, ...]  # degrade actions applied, in header order
+    upstream: Upstream | None = None
+    leg: LegTimes = field(default_factory=LegTimes)
+    tap: StreamTap | None = None
+    status: int | None = None
+    error: ErrorKind | None = None
+    error_message: str | None = None  # the reason, cleaned, when the gateway worded it (a failed upstream)
+    request_id: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None  # the gateway's span, sent upstream as the traceparent's parent-id
+    end: float | None = None
+    prompt: list[Message] | None = None  # the request's messages, kept only with record_content
+    model_header: str | None = None  # x-lanewatch-model's value; None when the body names no model
+    requested_model: str | None = None  # set only when the gateway rewrote the model
+
+    def lane_headers(self) -> dict[str, str]:
+        """`x-lanewatch-lane`, `x-lanewatch-model` and, when a degrade applied, `x-lanewatch-degraded`."""
+        headers = {LANE_HEADER: self.decision.served_lane}
+        if self.model_header is not None:
+            headers[MODEL_HEADER] = self.model_header
+        if self.actions:
+            headers[DEGRADED_HEADER] = ",".join(self.actions)
+        return headers
