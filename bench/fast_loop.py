@@ -38,7 +38,6 @@ from tests.e2e.fault_trials import (
     FAULT,
     HOLD_S,
     MITIGATE,
-    MIX,
     RATE_PER_S,
     audit_of,
     envoy_first_shift,
@@ -119,9 +118,7 @@ async def _scenario(scenario: Scenario, trials: int, tmp: Path, tools: Tools) ->
             )
             collector = next(c.proc.pid for c in supervisor.children if c.name == "collector")
             stop = asyncio.Event()
-            traffic = Traffic(
-                layout.traffic_url, MODEL, rate_per_s=scenario.rate_per_s or 1.0, seed=23, mix=MIX
-            )
+            traffic = Traffic(layout.traffic_url, MODEL, rate_per_s=scenario.rate_per_s or 1.0, seed=23)
             sending = asyncio.create_task(traffic.run(stop)) if scenario.rate_per_s else None
             first_shift = (
                 envoy_first_shift(layout.records("collector"))

@@ -20,17 +20,15 @@ from typing import Any
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli.app import app
-from lanewatch.collector.config import DEFAULT_CLASSES
 from lanewatch.collector.demo import Stack
 from lanewatch.collector.demo.configs import policy_config
 from lanewatch.collector.demo.events import lane_actions
-from lanewatch.collector.demo.traffic import Traffic, mix_of
+from lanewatch.collector.demo.traffic import Traffic
 
 __all__ = [
     "FAULT",
     "HOLD_S",
     "MITIGATE",
-    "MIX",
     "RATE_PER_S",
     "Trial",
     "audit_of",
@@ -44,12 +42,11 @@ __all__ = [
 
 FAULT = {"queue_delay_s": 3.0}  # every slow-lane request: TTFT over 3 s, past the 2 s SLO
 # The guard fires once its evidence floor is met, and the first shifted request is the next
-# slow-routed arrival after the apply: both wait on arrivals, so the figures are for this traffic.
+# slow-routed arrival after the apply: both wait on arrivals, so the figures are for this rate.
+# The demo's mix at 4/s: half of it (summary, story) routed to the slow lane. More slow-routed
+# traffic would fire sooner, but the slow lane's own SLOs break under it: at 6/s (or 4/s with 60 %
+# summaries) its TPOT or TTFT breaches without any fault, and the rules degrade it first.
 RATE_PER_S = 4.0
-# short 20 % (routed fast), summary 60 % and story 20 % (routed slow): 3.2 slow-routed requests a
-# second, whose decode weighs on the slow lane about as the demo's mix at 4/s does (its TPOT SLO
-# holds), with fewer long runs of fast-routed arrivals for a shift to wait through.
-MIX = mix_of(DEFAULT_CLASSES, (0.2, 0.6, 0.2))
 MITIGATE = "mitigate"  # the severity of mitigation alerts, the only ones the controller acts on
 HOLD_S = float(policy_config()["min_hold_s"])
 POLL_S = 0.1

@@ -38,7 +38,6 @@ from tests.e2e.fault_trials import (
     FAULT,
     HOLD_S,
     MITIGATE,
-    MIX,
     RATE_PER_S,
     audit_of,
     fired_after,
@@ -136,7 +135,7 @@ def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() 
                 stack = Stack(layout, supervisor, tools)
                 try:
                     await stack.start(probe_interval_s=1.0, production=True, act_on=(MITIGATE,), guard=True)
-                    traffic = Traffic(layout.gateway_url, MODEL, rate_per_s=RATE_PER_S, seed=13, mix=MIX)
+                    traffic = Traffic(layout.gateway_url, MODEL, rate_per_s=RATE_PER_S, seed=13)
                     stop = asyncio.Event()
                     sending = asyncio.create_task(traffic.run(stop))
                     try:

@@ -13,8 +13,10 @@ the slow lane, over its 2 s TTFT SLO.
 Envoy sends no `x-lanewatch-lane`, so where a request went is read from its record: the access
 log's end entry names the cluster that served it (`lane`) and the request's class, and its
 `started_at` is when Envoy took it. The figure is the fault to the start of the first request of
-a slow-routed class that the fast lane served. Three trials; the figures are printed
-(docs/slo.md quotes them). The run takes about 2.5 minutes.
+a slow-routed class that the fast lane served. Five trials, as through the gateway: the shift
+waits for the next slow-routed arrival after the apply, and with the seeded traffic one trial
+can meet a run of fast-routed arrivals (2.7 s once). The figures are printed (docs/slo.md quotes
+them). The run takes about 3 minutes.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from tests.conftest import require_binary
 from tests.e2e.fault_trials import (
     HOLD_S,
     MITIGATE,
-    MIX,
     RATE_PER_S,
     Trial,
     audit_of,
@@ -44,9 +45,9 @@ from tests.e2e.fault_trials import (
     sustained_fault,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.timeout(480)]  # timing: not beside other tests
+pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.timeout(540)]  # timing: not beside other tests
 
-TRIALS = 3
+TRIALS = 5
 WARMUP_S = 15.0
 MEDIAN_WITHIN_S = 5.0  # fault to the first shifted request
 WORST_WITHIN_S = 8.0
@@ -72,7 +73,7 @@ def test_behind_envoy_the_guard_shifts_a_sustained_breach_within_seconds() -> No
                 stack = Stack(layout, supervisor, tools)
                 try:
                     await stack.start(probe_interval_s=1.0, production=True, act_on=(MITIGATE,), guard=True)
-                    traffic = Traffic(layout.traffic_url, MODEL, rate_per_s=RATE_PER_S, seed=17, mix=MIX)
+                    traffic = Traffic(layout.traffic_url, MODEL, rate_per_s=RATE_PER_S, seed=17)
                     stop = asyncio.Event()
                     sending = asyncio.create_task(traffic.run(stop))
                     try:
