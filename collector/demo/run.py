@@ -156,7 +156,7 @@ class _Run:
             self.diagnosis.on_events(new, self.watch.events)
             self._tell_diagnosis(live)
             elapsed = time.monotonic() - self.watch.t0
-            step = next_step(self.plan, elapsed, self.watch.happened())
+            step = next_step(self.plan, elapsed, self.watch.happened(), bool(self.watch.degraded))
             if step is Step.FINISH:
                 return True
             await self._act(step, live)
