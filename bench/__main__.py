@@ -3,6 +3,7 @@
     python -m bench                     # the full run (a few minutes); writes bench/results.*
     python -m bench --smoke --out DIR   # tiny sizes, seconds: what tests/integration/test_bench_smoke.py runs
     python -m bench --only tap,probe    # some parts (see PARTS)
+    python -m bench --only litellm --out DIR --merge bench   # one part, into the committed results
     python -m bench --render            # no measuring: the goals again over results.json, results.md
 
 The parts run one after another on the same machine, so their processes never share the
@@ -29,6 +30,7 @@ from . import (
     diagnose_prometheus,
     fleet_cost,
     ingest_cost,
+    litellm_handler,
     probe_accuracy,
     probe_cost,
     tap_overhead,
@@ -37,7 +39,10 @@ from .machine import machine_facts, tool_versions
 from .nginx import find_nginx
 from .report import evaluate_goals, render
 
-PARTS = ("tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade", "diagnose", "diagnoseprom")
+PARTS = (
+    "tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade", "diagnose", "diagnoseprom",
+    "litellm",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,13 +72,18 @@ class Sizes:
     degrade_trials: int = 5
     group_interval: str = degrade_loop.GROUP_INTERVAL
     diagnose_records: int = 100_000
+    # LiteLLM with and without lanewatch's handler (bench/litellm_handler.py), where the proxy's core
+    # has room: at 64 streams (the tap table's level) LiteLLM alone is CPU-bound, and in a trial run
+    # its TTFT p50 went from 1.65 to 3.36 s between rounds, which hides a cost of a few ms
+    litellm_streams: tuple[int, ...] = (1, 4)
+    litellm_rounds: int = 15
 
 
 SMOKE = Sizes(
     streams=(1, 4), pinned=(4,), peers=(), rounds=1, seconds=0.6, probes=12, curl=4, collector_s=2.0,
     collector_warmup_s=2.5, parse_repeats=5, probe_cost_s=2.0, probe_cost_warmup_s=1.0, ingest_records=512,
     fleet_targets=(20,), fleet_s=3.0, fleet_warmup_s=2.0, degrade_trials=1, group_interval="1s",
-    diagnose_records=2_000,
+    diagnose_records=2_000, litellm_streams=(), litellm_rounds=1,
 )  # fmt: skip
 
 
@@ -141,6 +151,16 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
         r = diagnose_prometheus.run_diagnose_prometheus(tmp / "diagnoseprom")
         details["diagnoseprom"] = r
         keys |= diagnose_prometheus.flat_keys(r)
+    if "litellm" in parts and sizes.litellm_streams:  # the smoke run has no LiteLLM venv to count on
+        _log(
+            "LiteLLM with and without lanewatch's handler: "
+            f"{', '.join(map(str, sizes.litellm_streams))} streams"
+        )
+        r = litellm_handler.run_litellm_handler(
+            sizes.litellm_streams, sizes.litellm_rounds, sizes.seconds, _log
+        )
+        details["litellm"] = r
+        keys |= litellm_handler.flat_keys(r)
     end = machine_facts()
     return {
         "date": facts["date"],
@@ -167,6 +187,7 @@ _FLAT_KEYS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "degrade": degrade_loop.flat_keys,
     "diagnose": diagnose_cost.flat_keys,
     "diagnoseprom": diagnose_prometheus.flat_keys,
+    "litellm": litellm_handler.flat_keys,
 }
 
 
@@ -206,6 +227,12 @@ def main() -> None:
         action="store_true",
         help="measure nothing: the goals again over the results.json in --out; rewrite it and results.md",
     )
+    ap.add_argument(
+        "--merge",
+        type=Path,
+        help="after measuring, put the parts' details into the results.json in this folder (its other "
+        "parts, date and load stay) and render it there again; a merged part records its own date and load",
+    )
     args = ap.parse_args()
     if args.render:
         results = rerender(json.loads((args.out / "results.json").read_text()))
@@ -222,6 +249,21 @@ def main() -> None:
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "results.md").write_text(render(results))
     _log(f"wrote {args.out / 'results.json'} and {args.out / 'results.md'} in {results['duration_s']} s")
+    if args.merge is not None:
+        base = json.loads((args.merge / "results.json").read_text())
+        merged = rerender(merge_parts(base, results, parts))
+        (args.merge / "results.json").write_text(json.dumps(merged, indent=1) + "\n")
+        (args.merge / "results.md").write_text(render(merged))
+        _log(f"merged {', '.join(parts)} into {args.merge / 'results.json'} and results.md")
+
+
+def merge_parts(base: dict[str, Any], measured: dict[str, Any], parts: tuple[str, ...]) -> dict[str, Any]:
+    """`base` with the details of `parts` taken from `measured` (a part measured nothing stays as it was)."""
+    details = dict(base.get("details", {}))
+    for part in parts:
+        if part in measured.get("details", {}):
+            details[part] = measured["details"][part]
+    return {**base, "details": details}
 
 
 if __name__ == "__main__":
