@@ -3,8 +3,8 @@
     python -m bench                     # the full run (a few minutes); writes bench/results.*
     python -m bench --smoke --out DIR   # tiny sizes, seconds: what tests/integration/test_bench_smoke.py runs
     python -m bench --only tap,probe    # some parts (see PARTS)
+    python -m bench --only litellm --out DIR --merge bench   # one part, into the committed results
     python -m bench --render            # no measuring: the goals again over results.json, results.md
-    python -m bench --only routers --merge  # measure some parts again, keep the rest of results.json
 
 The parts run one after another on the same machine, so their processes never share the
 cores with each other; the load average is recorded at the start and the end.
@@ -31,6 +31,7 @@ from . import (
     fast_loop,
     fleet_cost,
     ingest_cost,
+    litellm_handler,
     probe_accuracy,
     probe_cost,
     router_apply,
@@ -42,7 +43,7 @@ from .report import evaluate_goals, render
 
 PARTS = (
     "tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade", "routers", "fastloop",
-    "diagnose", "diagnoseprom",
+    "diagnose", "diagnoseprom", "litellm",
 )  # fmt: skip
 
 
@@ -76,6 +77,11 @@ class Sizes:
     fast_loop_trials: int = 5
     fast_loop_scenarios: tuple[str, ...] = tuple(fast_loop.SCENARIOS)
     diagnose_records: int = 100_000
+    # LiteLLM with and without lanewatch's handler (bench/litellm_handler.py), where the proxy's core
+    # has room: at 64 streams (the tap table's level) LiteLLM alone is CPU-bound, and in a trial run
+    # its TTFT p50 went from 1.65 to 3.36 s between rounds, which hides a cost of a few ms
+    litellm_streams: tuple[int, ...] = (1, 4)
+    litellm_rounds: int = 15
 
 
 SMOKE = Sizes(
@@ -83,6 +89,7 @@ SMOKE = Sizes(
     collector_warmup_s=2.5, parse_repeats=5, probe_cost_s=2.0, probe_cost_warmup_s=1.0, ingest_records=512,
     fleet_targets=(20,), fleet_s=3.0, fleet_warmup_s=2.0, degrade_trials=1, group_interval="1s",
     router_trials=1, fast_loop_trials=1, fast_loop_scenarios=("probes-1s",), diagnose_records=2_000,
+    litellm_streams=(), litellm_rounds=1,
 )  # fmt: skip
 
 
@@ -160,6 +167,16 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
         r = diagnose_prometheus.run_diagnose_prometheus(tmp / "diagnoseprom")
         details["diagnoseprom"] = r
         keys |= diagnose_prometheus.flat_keys(r)
+    if "litellm" in parts and sizes.litellm_streams:  # the smoke run has no LiteLLM venv to count on
+        _log(
+            "LiteLLM with and without lanewatch's handler: "
+            f"{', '.join(map(str, sizes.litellm_streams))} streams"
+        )
+        r = litellm_handler.run_litellm_handler(
+            sizes.litellm_streams, sizes.litellm_rounds, sizes.seconds, _log
+        )
+        details["litellm"] = r
+        keys |= litellm_handler.flat_keys(r)
     end = machine_facts()
     return {
         "date": facts["date"],
@@ -188,6 +205,7 @@ _FLAT_KEYS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "fastloop": fast_loop.flat_keys,
     "diagnose": diagnose_cost.flat_keys,
     "diagnoseprom": diagnose_prometheus.flat_keys,
+    "litellm": litellm_handler.flat_keys,
 }
 
 
@@ -203,17 +221,6 @@ def rerender(results: dict[str, Any]) -> dict[str, Any]:
         if part in details:
             keys |= _json_safe(flat(details[part]))
     return {**keys, "goals": [asdict(g) for g in evaluate_goals(keys)], "details": details}
-
-
-def merge(stored: dict[str, Any], new: dict[str, Any], parts: tuple[str, ...]) -> dict[str, Any]:
-    """`stored` with the details of `parts` replaced by `new`'s, each stamped with its own run's date
-    and load, and every key and goal derived again."""
-    run_facts = {k: new[k] for k in ("date", "load_avg_start", "load_avg_end", "duration_s")}
-    details = dict(stored.get("details", {}))
-    for part in parts:
-        if part in new["details"]:
-            details[part] = {**new["details"][part], "measured": run_facts}
-    return rerender({**stored, "details": details})
 
 
 def _json_safe(value: Any) -> Any:
@@ -240,9 +247,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--merge",
-        action="store_true",
-        help="keep the results.json in --out and replace only the parts measured now (each part's "
-        "details then say when, and under what load, it was measured)",
+        type=Path,
+        help="after measuring, put the parts' details into the results.json in this folder (its other "
+        "parts, date and load stay) and render it there again; a merged part records its own date and load",
     )
     args = ap.parse_args()
     if args.render:
@@ -256,12 +263,25 @@ def main() -> None:
         ap.error(f"--only: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
     with tempfile.TemporaryDirectory(prefix="lanewatch-bench-") as d:
         results = _json_safe(run(SMOKE if args.smoke else Sizes(), parts, Path(d)))
-    if args.merge:
-        results = merge(json.loads((args.out / "results.json").read_text()), results, parts)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "results.md").write_text(render(results))
     _log(f"wrote {args.out / 'results.json'} and {args.out / 'results.md'} in {results['duration_s']} s")
+    if args.merge is not None:
+        base = json.loads((args.merge / "results.json").read_text())
+        merged = rerender(merge_parts(base, results, parts))
+        (args.merge / "results.json").write_text(json.dumps(merged, indent=1) + "\n")
+        (args.merge / "results.md").write_text(render(merged))
+        _log(f"merged {', '.join(parts)} into {args.merge / 'results.json'} and results.md")
+
+
+def merge_parts(base: dict[str, Any], measured: dict[str, Any], parts: tuple[str, ...]) -> dict[str, Any]:
+    """`base` with the details of `parts` taken from `measured` (a part measured nothing stays as it was)."""
+    details = dict(base.get("details", {}))
+    for part in parts:
+        if part in measured.get("details", {}):
+            details[part] = measured["details"][part]
+    return {**base, "details": details}
 
 
 if __name__ == "__main__":

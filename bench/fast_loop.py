@@ -48,7 +48,7 @@ from tests.e2e.fault_trials import (
     until,
 )
 
-from .machine import children, cpu_s
+from .machine import children, cpu_s, machine_facts, part_facts
 
 __all__ = ["SCENARIOS", "flat_keys", "run_fast_loop"]
 
@@ -159,6 +159,7 @@ def run_fast_loop(trials: int, tmp: Path, only: tuple[str, ...] = tuple(SCENARIO
     tools = Tools.find()
     if tools.prometheus is None or tools.alertmanager is None:
         raise RuntimeError("the fast loop needs Prometheus and Alertmanager (Debian's packages)")
+    started, facts = time.monotonic(), machine_facts()
     out: dict[str, Any] = {
         "trials": trials,
         "rate_per_s": RATE_PER_S,
@@ -179,7 +180,7 @@ def run_fast_loop(trials: int, tmp: Path, only: tuple[str, ...] = tuple(SCENARIO
             "probe_interval_s": scenario.probe_interval_s,
             **asyncio.run(_scenario(scenario, n, d, tools)),
         }
-    return out
+    return {**part_facts(facts, started), **out}
 
 
 def flat_keys(result: dict[str, Any]) -> dict[str, float]:

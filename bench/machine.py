@@ -8,6 +8,7 @@ import platform
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -122,6 +123,17 @@ def machine_facts() -> dict[str, Any]:
         "kernel": platform.release(),
         "python": sys.version.split()[0],
         "load_avg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def part_facts(facts: dict[str, Any], started: float) -> dict[str, Any]:
+    """When a part ran and under what load, from `machine_facts()` and `time.monotonic()` taken at
+    its start: a part measured on its own and merged into a stored run keeps its own."""
+    return {
+        "date": facts["date"],
+        "duration_s": round(time.monotonic() - started, 1),
+        "load_avg_start": facts["load_avg"],
+        "load_avg_end": [round(x, 2) for x in os.getloadavg()],
     }
 
 

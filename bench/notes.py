@@ -107,6 +107,30 @@ NOTES: dict[str, Any] = {
             "The window of records (export.window_s) and the imports.",
         ),
     },
+    "litellm_method": (
+        "Upstream: the tap table's (bench/sse_light.py). Paths: `direct`; `litellm`, the LiteLLM proxy "
+        "as in the tap table (`litellm[proxy]` pinned, one worker, one `openai/` model `bench`, no "
+        "database, no callbacks); `litellm-lanewatch`, the same proxy and config with lanewatch's handler "
+        "named in `litellm_settings.callbacks`, as deployed: every request's record shipped each second "
+        "to a records sink of its own (bench/records_sink.py, its CPU counted apart), the degrade "
+        "endpoint up with no state set, so the pre-call hook reads each request's class from its body "
+        "and changes nothing. On the proxy's event loop the handler reads the class, builds the record "
+        "and appends it to a bounded queue; a thread of its own encodes and sends the batches. The "
+        "three paths run in interleaved rounds, the order rotating each round, so the load other work "
+        "puts on the shared machine hits both LiteLLM rows alike. The handler's cost is its row's TTFT "
+        "quantile minus LiteLLM alone's in the same round, the median over the rounds, the p50's "
+        "range beside it: at 1 stream {litellm_handler_cost_ttft_p50_ms_1:+.2f} ms at p50 against "
+        "LiteLLM's own +{litellm_alone_added_ttft_p50_ms_1:.2f} ms over a direct connection, at 4 "
+        "streams {litellm_handler_cost_ttft_p50_ms_4:+.2f} ms against "
+        "+{litellm_alone_added_ttft_p50_ms_4:.2f} ms. A round's p50 is over about 7 (1 stream) or 25 "
+        "(4 streams) requests, and one round disturbed by other work moves it by more than that "
+        "cost (the range); the proxy's CPU per 1,000 chunks is the steadier figure: "
+        "{litellm_handler_cpu_s_per_1k_chunks_1:.4f} s with the handler against "
+        "{litellm_alone_cpu_s_per_1k_chunks_1:.4f} s alone at 1 stream, "
+        "{litellm_handler_cpu_s_per_1k_chunks_4:.4f} s against {litellm_alone_cpu_s_per_1k_chunks_4:.4f} s "
+        "at 4. Not measured at 64 streams: LiteLLM alone is CPU-bound there (the tap table's row); in a "
+        "trial run its TTFT p50 went from 1.65 to 3.36 s between rounds, which hides a cost of a few ms."
+    ),
     "tap_method": (
         "Upstream: bench/sse_light.py, one process behind every path — response headers at once, the "
         "first content chunk 50 ms after the request, 40 more 10 ms apart, each stamped with its write "

@@ -1,4 +1,5 @@
-"""The tap bench's peer paths: Envoy, the LiteLLM proxy, and two-worker nginx and gateway.
+"""The tap bench's peer paths: Envoy, the LiteLLM proxy (alone, and with lanewatch's handler), and
+two-worker nginx and gateway.
 
 Each starts in front of the bench's one upstream and gives back (URL, process ids to count
 CPU for). A peer that cannot run here (no binary, an install that failed) raises
@@ -14,15 +15,17 @@ from pathlib import Path
 from tests.servers import free_port, lanewatch_command, started, wait_http
 
 from .envoy_proxy import find_envoy, start_envoy
-from .litellm_proxy import ensure_litellm, start_litellm
+from .litellm_proxy import ensure_litellm, handler_settings, start_litellm
 from .machine import children
 from .nginx import find_nginx, start_nginx
 
-__all__ = ["PEERS", "STAMPLESS", "Unavailable", "start_peer"]
+__all__ = ["PEERS", "SHIPPING", "STAMPLESS", "Unavailable", "start_peer"]
 
-PEERS = ("envoy", "envoy-2", "litellm", "nginx-2", "tap-2")
+PEERS = ("envoy", "envoy-2", "litellm", "litellm-lanewatch", "nginx-2", "tap-2")
+SHIPPING = frozenset({"tap-2", "litellm-lanewatch"})  # ship records: each gets a records sink of its own
 _WORKERS_START_S = 120.0  # three processes importing the gateway on a loaded 2-core machine take ~30 s
-STAMPLESS = frozenset({"litellm"})  # rewrites each event: the upstream's write stamp does not survive
+# rewrite each event: the upstream's write stamp does not survive
+STAMPLESS = frozenset({"litellm", "litellm-lanewatch"})
 
 
 class Unavailable(RuntimeError):
@@ -45,13 +48,21 @@ def start_peer(
         threads = 2 if name == "envoy-2" else 1
         ev = stack.enter_context(start_envoy(binary, tmp / name, up_port, threads))
         return ev.url, ev.pids
-    if name == "litellm":
+    if name in ("litellm", "litellm-lanewatch"):
         try:
             command = ensure_litellm()
         except RuntimeError as e:
             raise Unavailable(str(e)) from e
+        handler = None
+        if name == "litellm-lanewatch":  # as deployed: records to the sink, the degrade endpoint up
+            if sink_url is None:
+                raise ValueError("litellm-lanewatch ships its records: give it a sink_url")
+            token = tmp / name / "admin-token"
+            token.parent.mkdir(parents=True, exist_ok=True)
+            token.write_text("bench-admin\n")
+            handler = handler_settings(sink_url, free_port(), token)
         try:
-            ll = stack.enter_context(start_litellm(command, tmp / name, up_url))
+            ll = stack.enter_context(start_litellm(command, tmp / name, up_url, handler))
         except AssertionError as e:  # it exited or never answered: its log's last line says why
             last = [line for line in str(e).splitlines() if line.strip()][-1:]
             raise Unavailable(f"the LiteLLM proxy did not start: {' '.join(last)[:300]}") from e

@@ -12,8 +12,8 @@ from .report_scale import scale_sections
 __all__ = ["Goal", "evaluate_goals", "render"]
 
 PATH_ORDER = (
-    "direct", "nginx", "nginx-2", "envoy", "envoy-2", "litellm", "pipe", "tap", "tap-2", "tap-metrics",
-    "tap-content", "aiohttp",
+    "direct", "nginx", "nginx-2", "envoy", "envoy-2", "litellm", "litellm-lanewatch", "pipe", "tap", "tap-2",
+    "tap-metrics", "tap-content", "aiohttp",
 )  # fmt: skip
 
 
@@ -242,6 +242,51 @@ def _tap_table(levels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[st
     return lines
 
 
+def _litellm_section(r: Mapping[str, Any], method: str) -> list[str]:
+    """LiteLLM alone and with lanewatch's handler, per concurrency, and what the handler adds."""
+    lines = [
+        f"Measured on {r['date']} apart from the run above ({r['duration_s']} s), {r['rounds']} rounds of "
+        f"{r['seconds']:g} s at each concurrency. Load average (1, 5, 15 min) at its start "
+        f"{r['load_avg_start']}, at its end {r['load_avg_end']}. {method}",
+        "",
+        "| streams | path | requests | TTFT p50 / p99 (ms) | added TTFT p50 / p99 (ms) | "
+        "the handler's cost, TTFT p50 / p99 (ms; p50's range over rounds) | proxy CPU s / 1k chunks "
+        "(user part) | records sink CPU s / 1k |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for n, paths in r.get("levels", {}).items():
+        cost = r.get("cost", {}).get(n)
+        for name in sorted(paths, key=lambda p: PATH_ORDER.index(p) if p in PATH_ORDER else 99):
+            f = paths[name]
+            direct = name == "direct"
+            added = (
+                "—" if direct else _pair(f.get("added_ttft_p50_ms"), f.get("added_ttft_p99_ms"), signed=True)
+            )
+            own = "—"
+            if name == "litellm-lanewatch" and cost is not None:
+                lo, hi = cost["cost_ttft_p50_ms_range"]
+                own = _pair(cost["cost_ttft_p50_ms"], cost["cost_ttft_p99_ms"], signed=True)
+                own += f" ({lo:+.2f}…{hi:+.2f})"
+            cpu = "—"
+            if not direct:
+                user = _f(f.get("proxy_user_cpu_s_per_1k_chunks"), 4)
+                cpu = f"{_f(f.get('proxy_cpu_s_per_1k_chunks'), 4)} ({user})"
+            errors = f" ({f['errors']} errors)" if f.get("errors") else ""
+            lines.append(
+                f"| {n} | {name} | {f['requests']:,}{errors} | {_pair(f['ttft_p50_ms'], f['ttft_p99_ms'])} | "
+                f"{added} | {own} | {cpu} | {_f(f.get('sink_cpu_s_per_1k_chunks'), 4)} |"
+            )
+    shipped = r.get("shipped", {})
+    if "litellm-lanewatch" in shipped:
+        requests = sum(level["litellm-lanewatch"]["requests"] for level in r["levels"].values())
+        lines += [
+            "",
+            f"The handler's records sink took {shipped['litellm-lanewatch']:,} records for the "
+            f"{requests:,} requests measured through it (and the warm-ups before each concurrency).",
+        ]
+    return [*lines, "", *_unavailable(r.get("unavailable", {}))]
+
+
 def _ratios(results: Mapping[str, Any], levels: Mapping[str, Any]) -> list[str]:
     lines = [
         "| streams | tap ÷ nginx: added TTFT p50 | added TTFT p99 | CPU per chunk | its user part |",
@@ -402,13 +447,12 @@ def _fast_loop_section(d: Mapping[str, Any]) -> list[str]:
 
 
 def _measured(d: Mapping[str, Any]) -> str:
-    """When a part measured apart from the rest of the run (`--merge`) was measured, and under what load."""
-    m = d.get("measured")
-    if not m:
+    """When a part ran and under what load, where it recorded that (a part merged into a stored run)."""
+    if "date" not in d:
         return ""
     return (
-        f" Measured on its own on {m['date']} ({m['duration_s']} s), load average (1, 5, 15 min) "
-        f"{m['load_avg_start']} at its start and {m['load_avg_end']} at its end."
+        f" Measured {d['date']} ({d['duration_s']} s), load average (1, 5, 15 min) "
+        f"{d['load_avg_start']} at its start and {d['load_avg_end']} at its end."
     )
 
 
@@ -504,6 +548,12 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
         if "diagnose" not in details:
             out += ["## Diagnosis", ""]
         out += [*_diagnose_prometheus_section(details["diagnoseprom"]), ""]
+    if "litellm" in details:
+        out += [
+            "## LiteLLM with lanewatch's handler",
+            "",
+            *_litellm_section(details["litellm"], notes.get("litellm_method", "").format_map(fields)),
+        ]
     if notes.get("limits"):
         out += ["## What limits the figures", "", notes["limits"].format_map(fields), ""]
     return "\n".join(out)

@@ -30,6 +30,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.machine import machine_facts, part_facts
 from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.record.window import summarize
 from tests.integration.conformance.routers import ROUTERS, Conformant
@@ -121,7 +122,9 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 def run_router_apply(trials: int, tmp: Path) -> dict[str, Any]:
     """Apply-to-served seconds of a shift and a restore, per router kind."""
-    return {"trials": trials, "routers": asyncio.run(_measure(trials, tmp))}
+    started, facts = time.monotonic(), machine_facts()
+    routers = asyncio.run(_measure(trials, tmp))
+    return {**part_facts(facts, started), "trials": trials, "routers": routers}
 
 
 def flat_keys(result: dict[str, Any]) -> dict[str, float]:

@@ -7,7 +7,8 @@ on uvloop, bench/pipe_floor.py: what any Python proxy here costs at least), `tap
 as deployed: shipping its tap records to a collector, here bench/records_sink.py, whose CPU is
 counted apart); `--paths` adds `tap-metrics` (the gateway observing its request metrics
 itself, without a collector), `tap-content` and `aiohttp`; `--peers N:PATH+...` adds peers
-at some concurrencies only (bench/peer_paths.py: `envoy`, `envoy-2`, `litellm`, `nginx-2`, `tap-2`).
+at some concurrencies only (bench/peer_paths.py: `envoy`, `envoy-2`, `litellm`, `litellm-lanewatch`,
+`nginx-2`, `tap-2`).
 At each concurrency the paths run in
 interleaved rounds (the order rotates each round) so drift on the shared machine hits all
 alike; within a round each path gets the same closed-loop load (bench/stream_client.py).
@@ -33,6 +34,7 @@ import os
 import statistics
 import sys
 import tempfile
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -45,7 +47,7 @@ from tests.servers import free_port, run_service
 
 from .machine import cpu_s, cpu_split, pin
 from .nginx import find_nginx, start_nginx
-from .peer_paths import PEERS, STAMPLESS, Unavailable, start_peer
+from .peer_paths import PEERS, SHIPPING, STAMPLESS, Unavailable, start_peer
 from .stream_client import LoadResult, close_all, open_connections, run_load
 
 __all__ = ["TapBench", "flat_keys", "parse_peers", "run_tap_bench", "summarize_level"]
@@ -62,6 +64,7 @@ class _Path:
     url: str
     pids: Callable[[], list[int]]
     side_pids: Callable[[], list[int]] = lambda: []  # what it ships to (the records sink)
+    sink_url: str | None = None  # that sink, whose GET /stats counts the records taken
 
     @property
     def port(self) -> int:
@@ -86,6 +89,7 @@ class TapBench:
 
     samples: dict[str, dict[str, list[_Sample]]] = field(default_factory=dict)  # by level: "64", "64_pinned"
     unavailable: dict[str, str] = field(default_factory=dict)  # path → why it could not run here
+    shipped: dict[str, int] = field(default_factory=dict)  # path → records its sink took (warm-ups too)
 
 
 @contextmanager
@@ -148,7 +152,7 @@ def _paths(
                 gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"], "--collector", sink_url))
                 pid = gw.process.pid
                 paths.append(
-                    _Path("tap", gw.url, lambda pid=pid: [pid], lambda sp=sink_pid: [sp])  # type: ignore[misc]
+                    _Path("tap", gw.url, lambda pid=pid: [pid], lambda sp=sink_pid: [sp], sink_url)  # type: ignore[misc]
                 )
             elif name == "tap-metrics":  # no collector: the gateway observes its request metrics itself
                 gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"]))
@@ -179,7 +183,7 @@ def _add_peer(
 ) -> None:
     sink: list[int] = []
     sink_url = None
-    if name == "tap-2":  # as deployed, like `tap`: its own records sink, counted apart
+    if name in SHIPPING:  # as deployed, like `tap`: its own records sink, counted apart
         sink_url, sink_pid = stack.enter_context(_records_sink(tmp))
         sink = [sink_pid]
     try:
@@ -189,7 +193,7 @@ def _add_peer(
             raise
         unavailable[name] = str(e)
         return
-    paths.append(_Path(name, url, pids, lambda: sink))
+    paths.append(_Path(name, url, pids, lambda: sink, sink_url))
 
 
 async def _measure(path: _Path, conns: list[Any], seconds: float, up_pid: int) -> _Sample:
@@ -273,7 +277,14 @@ def run_tap_bench(
                     pin(proxies + rest, set(cpus))
 
         asyncio.run(main())
+        bench.shipped = {p.name: _records_taken(p.sink_url) for p in started_paths if p.sink_url}
     return bench
+
+
+def _records_taken(sink_url: str) -> int:
+    """The records a records sink took (its GET /stats)."""
+    with urllib.request.urlopen(f"{sink_url}/stats", timeout=10) as r:
+        return int(json.loads(r.read())["records"])
 
 
 def _ms(xs: Sequence[float], q: float) -> float:

@@ -62,8 +62,10 @@ def demo(
     router: str = typer.Option(
         "gateway",
         "--router",
-        help="What the traffic goes through: gateway (lanewatch gateway, its tap) or envoy (a real "
-        "Envoy whose route file the controller's envoy adapter writes; records from its access log).",
+        help="What the traffic goes through: gateway (lanewatch gateway, its tap), envoy (a real "
+        "Envoy whose route file the controller's envoy adapter writes; records from its access log) or "
+        "litellm (a real LiteLLM proxy from `make litellm` with lanewatch's handler, which the "
+        "controller's litellm adapter drives; records from the handler).",
     ),
     fast_on_sim: bool = typer.Option(
         False,
@@ -108,8 +110,8 @@ def demo(
     if router not in ROUTERS:
         typer.echo(f"--router {router}: expected one of {', '.join(ROUTERS)}", err=True)
         raise typer.Exit(2)
-    if router == "envoy" and engine != "sim":
-        typer.echo("--router envoy runs with --engine sim only", err=True)
+    if router != "gateway" and engine != "sim":
+        typer.echo(f"--router {router} runs with --engine sim only", err=True)
         raise typer.Exit(2)
     sizing = VLLM_SIZING if engine == "vllm" else SIM_SIZING
     opts = Options(

@@ -36,6 +36,7 @@ __all__ = [
     "alertmanager_config",
     "envoy_adapter_entry",
     "lanewatch_config",
+    "litellm_adapter_entry",
     "policy_config",
     "prometheus_config",
     "write_configs",
@@ -75,20 +76,47 @@ class Layout:
     alertmanager_port: int
     seed: int = 0
     vllm_lanes: frozenset[str] = frozenset()  # lanes served by a real `vllm serve`, not the simulator
-    router: str = "gateway"  # what the traffic goes through: `gateway` or `envoy`
+    router: str = "gateway"  # what the traffic goes through: `gateway`, `envoy` or `litellm`
     envoy_port: int = 0  # with router envoy: its listener, its admin, the collector's OTLP/gRPC
     envoy_admin_port: int = 0
     otlp_grpc_port: int = 0
+    litellm_port: int = 0  # with router litellm: the proxy, and its handler's degrade endpoint
+    litellm_admin_port: int = 0
 
     def model(self, lane: str) -> str:
-        """The model name a lane serves: its own behind the gateway (which rewrites on a shift);
-        the slow lane's on both behind Envoy, which sends a shifted request unchanged."""
+        """The model name a lane serves: its own behind the gateway (which rewrites on a shift) and
+        LiteLLM (a model group per lane); the slow lane's on both behind Envoy, which sends a
+        shifted request unchanged."""
         return MODEL if self.router == "envoy" else MODELS[lane]
 
     @property
     def traffic_url(self) -> str:
-        """Where the demo's traffic goes: the gateway, or Envoy's listener."""
-        return self.url(self.envoy_port) if self.router == "envoy" else self.gateway_url
+        """Where the demo's traffic goes: the gateway, Envoy's listener or the LiteLLM proxy."""
+        if self.router == "envoy":
+            return self.url(self.envoy_port)
+        if self.router == "litellm":
+            return self.url(self.litellm_port)
+        return self.gateway_url
+
+    @property
+    def litellm_yaml(self) -> Path:
+        """The LiteLLM proxy's config."""
+        return self.workdir / "litellm" / "litellm.yaml"
+
+    @property
+    def litellm_settings(self) -> Path:
+        """lanewatch's handler settings (LANEWATCH_LITELLM_CONFIG)."""
+        return self.workdir / "litellm" / "lanewatch-litellm.json"
+
+    @property
+    def litellm_cert_bundle(self) -> Path:
+        """The simulators' certificates, which the LiteLLM proxy trusts."""
+        return self.workdir / "litellm" / "lanes-ca.pem"
+
+    @property
+    def litellm_admin_url(self) -> str:
+        """The handler's degrade endpoint in the proxy."""
+        return self.url(self.litellm_admin_port)
 
     @property
     def envoy_yaml(self) -> Path:
@@ -152,7 +180,7 @@ class Layout:
         return self.url(self.degrade_port)
 
     def token_file(self, name: str) -> Path:
-        """A secret's file (`sim-admin`, `gateway-admin`, `degrade`)."""
+        """A secret's file (`sim-admin`, `gateway-admin`, `litellm-admin`, `degrade`)."""
         return self.workdir / "secrets" / f"{name}-token"
 
     @property
@@ -341,7 +369,18 @@ def lanewatch_config(
     if layout.router == "envoy":  # Envoy's access log and spans come over OTLP/gRPC; the controller drives it
         cfg["otlp"] = {"grpc_listen": f"127.0.0.1:{layout.otlp_grpc_port}"}
         cfg["degrade"] = {"adapters": [envoy_adapter_entry(layout)]}
+    if layout.router == "litellm":  # the handler in the proxy ships records; the controller drives it
+        cfg["degrade"] = {"adapters": [litellm_adapter_entry(layout)]}
     return cfg
+
+
+def litellm_adapter_entry(layout: Layout) -> dict[str, Any]:
+    """The controller's `degrade.adapters` entry for the demo's LiteLLM proxy (its handler's endpoint)."""
+    return {
+        "kind": "litellm",
+        "url": layout.litellm_admin_url,
+        "token_file": str(layout.token_file("litellm-admin")),
+    }
 
 
 def envoy_adapter_entry(layout: Layout) -> dict[str, Any]:
@@ -384,11 +423,12 @@ def read_template(path: Path) -> dict[str, Any]:
     return data
 
 
-SECRETS: Final = ("sim-admin", "gateway-admin", "degrade")
+SECRETS: Final = ("sim-admin", "gateway-admin", "litellm-admin", "degrade")
 
 
 def write_secrets(layout: Layout) -> dict[str, str]:
-    """Fresh bearer tokens for the simulators' and gateway's admin APIs and the controller (mode 0600)."""
+    """Fresh bearer tokens for the simulators', gateway's and LiteLLM handler's admin APIs and the
+    controller (mode 0600)."""
     tokens = {}
     for name in SECRETS:
         path = layout.token_file(name)

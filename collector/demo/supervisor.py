@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -129,9 +129,10 @@ class Supervisor:
         self._preexec = _die_with_parent()
 
     def start(
-        self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+        self, name: str, argv: Sequence[str], log_path: Path, env: Mapping[str, str | None] | None = None
     ) -> Child:
-        """Start `argv` in its own process group with stdout and stderr to `log_path`."""
+        """Start `argv` in its own process group with stdout and stderr to `log_path`; `env` adds to
+        the demo's environment (a None value removes that variable)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
@@ -141,7 +142,7 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 preexec_fn=self._preexec,  # only prctl: safe between fork and exec
-                env={**os.environ, **(env or {})},
+                env={k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None},
             )
         child = Child(name, proc, log_path)
         self.children.append(child)

@@ -54,8 +54,10 @@ def _last(happened: Happened, kind: str) -> float | None:
     return times[-1] if times else None
 
 
-def next_step(plan: Plan, elapsed: float, happened: Happened) -> Step:
-    """What to do `elapsed` seconds into the run, given the events so far."""
+def next_step(plan: Plan, elapsed: float, happened: Happened, degraded: bool = False) -> Step:
+    """What to do `elapsed` seconds into the run, given the events so far; `degraded`: a lane is
+    still degraded now (another lane may have been restored since its last apply), so the traffic
+    is not back yet."""
     if elapsed >= plan.duration_s:
         return Step.FINISH
     injected = _first(happened, "fault_injected")
@@ -66,6 +68,8 @@ def next_step(plan: Plan, elapsed: float, happened: Happened) -> Step:
         applied = _first(happened, "degrade_applied", after=injected)
         shown = applied is not None and elapsed - applied >= plan.show_shift_s
         return Step.CLEAR if shown or elapsed - injected >= plan.max_fault_s else Step.WAIT
+    if degraded:
+        return Step.WAIT
     return Step.FINISH if _settled_since(happened, cleared, elapsed) >= plan.tail_s else Step.WAIT
 
 

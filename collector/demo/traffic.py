@@ -3,7 +3,8 @@
 `next_arrival` and `pick_class` are pure (a seeded random source passed in); `Traffic` sends
 each arrival as a streamed chat completion with an aiohttp client (httpx's client costs
 far more CPU per chunk with many open streams), bounded by a cap on requests in
-flight, and counts which lane served each class (the gateway's `x-lanewatch-lane`).
+flight, and counts which lane served each class (the gateway's `x-lanewatch-lane`, or the
+header its router names the serving lane in).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,9 +107,14 @@ class Traffic:
         recent_s: float = 10.0,
         fast_max_tokens: int = FAST_MAX_TOKENS,
         timeout_s: float = 120.0,
+        models: Mapping[str, str] | None = None,
+        lane_header: str = LANE_HEADER,
     ) -> None:
         self.url = f"{gateway_url}/v1/chat/completions"
         self.model = model
+        # routed lane -> the model asked for, where the client picks the tier (LiteLLM's model groups)
+        self.models = dict(models or {})
+        self.lane_header = lane_header  # the response header that names the serving lane
         self.rate_per_s = rate_per_s
         self.mix = tuple(mix)
         self.max_inflight = max_inflight
@@ -169,9 +175,13 @@ class Traffic:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def model_for(self, cls: TrafficClass) -> str:
+        """The model a request of `cls` asks for: its routed lane's in `models`, else `model`."""
+        return self.models.get(routed_lane(cls, self.fast_max_tokens), self.model)
+
     async def _send(self, session: aiohttp.ClientSession, cls: TrafficClass, seq: int) -> None:
         body = {
-            "model": self.model,
+            "model": self.model_for(cls),
             "messages": [{"role": "user", "content": prompt_text(cls.spec, seq)}],
             "max_tokens": cls.spec.max_tokens,
             "ignore_eos": True,
@@ -181,7 +191,10 @@ class Traffic:
         try:
             async with session.post(self.url, data=json.dumps(body), headers=_headers(cls)) as resp:
                 # Counted at the headers, which name the serving lane: the view follows a shift at once.
-                lane, degraded = resp.headers.get(LANE_HEADER, "?"), resp.headers.get(DEGRADED_HEADER, "")
+                lane, degraded = (
+                    resp.headers.get(self.lane_header, "?"),
+                    resp.headers.get(DEGRADED_HEADER, ""),
+                )
                 self._served(cls, resp.status, lane, degraded, resp.headers.get(MODEL_HEADER, ""))
                 async for _ in resp.content.iter_any():
                     pass

@@ -7,12 +7,13 @@ at it; what differs is what the proxy does with the state, in its pre-call hook:
   the first model group the handler's lane map gives that lane): LiteLLM's router picks that
   group's deployment.
 - Cap max_tokens: the gateway's `cap_max_tokens` on the request body before LiteLLM sends it.
-- Shed: a request whose class is shed gets a 429 with `Retry-After`, the class read from the client's
-  `x-lanewatch-class` header only (LiteLLM's hook sees no lanewatch classification rules).
+- Shed: a request whose class is shed gets a 429 with `Retry-After`, its class decided by the
+  handler's class rules (the gateway's `gateway.classes` format and code, over the body LiteLLM
+  hands the hook), the client's `x-lanewatch-class` header only where the handler trusts it.
 - Read-back: `GET /admin/degrade`, the state and revision the proxy holds.
 - Cannot: keep the state across the proxy's restart (the reconcile re-applies it); share it
   between LiteLLM workers (each `--num_workers` process holds its own: run one, or one endpoint
-  per worker); classify by model, max_tokens, prompt or path.
+  per worker); choose a lane by anything but the model group.
 """
 
 from __future__ import annotations

@@ -151,40 +151,14 @@ def _routers(**extra: object) -> dict[str, object]:
     }
 
 
-def test_merge_replaces_only_the_parts_measured_and_stamps_when() -> None:
-    from bench.__main__ import merge
-
-    stored = _results({"diagnose_records_cpu_s": 2.0, "diagnose_records": 100_000})
-    stored["details"] = {"diagnose": {"records": 100_000, "cpu_s": 2.0}, "routers": _routers(trials=9)}
-    new = {
-        "date": "2026-12-05T09:00:00",
-        "load_avg_start": [1.0, 1.0, 1.0],
-        "load_avg_end": [2.0, 1.0, 1.0],
-        "duration_s": 12.5,
-        "details": {"routers": _routers(), "diagnose": {"records": 1, "cpu_s": 99.0}},
-    }
-    merged = merge(stored, new, ("routers",))
-    assert merged["details"]["diagnose"] == stored["details"]["diagnose"]  # not asked for: kept
-    assert merged["details"]["routers"]["trials"] == 3
-    assert merged["details"]["routers"]["measured"]["date"] == "2026-12-05T09:00:00"
-    assert merged["date"] == stored["date"]  # the whole run's facts stay the stored run's
-    assert merged["router_apply_gateway_shift_served_p50_s"] == 0.05
-    assert "router_apply_envoy_shift_served_p50_s" not in merged  # skipped: no figure
-    assert merged["diagnose_records_per_cpu_s"] == 50_000
-
-
 def test_the_routers_section_shows_each_router_or_why_it_did_not_run() -> None:
     results = _results({})
-    results["details"] = {
-        "routers": _routers(
-            measured={"date": "D", "duration_s": 1, "load_avg_start": [1], "load_avg_end": [2]}
-        )
-    }
+    results["details"] = {"routers": _routers(date="D", duration_s=1, load_avg_start=[1], load_avg_end=[2])}
     text = render(results, {"why": {}})
     assert "## A degrade applied, router by router" in text
     assert "| gateway | 50.0 / 200.0 ms | 50.0 / 200.0 ms | 50.0 / 200.0 ms | 50.0 / 200.0 ms |" in text
     assert "| envoy | not run: FileNotFoundError: envoy |" in text
-    assert "Measured on its own on D" in text
+    assert "Measured D (1 s), load average (1, 5, 15 min) [1] at its start and [2] at its end." in text
 
 
 def test_fast_loop_keys_and_table_take_the_median_of_each_scenario() -> None:

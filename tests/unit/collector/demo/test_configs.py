@@ -17,6 +17,7 @@ from lanewatch.collector.demo.configs import (
     DEPLOY_DIR,
     MODELS,
     PRODUCTION_RULES,
+    SECRETS,
     Layout,
     TemplateError,
     alertmanager_config,
@@ -137,7 +138,7 @@ def test_written_configs_load_in_the_parts_that_read_them(tmp_path: Path) -> Non
         path = lay.token_file(name)
         assert path.read_text().strip() == token and len(token) == 32
         assert path.stat().st_mode & 0o077 == 0  # secrets are the owner's only
-    assert len(set(tokens.values())) == 3
+    assert len(set(tokens.values())) == len(SECRETS) == 4  # each secret its own
     assert yaml.safe_load(lay.prometheus_yaml.read_text())["rule_files"] == [str(DEMO_RULES)]
 
 

@@ -149,8 +149,9 @@ def test_behind_envoy_both_lanes_serve_one_model_no_gateway_runs_and_the_control
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--router", "nginx"], "--router nginx: expected one of gateway, envoy"),
+        (["--router", "nginx"], "--router nginx: expected one of gateway, envoy, litellm"),
         (["--router", "envoy", "--engine", "vllm"], "--router envoy runs with --engine sim only"),
+        (["--router", "litellm", "--engine", "vllm"], "--router litellm runs with --engine sim only"),
     ],
 )
 def test_the_cli_refuses_a_bad_router_choice(args: list[str], says: str) -> None:

@@ -60,6 +60,14 @@ def test_a_lane_degraded_again_after_its_restore_holds_the_finish() -> None:
     assert next_step(PLAN, 170.0, [*again, (155.0, "degrade_restored")]) == Step.FINISH
 
 
+def test_a_lane_still_degraded_holds_the_finish_when_another_lane_was_restored() -> None:
+    # The shifted traffic breached the fast lane too: its cap came and went, the slow lane's shift stays.
+    two = [*STORY[:3], (35.0, "degrade_applied"), (47.0, "fault_cleared"), (60.0, "degrade_restored")]
+    assert next_step(PLAN, 100.0, two) == Step.FINISH  # as far as the kinds tell
+    assert next_step(PLAN, 100.0, two, degraded=True) == Step.WAIT
+    assert next_step(PLAN, 200.0, two, degraded=True) == Step.FINISH  # the duration still ends it
+
+
 def test_a_restore_before_the_clear_counts_from_the_clear() -> None:
     early = [*STORY[:3], (40.0, "alert_resolved"), (45.0, "degrade_restored"), (47.0, "fault_cleared")]
     assert next_step(PLAN, 61.0, early) == Step.WAIT
