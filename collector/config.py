@@ -97,6 +97,11 @@ class ProbeConfig(Section):
     interval_s: float = Field(default=10.0, gt=0)
     jitter_ratio: float = Field(default=0.2, ge=0, lt=1)
     concurrency: int = Field(default=4, ge=1, le=1024)
+    # Probes of one (target, class) in flight at once. 1: a turn that comes while the last probe
+    # still runs is skipped. Behind a router that reports nothing per request (nginx), the fast
+    # guard's only evidence is the probes, and on a lane whose answers take longer than the
+    # interval, skipped turns starve it: allow a few more (`concurrency` still caps them all).
+    overlap: int = Field(default=1, ge=1, le=64)
     connection: Literal["warm", "cold"] = "warm"
     timeouts: Timeouts = Timeouts()
     classes: list[RequestClass] = Field(default_factory=lambda: list(DEFAULT_CLASSES))

@@ -313,6 +313,7 @@ def lanewatch_config(
     timeouts: Mapping[str, float] | None = None,
     fast_max_tokens: int = 32,
     guard: bool = False,
+    probe_overlap: int = 1,
 ) -> dict[str, Any]:
     """The collector's and gateway's config: probe both lanes directly; route short answers
     (up to `fast_max_tokens`) fast; judge goodput by the SLOs whose rules Prometheus loads.
@@ -337,6 +338,7 @@ def lanewatch_config(
     probe: dict[str, Any] = {
         "interval_s": probe_interval_s,
         "concurrency": 16,
+        "overlap": probe_overlap,
         "timeouts": dict(timeouts or {"ttft_s": 20.0}),
     }
     if classes is not None:
@@ -453,6 +455,7 @@ def write_configs(
     timeouts: Mapping[str, float] | None = None,
     fast_max_tokens: int = 32,
     guard: bool = False,
+    probe_overlap: int = 1,
 ) -> None:
     """Write every config file of the run into its workdir (secrets: `write_secrets`).
 
@@ -460,7 +463,7 @@ def write_configs(
     Alertmanager timings, instead of the demo's time-compressed ones. `act_on`: the alert
     severities the controller acts on (empty: any). `rules` and `slo_spec` replace the rule file
     Prometheus loads and the spec the collector judges goodput by (the real-engine demo's);
-    `classes`, `timeouts`, `fast_max_tokens` and `guard` go to `lanewatch_config`.
+    `classes`, `timeouts`, `fast_max_tokens`, `guard` and `probe_overlap` go to `lanewatch_config`.
     """
     prom_template = read_template(deploy_dir / "prometheus" / "prometheus.yml")
     if rules is None:
@@ -481,6 +484,7 @@ def write_configs(
             timeouts,
             fast_max_tokens,
             guard,
+            probe_overlap,
         ),
         layout.policy_yaml: policy_config(act_on),
     }

@@ -249,12 +249,14 @@ class Stack:
         production: bool = False,
         act_on: Sequence[str] = (),
         guard: bool = True,
+        probe_overlap: int = 1,
     ) -> None:
         """Write configs, start the lanes (in parallel), then everything else; return once all answer.
 
         `production`: the shipped rules at the shipped Prometheus and Alertmanager timings;
         `act_on`: the alert severities the degrade controller acts on (empty: any); `guard`: the
-        collector's fast guard fires into Alertmanager (it needs one). The sizing's
+        collector's fast guard fires into Alertmanager (it needs one); `probe_overlap`: probes of one
+        lane and class in flight at once (`probe.overlap`). The sizing's
         own SLO spec and its committed rules, when it has them, replace the demo's.
         """
         spec = self.sizing.slo_spec
@@ -270,6 +272,7 @@ class Stack:
             timeouts=self.sizing.probe_timeouts,
             fast_max_tokens=self.sizing.fast_max_tokens,
             guard=guard and self.has_alertmanager,
+            probe_overlap=probe_overlap,
         )
         if self.layout.router == "envoy":
             write_envoy_configs(self.layout, fast_classes(self.sizing))

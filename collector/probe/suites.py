@@ -77,7 +77,8 @@ def plan(cfg: LanewatchConfig) -> list[ProbeJob]:
 
 
 class Scheduler:
-    """Runs every job each `interval_s` (± jitter_ratio), at most `concurrency` at once."""
+    """Runs every job each `interval_s` (± jitter_ratio), at most `concurrency` at once and at most
+    `overlap` of one job."""
 
     def __init__(
         self,
@@ -88,6 +89,7 @@ class Scheduler:
         interval_s: float,
         jitter_ratio: float = 0.0,
         concurrency: int = 4,
+        overlap: int = 1,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -103,9 +105,10 @@ class Scheduler:
         self._rng = rng or random.Random()
         self._stop = asyncio.Event()
         self._stopper: asyncio.Task[Literal[True]] | None = None
-        self._inflight: dict[int, asyncio.Task[None]] = {}
+        self._overlap = overlap
+        self._inflight: dict[int, set[asyncio.Task[None]]] = {}
         self.started = 0  # probes started
-        self.skipped = 0  # ticks skipped because the job's previous probe still ran
+        self.skipped = 0  # ticks skipped because `overlap` of the job's probes still ran
         self.on_start: Callable[[float], None] | None = None  # gets each probe's start delay
         self.on_skip: Callable[[], None] | None = None
         self._seq = [0] * len(jobs)
@@ -149,7 +152,8 @@ class Scheduler:
         return self._stop.is_set()
 
     def _launch(self, i: int, due: float) -> None:
-        if i in self._inflight:
+        running = self._inflight.setdefault(i, set())
+        if len(running) >= self._overlap:
             self.skipped += 1
             if self.on_skip is not None:
                 self.on_skip()
@@ -158,11 +162,11 @@ class Scheduler:
         seq = self._seq[i]
         self._seq[i] += 1
         task = asyncio.create_task(self._one(i, seq, due))
-        self._inflight[i] = task
+        running.add(task)
         task.add_done_callback(functools.partial(self._done, i))
 
-    def _done(self, i: int, _task: asyncio.Task[None]) -> None:
-        self._inflight.pop(i, None)
+    def _done(self, i: int, task: asyncio.Task[None]) -> None:
+        self._inflight.get(i, set()).discard(task)
 
     async def _one(self, i: int, seq: int, due: float) -> None:
         job = self.jobs[i]
@@ -180,7 +184,7 @@ class Scheduler:
             log.exception("probe sink raised on %s/%s", *job.key)
 
     async def _cancel_inflight(self) -> None:
-        tasks = list(self._inflight.values())
+        tasks = [t for running in self._inflight.values() for t in running]
         for t in tasks:
             t.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -234,6 +238,7 @@ class ProbeSuite:
             interval_s=p.interval_s,
             jitter_ratio=p.jitter_ratio,
             concurrency=p.concurrency,
+            overlap=p.overlap,
             rng=rng,
         )
 

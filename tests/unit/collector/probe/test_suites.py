@@ -118,6 +118,33 @@ async def test_each_job_runs_every_interval_with_bounded_jitter() -> None:
     assert min(v[0] for v in seen.values()) < 1010  # first runs spread over one interval
 
 
+async def test_overlap_lets_a_slow_jobs_turns_run_beside_its_last_probe() -> None:
+    t = FakeTime()
+    gate = asyncio.Event()
+    per_job: dict[tuple[str, str], int] = defaultdict(int)
+    peak: dict[tuple[str, str], int] = defaultdict(int)
+
+    async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+        per_job[job.key] += 1
+        peak[job.key] = max(peak[job.key], per_job[job.key])
+        await gate.wait()  # every probe hangs: a lane slower than the interval
+        per_job[job.key] -= 1
+        return record(job)
+
+    out: list[RequestTiming] = []
+    s = Scheduler(jobs(2), probe, out.append, interval_s=1, concurrency=16, overlap=3, clock=t.clock,
+                  sleep=t.sleep, rng=random.Random(1))  # fmt: skip
+    task = asyncio.create_task(s.run())
+    await advance_to(t, 1010)
+    assert set(peak.values()) == {3}  # three turns of each job in flight, and no more
+    assert s.started == 6 and s.skipped > 0  # the turns after that were skipped
+    gate.set()
+    await advance_to(t, 1015)
+    assert s.started > 6  # the probes ended: the job's turns run again
+    s.shutdown()
+    await asyncio.wait_for(task, 5)
+
+
 async def test_concurrency_cap_and_overlapping_ticks_are_skipped() -> None:
     t = FakeTime()
     gate = asyncio.Event()
