@@ -34,6 +34,7 @@ __all__ = ["END_ONLY", "PATHS", "PLAIN", "WITH_FLUSH", "envoy_costs", "flat_keys
 PLAIN, WITH_FLUSH, END_ONLY = "envoy", "envoy-lanewatch", "envoy-lanewatch-end"
 PATHS = ("direct", PLAIN, WITH_FLUSH, END_ONLY)
 _FIGURES = ("ttft_p50_ms", "ttft_p99_ms")
+_NET = "collector_net_cpu_ms_per_record"
 
 
 def totals(samples: Sequence[Any]) -> dict[str, Any]:
@@ -73,9 +74,10 @@ def envoy_costs(
     Per Envoy path: its CPU per request (ms). Per lanewatch path besides: over `envoy`, the CPU per
     request it adds and its TTFT quantiles round by round; the collector's CPU per record (its CPU
     over the records it took, the periodic entries and spans that came with them included) and per
-    log entry; the entries and spans Envoy sent per request. With both lanewatch paths, what one
-    periodic entry costs Envoy and the collector: the flush row's CPU per request minus the end-only
-    row's, over the periodic entries per request."""
+    log entry, as measured and net of what it spends idle (its CPU rate between its samples, over
+    each sample's length); the entries and spans Envoy sent per request. With both lanewatch paths,
+    what one periodic entry costs Envoy and the collector (net): the flush row's CPU per request
+    minus the end-only row's, over the periodic entries per request."""
     out: dict[str, Any] = {}
     for path in (PLAIN, WITH_FLUSH, END_ONLY):
         t = sums.get(path)
@@ -87,7 +89,14 @@ def envoy_costs(
             records = c.get("records_taken", 0.0)
             entries = c.get("log_entries_written", 0.0)
             ends = records + c.get("log_records_refused", 0.0)
+            gross = t["collector_cpu_s"]
+            idle_s = c.get("collector_idle_s", 0.0)
+            idle_rate = c.get("collector_idle_cpu_s", 0.0) / idle_s if idle_s > 0 else 0.0
+            net = max(gross - idle_rate * c.get("collector_wall_s", 0.0), 0.0)
             f |= {
+                "collector_idle_cpu_ms_per_s": idle_rate * 1e3,
+                "collector_net_cpu_ms_per_record": _ms(_per(net, records)),
+                "collector_net_cpu_ms_per_log_entry": _ms(_per(net, entries)),
                 "records": records,
                 "log_entries": entries,
                 "periodic_entries": max(entries - ends, 0.0),
@@ -111,7 +120,9 @@ def envoy_costs(
             / periodic
             * 1e3,
             "collector_cpu_us_per_entry": _us_diff(
-                flush.get("collector_cpu_ms_per_record"), end.get("collector_cpu_ms_per_record"), periodic
+                flush.get("collector_net_cpu_ms_per_record"),
+                end.get("collector_net_cpu_ms_per_record"),
+                periodic,
             ),
         }
     return out
@@ -151,7 +162,8 @@ _KEYS = {
 }
 _FLAT = (
     "envoy_cpu_ms_per_request", "added_envoy_cpu_ms_per_request", "added_ttft_p50_ms", "added_ttft_p99_ms",
-    "collector_cpu_ms_per_record", "collector_cpu_ms_per_log_entry", "periodic_per_request",
+    "collector_cpu_ms_per_record", "collector_cpu_ms_per_log_entry", "collector_net_cpu_ms_per_record",
+    "collector_net_cpu_ms_per_log_entry", "collector_idle_cpu_ms_per_s", "periodic_per_request",
     "spans_per_request",
 )  # fmt: skip
 

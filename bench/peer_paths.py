@@ -16,6 +16,7 @@ and the collector took.
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -28,7 +29,7 @@ from tests.servers import closed_port, free_port, lanewatch_command, started, wa
 
 from .envoy_proxy import find_envoy, start_envoy
 from .litellm_proxy import ensure_litellm, handler_settings, start_litellm
-from .machine import children
+from .machine import children, cpu_s
 from .nginx import find_nginx, start_nginx
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "SHIPPING",
     "STAMPLESS",
     "EnvoyLanewatch",
+    "IdleGaps",
     "Unavailable",
     "envoy_counters",
     "metric_total",
@@ -105,6 +107,34 @@ def envoy_counters(stats: str, metrics: str) -> dict[str, float]:
     return out
 
 
+class IdleGaps:
+    """The collector's CPU while no load is sent to it, from readings taken at each sample's start and end.
+
+    The readings alternate: a sample's start closes the gap since the last sample's end (other paths'
+    rounds: nothing sent to this collector), and that sample's end adds the gap to the totals, so a
+    sample's growth of `collector_idle_cpu_s` and `collector_idle_s` is the gap before it; its growth of
+    `collector_wall_s` is the sample's own length."""
+
+    def __init__(self) -> None:
+        self._calls = 0
+        self._last: tuple[float, float] | None = None  # (cpu, clock) at the last reading
+        self._pending: tuple[float, float] | None = None
+        self._cpu = self._wall = 0.0
+
+    def reading(self, cpu: float, now: float) -> dict[str, float]:
+        """Take one reading (CPU seconds so far, a monotonic clock): the cumulative counters."""
+        if self._calls % 2 == 0:  # a sample starts
+            last = self._last
+            self._pending = None if last is None else (cpu - last[0], now - last[1])
+        elif self._pending is not None:  # it ends: the gap before it counts now
+            self._cpu += self._pending[0]
+            self._wall += self._pending[1]
+            self._pending = None
+        self._calls += 1
+        self._last = (cpu, now)
+        return {"collector_wall_s": now, "collector_idle_cpu_s": self._cpu, "collector_idle_s": self._wall}
+
+
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as r:
         text: str = r.read().decode()
@@ -143,9 +173,12 @@ def start_envoy_lanewatch(stack: ExitStack, tmp: Path, name: str, up_url: str) -
     ev = stack.enter_context(start_envoy(binary, folder, up_port, 1, grpc_port, flush))
     admin = ev.admin_url
 
+    gaps = IdleGaps()
+
     def counters() -> dict[str, float]:
+        idle = gaps.reading(cpu_s(collector.pid), time.monotonic())  # before the pages: they cost it CPU
         stats = _get(f"{admin}/stats?filter={quote(_STATS_FILTER)}")
-        return envoy_counters(stats, _get(f"{collector_url}/metrics"))
+        return envoy_counters(stats, _get(f"{collector_url}/metrics")) | idle
 
     return EnvoyLanewatch(ev.url, ev.pids, collector.pid, counters)
 

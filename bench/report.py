@@ -287,6 +287,14 @@ def _litellm_section(r: Mapping[str, Any], method: str) -> list[str]:
     return [*lines, "", *_unavailable(r.get("unavailable", {}))]
 
 
+def _gross_net(c: Mapping[str, Any], per: str) -> str:
+    """The collector's CPU per record or per log entry, as measured and (net of its idle CPU)."""
+    gross, net = c.get(f"collector_cpu_ms_per_{per}"), c.get(f"collector_net_cpu_ms_per_{per}")
+    if gross is None:
+        return "—"
+    return f"{_f(gross, 3)} ({_f(net, 3)})"
+
+
 def _envoy_cost_section(r: Mapping[str, Any], method: str) -> list[str]:
     """Envoy alone and with lanewatch's access log and tracing, per concurrency, and the collector's CPU."""
     lines = [
@@ -296,8 +304,8 @@ def _envoy_cost_section(r: Mapping[str, Any], method: str) -> list[str]:
         "",
         "| streams | path | requests | TTFT p50 / p99 (ms) | over `envoy`: TTFT p50 / p99 (ms; p50's range "
         "over rounds) | Envoy CPU ms / request (over `envoy`) | Envoy CPU s / 1k chunks (user part) | "
-        "log entries / periodic / spans per request | collector CPU ms / record | collector CPU ms / "
-        "log entry |",
+        "log entries / periodic / spans per request | collector CPU ms / record (net of idle) | "
+        "collector CPU ms / log entry (net of idle) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, paths in r.get("levels", {}).items():
@@ -327,9 +335,20 @@ def _envoy_cost_section(r: Mapping[str, Any], method: str) -> list[str]:
             lines.append(
                 f"| {n} | {name} | {f['requests']:,}{errors} | {_pair(f['ttft_p50_ms'], f['ttft_p99_ms'])} | "
                 f"{over} | {'—' if direct else per_request} | {cpu} | {sent} | "
-                f"{_f(c.get('collector_cpu_ms_per_record'), 3)} | "
-                f"{_f(c.get('collector_cpu_ms_per_log_entry'), 3)} |"
+                f"{_gross_net(c, 'record')} | {_gross_net(c, 'log_entry')} |"
             )
+        idle = [
+            f"{_f(cost[p]['collector_idle_cpu_ms_per_s'], 1)} (`{p}`)"
+            for p in paths
+            if "collector_idle_cpu_ms_per_s" in cost.get(p, {})
+        ]
+        if idle:
+            rates = " and ".join(idle)
+            lines += [
+                "",
+                f"Idle, between its samples, each collector spent {rates} ms of CPU a second; the net "
+                "figures take that rate over each sample's length off its CPU.",
+            ]
         periodic = cost.get("periodic")
         if periodic:
             envoy = _f(periodic["envoy_cpu_us_per_entry"], 1)
@@ -337,7 +356,7 @@ def _envoy_cost_section(r: Mapping[str, Any], method: str) -> list[str]:
             lines += [
                 "",
                 f"At {n} streams one periodic entry costs Envoy {envoy} µs of CPU and the collector "
-                f"{collector} µs: the flush row's CPU per request minus the end-only row's, over the "
+                f"{collector} µs (net): the flush row's CPU per request minus the end-only row's, over the "
                 "periodic entries per request.",
             ]
     return [*lines, "", *_unavailable(r.get("unavailable", {}))]

@@ -245,6 +245,8 @@ async def _level(
     try:
         for p in paths:  # warm-up: proxies open their upstream connections, caches fill
             await run_load(conns[p.name], min(seconds, STREAM_S * 2), STREAM_S, CHUNKS)
+        settle = max((p.settle_s for p in paths), default=0.0)
+        await asyncio.sleep(settle)  # what the warm-ups shipped on a timer is in before the first sample
         out: dict[str, list[_Sample]] = {p.name: [] for p in paths}
         for r in range(rounds):
             for p in paths[r % len(paths) :] + paths[: r % len(paths)]:

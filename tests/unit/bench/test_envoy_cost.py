@@ -12,7 +12,7 @@ import yaml
 
 from bench.envoy_cost import envoy_costs, flat_keys, totals
 from bench.envoy_proxy import ACCESS_LOG_YAML, envoy_bootstrap, lanewatch_bootstrap
-from bench.peer_paths import COLLECTING, PEERS, envoy_counters, metric_total
+from bench.peer_paths import COLLECTING, PEERS, IdleGaps, envoy_counters, metric_total
 from bench.report import evaluate_goals, render
 from bench.tap_overhead import parse_peers
 
@@ -102,13 +102,17 @@ SUMS = {
         [_sample(100, 0.07, 0.05, log_entries_written=100, records_taken=100, spans_sent=100)] * 2
     ),
 }
+# the collectors idle at 5 ms of CPU a second between samples (10 s), each sample 4 s long
+IDLE = {"collector_idle_cpu_s": 0.05, "collector_idle_s": 10.0, "collector_wall_s": 4.0}
+for _path in ("envoy-lanewatch", "envoy-lanewatch-end"):
+    SUMS[_path]["counters"] |= IDLE
 
 
 def test_totals_sum_every_sample_and_its_counters() -> None:
     t = SUMS["envoy-lanewatch"]
     assert t["requests"] == 200 and t["chunks"] == 200 * 41
     assert t["proxy_cpu_s"] == pytest.approx(0.16) and t["collector_cpu_s"] == pytest.approx(0.18)
-    assert t["counters"] == {"log_entries_written": 600, "records_taken": 200, "spans_sent": 200}
+    assert t["counters"] == {"log_entries_written": 600, "records_taken": 200, "spans_sent": 200} | IDLE
     assert SUMS["envoy"]["collector_cpu_s"] == 0.0 and SUMS["envoy"]["counters"] == {}
 
 
@@ -127,7 +131,12 @@ def test_the_costs_per_request_per_record_and_per_periodic_entry() -> None:
     assert flush["collector_cpu_ms_per_record"] == pytest.approx(0.9)
     assert flush["collector_cpu_ms_per_log_entry"] == pytest.approx(0.3)
     assert end["collector_cpu_ms_per_record"] == pytest.approx(0.5)
-    # a periodic entry: (0.8 - 0.7) ms / 2 = 50 us of Envoy's, (0.9 - 0.5) ms / 2 = 200 us of the collector's
+    # net of idle: 5 ms/s over 4 s of samples is 0.02 s of the 0.18 s and of the 0.10 s
+    assert flush["collector_idle_cpu_ms_per_s"] == pytest.approx(5.0)
+    assert flush["collector_net_cpu_ms_per_record"] == pytest.approx(0.8)
+    assert flush["collector_net_cpu_ms_per_log_entry"] == pytest.approx(0.8 / 3)
+    assert end["collector_net_cpu_ms_per_record"] == pytest.approx(0.4)
+    # a periodic entry: (0.8 - 0.7) ms / 2 = 50 us of Envoy's, (0.8 - 0.4) ms / 2 = 200 us of the collector's
     assert cost["periodic"]["envoy_cpu_us_per_entry"] == pytest.approx(50.0)
     assert cost["periodic"]["collector_cpu_us_per_entry"] == pytest.approx(200.0)
     assert "direct" not in cost
@@ -156,6 +165,7 @@ def test_its_keys_name_each_envoy_row_apart_from_the_tap_tables_envoy_keys() -> 
     assert keys["envoy_lanewatch_added_ttft_p50_ms_64"] == 2.0
     assert keys["envoy_lanewatch_collector_cpu_ms_per_record_64"] == 0.9
     assert keys["envoy_lanewatch_end_collector_cpu_ms_per_record_64"] == 0.5
+    assert keys["envoy_lanewatch_end_collector_net_cpu_ms_per_record_64"] == 0.4
     assert keys["envoy_lanewatch_cpu_s_per_1k_chunks_64"] == 0.1
     assert keys["envoy_periodic_collector_cpu_us_per_entry_64"] == 200.0
     assert not any(k.startswith("envoy_cpu") or k.startswith("envoy_added") for k in keys)
@@ -177,7 +187,8 @@ def test_the_table_shows_every_row_the_costs_and_the_load() -> None:
     ]  # fmt: skip
     flush = lines[2]
     assert "+2.00 / +0.00 (+1.00…+3.00)" in flush and "0.800 (+0.300)" in flush
-    assert "3.00 / 2.00 / 1.00" in flush and "| 0.900 | 0.300 |" in flush
+    assert "3.00 / 2.00 / 1.00" in flush and "| 0.900 (0.800) | 0.300 (0.267) |" in flush
+    assert "5.0 (`envoy-lanewatch`) and 5.0 (`envoy-lanewatch-end`) ms of CPU a second" in section
     assert "one periodic entry costs Envoy 50.0 µs of CPU and the collector 200.0 µs" in section
 
 
@@ -186,3 +197,17 @@ def test_the_new_peers_are_known_to_the_tap_bench() -> None:
     assert parse_peers("64:envoy+envoy-lanewatch+envoy-lanewatch-end") == {
         64: ["envoy", "envoy-lanewatch", "envoy-lanewatch-end"]
     }
+
+
+def test_the_idle_gap_before_each_sample_is_credited_at_its_end() -> None:
+    gaps = IdleGaps()
+    # sample 1 from t=0 to 4 (no gap before it), idle until 10, sample 2 from 10 to 14
+    readings = [(1.0, 0.0), (1.5, 4.0), (1.56, 10.0), (2.0, 14.0)]
+    out = [gaps.reading(cpu, now) for cpu, now in readings]
+    assert out[1]["collector_idle_s"] - out[0]["collector_idle_s"] == 0.0  # the first sample has no gap
+    assert out[2]["collector_idle_s"] == 0.0  # the gap counts only once its sample ends
+    assert out[3]["collector_idle_s"] - out[2]["collector_idle_s"] == pytest.approx(6.0)
+    assert out[3]["collector_idle_cpu_s"] - out[2]["collector_idle_cpu_s"] == pytest.approx(0.06)
+    assert out[3]["collector_wall_s"] - out[2]["collector_wall_s"] == pytest.approx(
+        4.0
+    )  # the sample's length
