@@ -87,7 +87,7 @@ class Sizes:
     # Envoy with lanewatch's access log and tracing beside Envoy alone (bench/envoy_cost.py), at the
     # tap table's Envoy level
     envoy_cost_streams: tuple[int, ...] = (64,)
-    envoy_cost_rounds: int = 10
+    envoy_cost_rounds: int = 16
 
 
 SMOKE = Sizes(
