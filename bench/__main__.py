@@ -4,6 +4,7 @@
     python -m bench --smoke --out DIR   # tiny sizes, seconds: what tests/integration/test_bench_smoke.py runs
     python -m bench --only tap,probe    # some parts (see PARTS)
     python -m bench --only litellm --out DIR --merge bench   # one part, into the committed results
+    python -m bench --only envoycost --out DIR --merge bench
     python -m bench --render            # no measuring: the goals again over results.json, results.md
 
 The parts run one after another on the same machine, so their processes never share the
@@ -28,6 +29,7 @@ from . import (
     degrade_loop,
     diagnose_cost,
     diagnose_prometheus,
+    envoy_cost,
     fast_loop,
     fleet_cost,
     ingest_cost,
@@ -43,7 +45,7 @@ from .report import evaluate_goals, render
 
 PARTS = (
     "tap", "probe", "collector", "probecost", "ingest", "fleet", "degrade", "routers", "fastloop",
-    "diagnose", "diagnoseprom", "litellm",
+    "diagnose", "diagnoseprom", "litellm", "envoycost",
 )  # fmt: skip
 
 
@@ -82,6 +84,10 @@ class Sizes:
     # its TTFT p50 went from 1.65 to 3.36 s between rounds, which hides a cost of a few ms
     litellm_streams: tuple[int, ...] = (1, 4)
     litellm_rounds: int = 15
+    # Envoy with lanewatch's access log and tracing beside Envoy alone (bench/envoy_cost.py), at the
+    # tap table's Envoy level
+    envoy_cost_streams: tuple[int, ...] = (64,)
+    envoy_cost_rounds: int = 16
 
 
 SMOKE = Sizes(
@@ -89,7 +95,7 @@ SMOKE = Sizes(
     collector_warmup_s=2.5, parse_repeats=5, probe_cost_s=2.0, probe_cost_warmup_s=1.0, ingest_records=512,
     fleet_targets=(20,), fleet_s=3.0, fleet_warmup_s=2.0, degrade_trials=1, group_interval="1s",
     router_trials=1, fast_loop_trials=1, fast_loop_scenarios=("probes-1s",), diagnose_records=2_000,
-    litellm_streams=(), litellm_rounds=1,
+    litellm_streams=(), litellm_rounds=1, envoy_cost_streams=(4,), envoy_cost_rounds=1,
 )  # fmt: skip
 
 
@@ -177,6 +183,14 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
         )
         details["litellm"] = r
         keys |= litellm_handler.flat_keys(r)
+    if "envoycost" in parts and sizes.envoy_cost_streams:
+        _log(
+            "Envoy with lanewatch's access log and tracing, and without: "
+            f"{', '.join(map(str, sizes.envoy_cost_streams))} streams, {sizes.envoy_cost_rounds} rounds"
+        )
+        r = envoy_cost.run_envoy_cost(sizes.envoy_cost_streams, sizes.envoy_cost_rounds, sizes.seconds, _log)
+        details["envoycost"] = r
+        keys |= envoy_cost.flat_keys(r)
     end = machine_facts()
     return {
         "date": facts["date"],
@@ -206,6 +220,7 @@ _FLAT_KEYS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "diagnose": diagnose_cost.flat_keys,
     "diagnoseprom": diagnose_prometheus.flat_keys,
     "litellm": litellm_handler.flat_keys,
+    "envoycost": envoy_cost.flat_keys,
 }
 
 

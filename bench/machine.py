@@ -36,6 +36,7 @@ class ProxyProcess:
 
     url: str
     proc: subprocess.Popen[bytes]
+    admin_url: str | None = None  # its admin interface, where it has one (Envoy's /stats)
 
     def pids(self) -> list[int]:
         """The process and its children (nginx workers, a launched binary): CPU counts for all."""

