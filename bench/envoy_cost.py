@@ -21,19 +21,17 @@ Run alone: `python -m bench --only envoycost --out DIR`.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .machine import machine_facts, part_facts
-from .tap_overhead import run_tap_bench, summarize_level
+from .tap_overhead import paired_diffs, run_tap_bench, summarize_level
 
 __all__ = ["END_ONLY", "PATHS", "PLAIN", "WITH_FLUSH", "envoy_costs", "flat_keys", "run_envoy_cost", "totals"]
 
 PLAIN, WITH_FLUSH, END_ONLY = "envoy", "envoy-lanewatch", "envoy-lanewatch-end"
 PATHS = ("direct", PLAIN, WITH_FLUSH, END_ONLY)
-_FIGURES = ("ttft_p50_ms", "ttft_p99_ms")
 _NET = "collector_net_cpu_ms_per_record"
 
 
@@ -54,16 +52,6 @@ def totals(samples: Sequence[Any]) -> dict[str, Any]:
 
 def _per(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
-
-
-def _round_diffs(rows: Mapping[str, Mapping[str, Any]], path: str) -> dict[str, Any]:
-    base, on = rows[PLAIN]["rounds"], rows[path]["rounds"]
-    out: dict[str, Any] = {}
-    for key in _FIGURES:
-        diffs = [b[key] - a[key] for a, b in zip(base, on, strict=True)]
-        out[f"added_{key}"] = statistics.median(diffs)
-        out[f"added_{key}_range"] = [min(diffs), max(diffs)]
-    return out
 
 
 def envoy_costs(
@@ -110,7 +98,7 @@ def envoy_costs(
             f["added_envoy_cpu_ms_per_request"] = (
                 f["envoy_cpu_ms_per_request"] - out[PLAIN]["envoy_cpu_ms_per_request"]
             )
-            f |= _round_diffs(rows, path)
+            f |= paired_diffs(rows[PLAIN]["rounds"], rows[path]["rounds"], "added")
         out[path] = f
     flush, end = out.get(WITH_FLUSH, {}), out.get(END_ONLY, {})
     periodic = flush.get("periodic_per_request") or 0.0

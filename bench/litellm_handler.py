@@ -18,30 +18,22 @@ Run alone: `python -m bench --only litellm --out DIR`.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .machine import machine_facts, part_facts
-from .tap_overhead import run_tap_bench, summarize_level
+from .tap_overhead import TTFT_FIGURES, paired_diffs, run_tap_bench, summarize_level
 
 __all__ = ["ALONE", "PATHS", "WITH_HANDLER", "flat_keys", "handler_cost", "run_litellm_handler"]
 
 ALONE, WITH_HANDLER = "litellm", "litellm-lanewatch"
 PATHS = ("direct", ALONE, WITH_HANDLER)
-_FIGURES = ("ttft_p50_ms", "ttft_p99_ms")
 
 
 def handler_cost(level: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Per TTFT quantile: the handler's row − LiteLLM alone's, round by round; the median and range."""
-    alone, on = level[ALONE]["rounds"], level[WITH_HANDLER]["rounds"]
-    out: dict[str, Any] = {}
-    for key in _FIGURES:
-        diffs = [b[key] - a[key] for a, b in zip(alone, on, strict=True)]
-        out[f"cost_{key}"] = statistics.median(diffs)
-        out[f"cost_{key}_range"] = [min(diffs), max(diffs)]
-    return out
+    return paired_diffs(level[ALONE]["rounds"], level[WITH_HANDLER]["rounds"], "cost")
 
 
 def run_litellm_handler(
@@ -76,6 +68,6 @@ def flat_keys(r: Mapping[str, Any]) -> dict[str, float]:
             for key in ("added_ttft_p50_ms", "added_ttft_p99_ms", "proxy_cpu_s_per_1k_chunks"):
                 out[f"{prefix}_{key.removeprefix('proxy_')}_{n}"] = round(float(f[key]), 4)
     for n, cost in r.get("cost", {}).items():
-        for key in _FIGURES:
+        for key in TTFT_FIGURES:
             out[f"litellm_handler_cost_{key}_{n}"] = round(float(cost[f"cost_{key}"]), 4)
     return out

@@ -228,10 +228,7 @@ def _tap_table(levels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[st
                 if direct
                 else _pair(f.get("added_chunk_delay_p50_ms"), f.get("added_chunk_delay_p99_ms"), signed=True)
             )
-            cpu = "—"
-            if not direct:
-                user = _f(f.get("proxy_user_cpu_s_per_1k_chunks"), 4)
-                cpu = f"{_f(f.get('proxy_cpu_s_per_1k_chunks'), 4)} ({user})"
+            cpu = "—" if direct else _proxy_cpu(f)
             errors = f" ({f['errors']} errors)" if f.get("errors") else ""
             lines.append(
                 f"| {_level(n)} | {name} | {f['requests']:,}{errors} | {f['chunks_per_s']:,.0f} | "
@@ -240,6 +237,11 @@ def _tap_table(levels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[st
                 f"{_f(f.get('sink_cpu_s_per_1k_chunks'), 4)} |"
             )
     return lines
+
+
+def _proxy_cpu(f: Mapping[str, Any]) -> str:
+    """A proxy's CPU seconds per 1,000 chunks, its user part in brackets."""
+    return f"{_f(f.get('proxy_cpu_s_per_1k_chunks'), 4)} ({_f(f.get('proxy_user_cpu_s_per_1k_chunks'), 4)})"
 
 
 def _litellm_section(r: Mapping[str, Any], method: str) -> list[str]:
@@ -267,10 +269,7 @@ def _litellm_section(r: Mapping[str, Any], method: str) -> list[str]:
                 lo, hi = cost["cost_ttft_p50_ms_range"]
                 own = _pair(cost["cost_ttft_p50_ms"], cost["cost_ttft_p99_ms"], signed=True)
                 own += f" ({lo:+.2f}…{hi:+.2f})"
-            cpu = "—"
-            if not direct:
-                user = _f(f.get("proxy_user_cpu_s_per_1k_chunks"), 4)
-                cpu = f"{_f(f.get('proxy_cpu_s_per_1k_chunks'), 4)} ({user})"
+            cpu = "—" if direct else _proxy_cpu(f)
             errors = f" ({f['errors']} errors)" if f.get("errors") else ""
             lines.append(
                 f"| {n} | {name} | {f['requests']:,}{errors} | {_pair(f['ttft_p50_ms'], f['ttft_p99_ms'])} | "
@@ -321,10 +320,7 @@ def _envoy_cost_section(r: Mapping[str, Any], method: str) -> list[str]:
             per_request = _f(c.get("envoy_cpu_ms_per_request"), 3)
             if "added_envoy_cpu_ms_per_request" in c:
                 per_request += f" ({c['added_envoy_cpu_ms_per_request']:+.3f})"
-            cpu = "—"
-            if not direct:
-                user = _f(f.get("proxy_user_cpu_s_per_1k_chunks"), 4)
-                cpu = f"{_f(f.get('proxy_cpu_s_per_1k_chunks'), 4)} ({user})"
+            cpu = "—" if direct else _proxy_cpu(f)
             sent = "—"
             if "log_entries" in c and f["requests"]:
                 sent = (

@@ -59,12 +59,21 @@ from .peer_paths import (
 )
 from .stream_client import LoadResult, close_all, open_connections, run_load
 
-__all__ = ["TapBench", "flat_keys", "parse_peers", "run_tap_bench", "summarize_level"]
+__all__ = [
+    "TTFT_FIGURES",
+    "TapBench",
+    "flat_keys",
+    "paired_diffs",
+    "parse_peers",
+    "run_tap_bench",
+    "summarize_level",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_MS, GAP_MS, CHUNKS = 50.0, 10.0, 41
 STREAM_S = (FIRST_MS + GAP_MS * (CHUNKS - 1)) / 1000  # one response's length: the stagger span
 PATHS = ("direct", "nginx", "pipe", "tap")
+TTFT_FIGURES = ("ttft_p50_ms", "ttft_p99_ms")
 
 
 @dataclass
@@ -354,6 +363,19 @@ def _path_figures(samples: list[_Sample]) -> dict[str, Any]:
 def _sink_figures(samples: list[_Sample], per_1k: float) -> dict[str, float]:
     sink = [s.sink_cpu_s for s in samples if s.sink_cpu_s is not None]
     return {"sink_cpu_s_per_1k_chunks": sum(sink) * per_1k} if sink else {}
+
+
+def paired_diffs(
+    base: Sequence[Mapping[str, float]], on: Sequence[Mapping[str, float]], prefix: str
+) -> dict[str, Any]:
+    """Per TTFT quantile: one path's rounds minus another's, round by round (they ran in the same
+    rounds, so load hits both alike); the median as `{prefix}_{key}`, the range beside it."""
+    out: dict[str, Any] = {}
+    for key in TTFT_FIGURES:
+        diffs = [b[key] - a[key] for a, b in zip(base, on, strict=True)]
+        out[f"{prefix}_{key}"] = statistics.median(diffs)
+        out[f"{prefix}_{key}_range"] = [min(diffs), max(diffs)]
+    return out
 
 
 def summarize_level(samples: dict[str, list[_Sample]]) -> dict[str, dict[str, Any]]:

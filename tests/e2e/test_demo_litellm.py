@@ -8,56 +8,27 @@ show where LiteLLM sent each request. The run takes about two and a half minutes
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lanewatch.collector.demo.configs import MODELS
-from lanewatch.collector.demo.supervisor import lanewatch_command
 from tests.conftest import require_binary
+from tests.e2e.router_demo import run_router_demo
 from tests.litellm import litellm_python
 
 # serial: beside two other test workers on two cores, the LiteLLM proxy (Python, CPU-bound per chunk)
 # stalled long enough to put the fast lane past its 0.5 s TTFT SLO, and the guard degraded it
 pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.timeout(480)]
 
-RUN_LIMIT_S = 420.0  # the process's own bound; the demo ends 15 s after the restore (~2.5 min here)
-MARGIN_S = 3.0  # the demo sees the handler's state by polling: keep requests near a change out
-SLOW_CLASSES = {"summary", "story"}  # the classes the demo's traffic asks the slow lane's model group for
-
-
-def _first(events: list[dict[str, Any]], kind: str) -> float:
-    times = [e["t"] for e in events if e["kind"] == kind and e.get("lane") == "slow"]
-    assert times, f"no {kind} of the slow lane in {events}"
-    return float(times[0])
-
 
 def test_demo_through_litellm_tells_the_whole_story_and_the_handler_moves_the_traffic(tmp_path: Path) -> None:
     for name in ("prometheus", "prometheus-alertmanager"):
         require_binary(name)
     litellm_python()
-    out = tmp_path / "out"
-    argv = [
-        *lanewatch_command(), "demo", "--router", "litellm", "--no-live", "--out", str(out),
-        "--rate", "2", "--warmup", "15", "--seed", "7", "--duration", "300",
-    ]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_LIMIT_S, check=False)
-    log = done.stdout[-6000:] + done.stderr[-3000:]
-    assert done.returncode == 0, log
-
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["router"] == "litellm" and summary["error"] is None
-    assert summary["story_complete"] is True, log
-    events = summary["events"]
-    injected, applied = _first(events, "fault_injected"), _first(events, "degrade_applied")
-    restored = _first(events, "degrade_restored")
-    assert next(e for e in events if e["kind"] == "degrade_applied")["shift_to"] == "fast"
-
-    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    demo = run_router_demo("litellm", tmp_path / "out")
+    summary, records = demo.summary, demo.records
     assert {r["source"] for r in records} == {"probe", "litellm"}  # no gateway in the path
     litellm = [r for r in records if r["source"] == "litellm"]
     # Each request the traffic sent is one record from the handler, none twice (the demo waits for
@@ -73,10 +44,7 @@ def test_demo_through_litellm_tells_the_whole_story_and_the_handler_moves_the_tr
     # The model group LiteLLM sent each request to is its lane's, and its deployment the lane.
     assert all(r["model"] == MODELS[r["lane"]] and r["attrs"]["deployment"] == r["lane"] for r in ok)
 
-    slow_asked = [r for r in ok if r["request_class"] in SLOW_CLASSES]
-    before = [r for r in slow_asked if r["started_at"] < injected]
-    during = [r for r in slow_asked if applied + MARGIN_S < r["started_at"] < restored - MARGIN_S]
-    after = [r for r in slow_asked if r["started_at"] > restored + MARGIN_S]
+    before, during, after = demo.slow_routed(ok)
     assert before and during and after, (len(before), len(during), len(after))
     # The handler's shift: the slow lane's requests went to the fast lane's model group, and back.
     assert all(r["lane"] == "fast" for r in during), [r["lane"] for r in during]
