@@ -15,7 +15,7 @@ import json
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +27,13 @@ from lanewatch.collector.probe.prompts import prompt_text
 
 __all__ = [
     "MIX",
+    "Noise",
     "Served",
     "Traffic",
     "TrafficClass",
     "mix_of",
     "next_arrival",
+    "noise_of",
     "pick_class",
     "routed_lane",
 ]
@@ -81,6 +83,45 @@ def routed_lane(cls: TrafficClass, fast_max_tokens: int = FAST_MAX_TOKENS) -> st
 
 
 @dataclass(frozen=True)
+class Noise:
+    """What real clients do besides streaming promptly: shares of the arrivals that ask for a
+    whole answer (no stream), upload their body slowly, or leave before the answer ends. None of
+    it says anything about a lane's TTFT, so none of it may move traffic."""
+
+    non_streamed: float = 0.0
+    slow_upload: float = 0.0
+    upload_s: float = 1.5  # a slow upload sends its body over this long
+    disconnect: float = 0.0
+    disconnect_after_s: float = 0.3
+
+    def __post_init__(self) -> None:
+        shares = (self.non_streamed, self.slow_upload, self.disconnect)
+        if any(not 0.0 <= s <= 1.0 for s in shares) or self.slow_upload + self.disconnect > 1.0:
+            raise ValueError(f"noise shares must lie in [0, 1], slow_upload + disconnect <= 1: {self}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Manner:
+    """How one arrival is sent."""
+
+    stream: bool = True
+    upload_s: float = 0.0  # 0: the body at once
+    leave_after_s: float | None = None  # None: read the answer to its end
+
+
+def noise_of(rng: random.Random, noise: Noise) -> _Manner:
+    """How the next arrival behaves under `noise`: streamed or not, then at most one of a slow
+    upload or an early disconnect."""
+    stream = rng.random() >= noise.non_streamed
+    pick = rng.random()
+    if pick < noise.slow_upload:
+        return _Manner(stream, upload_s=noise.upload_s)
+    if pick < noise.slow_upload + noise.disconnect:
+        return _Manner(stream, leave_after_s=noise.disconnect_after_s)
+    return _Manner(stream)
+
+
+@dataclass(frozen=True)
 class Served:
     """One answered request: when, its class, the lane it was routed to and the lane that served it."""
 
@@ -109,6 +150,7 @@ class Traffic:
         timeout_s: float = 120.0,
         models: Mapping[str, str] | None = None,
         lane_header: str = LANE_HEADER,
+        noise: Noise | None = None,
     ) -> None:
         self.url = f"{gateway_url}/v1/chat/completions"
         self.model = model
@@ -122,6 +164,9 @@ class Traffic:
         self.fast_max_tokens = fast_max_tokens  # the gateway's rule: up to this goes fast
         self.timeout_s = timeout_s  # a request open this long is given up
         self._rng = random.Random(seed)
+        self.noise = noise or Noise()
+        self._noise_rng = random.Random(seed + 1)  # apart, so a seed's classes stay the same with noise
+        self.manners: Counter[str] = Counter()  # non_streamed | slow_upload | disconnect -> sent
         self._seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self.sent = 0
@@ -180,26 +225,57 @@ class Traffic:
         return self.models.get(routed_lane(cls, self.fast_max_tokens), self.model)
 
     async def _send(self, session: aiohttp.ClientSession, cls: TrafficClass, seq: int) -> None:
+        manner = noise_of(self._noise_rng, self.noise)
         body = {
             "model": self.model_for(cls),
             "messages": [{"role": "user", "content": prompt_text(cls.spec, seq)}],
             "max_tokens": cls.spec.max_tokens,
             "ignore_eos": True,
-            "stream": True,
+            "stream": manner.stream,
         }
+        self._count(manner)
         self.sent += 1
+        data = json.dumps(body).encode()
+        headers = _headers(cls)
         try:
-            async with session.post(self.url, data=json.dumps(body), headers=_headers(cls)) as resp:
-                # Counted at the headers, which name the serving lane: the view follows a shift at once.
-                lane, degraded = (
-                    resp.headers.get(self.lane_header, "?"),
-                    resp.headers.get(DEGRADED_HEADER, ""),
-                )
-                self._served(cls, resp.status, lane, degraded, resp.headers.get(MODEL_HEADER, ""))
-                async for _ in resp.content.iter_any():
-                    pass
+            if manner.leave_after_s is None:
+                await self._exchange(session, cls, data, headers, manner.upload_s)
+            else:  # the client gives up early: the request is cancelled, its connection closed
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(manner.leave_after_s):
+                        await self._exchange(session, cls, data, headers, manner.upload_s)
         except (aiohttp.ClientError, TimeoutError) as exc:
             self.errors[type(exc).__name__] += 1
+
+    async def _exchange(
+        self,
+        session: aiohttp.ClientSession,
+        cls: TrafficClass,
+        data: bytes,
+        headers: dict[str, str],
+        upload_s: float,
+    ) -> None:
+        payload: bytes | Any = data
+        if upload_s > 0:  # Content-Length up front, the bytes dribbled: the client holds its body
+            headers = {**headers, "content-length": str(len(data))}
+            payload = _dribble(data, upload_s)
+        async with session.post(self.url, data=payload, headers=headers) as resp:
+            # Counted at the headers, which name the serving lane: the view follows a shift at once.
+            lane, degraded = (
+                resp.headers.get(self.lane_header, "?"),
+                resp.headers.get(DEGRADED_HEADER, ""),
+            )
+            self._served(cls, resp.status, lane, degraded, resp.headers.get(MODEL_HEADER, ""))
+            async for _ in resp.content.iter_any():
+                pass
+
+    def _count(self, manner: _Manner) -> None:
+        if not manner.stream:
+            self.manners["non_streamed"] += 1
+        if manner.upload_s > 0:
+            self.manners["slow_upload"] += 1
+        if manner.leave_after_s is not None:
+            self.manners["disconnect"] += 1
 
     def _served(self, cls: TrafficClass, status: int, lane: str, degraded: str, model: str) -> None:
         if status != 200:
@@ -223,6 +299,15 @@ class Traffic:
         if not rows:
             return None
         return sum(s.served == to for s in rows) / len(rows), len(rows)
+
+
+async def _dribble(data: bytes, seconds: float, pieces: int = 4) -> AsyncIterator[bytes]:
+    """`data` in `pieces` parts, the last sent `seconds` after the first."""
+    step = -(-len(data) // pieces)
+    for i in range(0, len(data), step):
+        if i:
+            await asyncio.sleep(seconds / (pieces - 1))
+        yield data[i : i + step]
 
 
 def _headers(cls: TrafficClass) -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from lanewatch.collector.config import RequestClass
-from lanewatch.collector.demo.traffic import Traffic, TrafficClass
+from lanewatch.collector.demo.traffic import Noise, Traffic, TrafficClass
 from tests.servers import serve_app
 from tests.waiting import eventually_async
 
@@ -29,6 +29,7 @@ class Upstream:
     bodies: list[dict[str, object]] = field(default_factory=list)
     classes: list[str] = field(default_factory=list)
     finished: int = 0
+    upload_s: list[float] = field(default_factory=list)  # from the head to the body's end
 
 
 @pytest.fixture
@@ -36,7 +37,9 @@ async def upstream() -> AsyncIterator[Upstream]:
     state = Upstream()
 
     async def chat(request: web.Request) -> web.StreamResponse:
-        body = await request.json()
+        head_at = time.monotonic()
+        body = json.loads(await request.read())
+        state.upload_s.append(time.monotonic() - head_at)
         state.bodies.append(body)
         state.classes.append(request.headers.get("x-lanewatch-class", ""))
         resp = web.StreamResponse(headers={"x-lanewatch-lane": "fast", "x-lanewatch-degraded": "shift"})
@@ -92,3 +95,21 @@ async def test_abort_cuts_the_drain_short(upstream: Upstream) -> None:
     await asyncio.wait_for(task, 60)
     assert time.monotonic() - started < 10.0  # not the 30 s the streams need
     assert upstream.finished == 0 and traffic.inflight == 0
+
+
+async def test_noise_sends_whole_answers_slow_uploads_and_leaves_early(upstream: Upstream) -> None:
+    noise = Noise(non_streamed=0.5, slow_upload=0.3, upload_s=0.6, disconnect=0.3, disconnect_after_s=0.2)
+    traffic = Traffic(upstream.url, "m", rate_per_s=20.0, seed=4, mix=mix(20), noise=noise)  # 1 s answers
+    stop = asyncio.Event()
+    task = asyncio.create_task(traffic.run(stop, drain_s=30.0))
+    await eventually_async(lambda: traffic.sent >= 30, 30, "thirty requests sent")
+    stop.set()
+    await asyncio.wait_for(task, 60)
+    streams = [b["stream"] for b in upstream.bodies]
+    assert streams.count(False) == traffic.manners["non_streamed"] > 0 and True in streams
+    slow = sorted(upstream.upload_s)[-traffic.manners["slow_upload"] :]
+    assert traffic.manners["slow_upload"] > 0 and min(slow) >= 0.5  # the body held about 0.6 s
+    assert sorted(upstream.upload_s)[0] < 0.1
+    # the ones that left early never saw their answer's end
+    assert traffic.manners["disconnect"] > 0
+    assert upstream.finished <= traffic.sent - traffic.manners["disconnect"]

@@ -9,7 +9,16 @@ from collections import Counter
 
 import pytest
 
-from lanewatch.collector.demo.traffic import MIX, Served, Traffic, next_arrival, pick_class, routed_lane
+from lanewatch.collector.demo.traffic import (
+    MIX,
+    Noise,
+    Served,
+    Traffic,
+    next_arrival,
+    noise_of,
+    pick_class,
+    routed_lane,
+)
 
 
 def test_arrival_gaps_are_exponential_with_the_rate() -> None:
@@ -52,3 +61,23 @@ def test_shifted_share_counts_recent_slow_routed_answers() -> None:
     assert (round(share, 3), n) == (0.667, 3)
     assert len(t.recent) == 5
     assert Traffic("http://x", "m", 1.0).shifted_share("slow", "fast") is None
+
+
+def test_noise_draws_each_manner_at_its_share_and_none_without_it() -> None:
+    rng = random.Random(5)
+    noise = Noise(non_streamed=0.5, slow_upload=0.1, disconnect=0.05, upload_s=1.5)
+    drawn = [noise_of(rng, noise) for _ in range(20_000)]
+    assert sum(not m.stream for m in drawn) / 20_000 == pytest.approx(0.5, abs=0.02)
+    assert sum(m.upload_s == 1.5 for m in drawn) / 20_000 == pytest.approx(0.1, abs=0.01)
+    assert sum(m.leave_after_s is not None for m in drawn) / 20_000 == pytest.approx(0.05, abs=0.01)
+    assert not any(m.upload_s and m.leave_after_s is not None for m in drawn)  # one manner at most
+    quiet = [noise_of(rng, Noise()) for _ in range(1000)]
+    assert all(m.stream and not m.upload_s and m.leave_after_s is None for m in quiet)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"non_streamed": 1.5}, {"slow_upload": -0.1}, {"slow_upload": 0.6, "disconnect": 0.6}]
+)
+def test_noise_refuses_shares_outside_zero_to_one(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="noise shares"):
+        Noise(**bad)
