@@ -4,8 +4,10 @@ One implementation for every place lanewatch classes a request (the gateway's `g
 the LiteLLM handler's `classes`): a rule names a class, and a request matching every criterion
 it gives is of that class; the first matching rule wins, else the default class. The measures
 are what vLLM reads of the body (common/request_reading.py), so a client cannot leave a batch
-class by leaving out a header. No regular expressions here (the gateway's RE2 routes live in
-classify_config.py), so the module imports in any environment that has pydantic.
+class by leaving out a header, and a `max_tokens` range holds the request's work (its bound x
+`n` or `best_of` x its prompts), so no client leaves it by asking for many short answers at
+once. No regular expressions here (the gateway's RE2 routes live in classify_config.py), so the
+module imports in any environment that has pydantic.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from lanewatch.collector.common.names import ClassName
-from lanewatch.collector.common.request_reading import ReadApi, read_max_tokens, read_prompt
+from lanewatch.collector.common.request_reading import ReadApi, read_max_tokens, read_prompt, read_sequences
 
 __all__ = [
     "DEFAULT_CLASS_RULES",
@@ -70,7 +72,8 @@ class ClassRule(_Section):
     name: ClassName
     models: list[str] = Field(default_factory=list)  # the requested model is one of these
     api: Literal["chat", "completions"] | None = None  # the route: /v1/chat/completions or /v1/completions
-    # the output bound vLLM reads (common/request_reading.py); unset: reading.missing_max_tokens
+    # the work: the output bound vLLM reads (unset: reading.missing_max_tokens) x the sequences
+    # (`n`, or `best_of` when larger) x the prompts (common/request_reading.py)
     max_tokens: IntRange | None = None
     prompt_chars: IntRange | None = None  # characters of all prompt text, + chars_per_token per token id
 
@@ -104,13 +107,13 @@ def holds(rng: IntRange, value: int | None) -> bool:
 
 
 def _matches(
-    rule: ClassRule, api: str, model: str | None, max_tokens: int | None, prompt_chars: int | None
+    rule: ClassRule, api: str, model: str | None, work: int | None, prompt_chars: int | None
 ) -> bool:
     if rule.models and model not in rule.models:
         return False
     if rule.api is not None and rule.api != api:
         return False
-    if rule.max_tokens is not None and not holds(rule.max_tokens, max_tokens):
+    if rule.max_tokens is not None and not holds(rule.max_tokens, work):
         return False
     return rule.prompt_chars is None or holds(rule.prompt_chars, prompt_chars)
 
@@ -120,22 +123,22 @@ def class_of(
     default: str,
     api: str,
     model: str | None,
-    max_tokens: int | None,
+    work: int | None,
     prompt_chars: int | None,
 ) -> str:
-    """The first rule's class the request matches, else `default`."""
+    """The first rule's class the request matches (`max_tokens` ranges over `work`), else `default`."""
     for rule in rules:
-        if _matches(rule, api, model, max_tokens, prompt_chars):
+        if _matches(rule, api, model, work, prompt_chars):
             return rule.name
     return default
 
 
 @dataclass(frozen=True, slots=True)
 class Measures:
-    """What class rules read of a request body: its model, output bound and prompt size."""
+    """What class rules read of a request body: its model, work and prompt size."""
 
     model: str | None
-    max_tokens: int
+    work: int  # output bound x sequences x prompts
     prompt_chars: int
 
 
@@ -145,8 +148,9 @@ def measure(body: Mapping[str, Any], api: ReadApi, reading: ReadingConfig) -> Me
     model = body.get("model")
     max_tokens = read_max_tokens(body, api)
     prompt = read_prompt(body, api)
+    bound = reading.missing_max_tokens if max_tokens is None else max_tokens
     return Measures(
         model if isinstance(model, str) else None,
-        reading.missing_max_tokens if max_tokens is None else max_tokens,
+        bound * read_sequences(body, api) * prompt.count,
         prompt.chars + reading.chars_per_token * prompt.tokens,
     )

@@ -7,8 +7,10 @@ absent from it has no degrade. A PUT carrying a revision older than the last one
 refused (`is_stale`), and so is a shift to a lane whose models the gateway does not know
 (`shifts_to_unknown_models`): either would send requests somewhere nobody meant them to go.
 Applying it to a request routed to lane L: shed when L (or the lane it is shifted to)
-sheds the request's class; shift a share of L's requests to L's `shift_to`; cap
-max_tokens at the smallest cap of L and the serving lane.
+sheds the request's class; shift a share of L's requests to L's `shift_to`; cap the
+request's work (max_tokens x `n` or `best_of` x prompts) at the smallest cap of L and the
+serving lane: max_tokens becomes at most floor(cap / (sequences x prompts)), and a request
+whose sequences x prompts alone exceed the cap is refused (`WorkOverCap`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from .degrade_wire import (
     parse_put,
 )
 from .degrade_wire import parse_lanes as parse_degrade
-from .request_reading import ReadApi, ReadingError, read_max_tokens, read_tokens
+from .errors import ProtocolViolation
+from .request_reading import ReadApi, ReadingError, read_max_tokens, read_tokens, work_units
 
 __all__ = [
     "ACTIONS",
@@ -37,6 +40,7 @@ __all__ = [
     "DegradeState",
     "LaneDegrade",
     "Shifter",
+    "WorkOverCap",
     "cap_max_tokens",
     "decide",
     "is_stale",
@@ -141,12 +145,32 @@ def decide(state: DegradeState, lane: str, request_class: str, shifter: Shifter)
     return Decision(lane, served, cap_max_tokens=cap, actions=actions)
 
 
+class WorkOverCap(ProtocolViolation, ValueError):
+    """A request whose sequences x prompts alone exceed the cap: no max_tokens brings it under."""
+
+    def __init__(self, cap: int, units: int) -> None:
+        super().__init__(
+            f"this lane caps a request's work at {cap} tokens for now; its n (or best_of) x prompts "
+            f"ask for {units} sequences, more than the cap at one token each: ask for fewer, or retry later"
+        )
+        self.cap = cap
+        self.units = units
+
+
 def cap_max_tokens(body: dict[str, Any], cap: int, api: ReadApi = "chat") -> bool:
-    """Clamp the output bound vLLM reads to `cap` (and the other field, if larger); True when changed.
+    """Bound the request's work by `cap`: clamp the output bound vLLM reads (and the other field, if
+    larger) to floor(cap / (sequences x prompts)); True when changed. WorkOverCap when that is 0.
 
     The body was read already (common/request_reading.py), so its counts are readable; a string
     or float count under the cap is left as it is, vLLM reads it so.
     """
+    try:
+        units = work_units(body, api)
+    except ReadingError:  # a count vLLM refuses (the gateway answered it 400 before): no work to bound
+        units = 1
+    if units > cap:
+        raise WorkOverCap(cap, units)
+    cap //= units
     changed = False
     for key in ("max_tokens", "max_completion_tokens"):
         value = _tokens_or_cap(body.get(key), cap)

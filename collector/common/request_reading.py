@@ -1,4 +1,4 @@
-"""How many tokens a request asks for and how big its prompt is, read as vLLM's request models read them.
+"""How many tokens a request asks for, its work, and how big its prompt is, read as vLLM reads them.
 
 One pure module that every router mirrors (the gateway's classes, routes and max_tokens cap; an
 Envoy Lua port or a LiteLLM handler). The rule, from vLLM 0.32's `ChatCompletionRequest` and
@@ -13,6 +13,15 @@ Envoy Lua port or a LiteLLM handler). The rule, from vLLM 0.32's `ChatCompletion
 - Prompt: chat counts the characters of every message's text; completions take `prompt` as
   text, a list of texts, token ids or a list of token-id lists (ids >= 0), and count characters
   and token ids apart.
+- Sequences: `n` (chat: null is 1; completions: null is refused, vLLM's `n: int`), or `best_of`
+  when larger. vLLM 0.32's chat and completions models have no `best_of` (an extra field it
+  ignores); earlier vLLM and other OpenAI servers generate `best_of` sequences and return `n`, so
+  it counts: reading it as smaller than a server may run it would let work pass a shed. Each is an
+  integer >= 1; a bool, a fraction or anything else is refused, naming the field.
+- Prompts: chat has one conversation; completions run one engine request per prompt as vLLM's
+  renderer splits them: each `prompt_embeds` entry, then text or token ids (one), or each text or
+  token-id list of a list. At least one counts.
+- Work: the bound x sequences x prompts, the tokens the request may have the engine generate.
 """
 
 from __future__ import annotations
@@ -31,7 +40,10 @@ __all__ = [
     "ReadingError",
     "read_max_tokens",
     "read_prompt",
+    "read_sequences",
     "read_tokens",
+    "read_work",
+    "work_units",
 ]
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's CompletionRequest.max_tokens default (and null's)
@@ -60,6 +72,7 @@ class PromptReading:
     chars: int = 0
     tokens: int = 0
     last_user: str | None = None
+    count: int = 1  # prompts the engine runs apart (a completions list): the work multiplies by it
 
 
 def read_tokens(value: Any, field: str) -> int | None:
@@ -93,9 +106,53 @@ def read_prompt(body: Mapping[str, Any], api: ReadApi) -> PromptReading:
     except ValidationError:
         raise ReadingError("prompt", "prompt must be text, a list of texts, or token ids") from None
     texts, tokens = _split(prompt)
-    embeds = body.get("prompt_embeds")  # no token count without decoding: its text counts as chars
-    chars = sum(len(t) for t in texts) + _embeds_chars(embeds)
-    return PromptReading(chars, tokens, texts[-1] if texts else None)
+    embeds = _embeds(body.get("prompt_embeds"))  # no token count without decoding: text counts as chars
+    chars = sum(len(t) for t in texts) + sum(len(e) for e in embeds)
+    count = len(embeds) + _prompts(prompt)
+    return PromptReading(chars, tokens, texts[-1] if texts else None, max(1, count))
+
+
+def read_sequences(body: Mapping[str, Any], api: ReadApi) -> int:
+    """The sequences each prompt runs: `n`, or `best_of` when larger; ReadingError naming the field
+    for a value vLLM refuses (or a bool, a fraction, a count below 1)."""
+    n = _count(body.get("n"), "n")
+    if n is None:
+        if api == "completions" and "n" in body:  # vLLM's CompletionRequest.n is `int`: null is refused
+            raise ReadingError("n", "n must be an integer >= 1; got null")
+        n = 1
+    best_of = _count(body.get("best_of"), "best_of")
+    return n if best_of is None else max(n, best_of)
+
+
+def work_units(body: Mapping[str, Any], api: ReadApi) -> int:
+    """Sequences x prompts: what one token of the bound costs the engine (the work's multiplier)."""
+    return read_sequences(body, api) * read_prompt(body, api).count
+
+
+def read_work(body: Mapping[str, Any], api: ReadApi, missing_max_tokens: int) -> int:
+    """The request's work: its bound (unset: `missing_max_tokens`) x sequences x prompts."""
+    bound = read_max_tokens(body, api)
+    return (missing_max_tokens if bound is None else bound) * work_units(body, api)
+
+
+def _count(value: Any, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):  # pydantic reads true as 1; a flag is no count, and says so
+        raise ReadingError(field, f"{field} must be an integer >= 1; got {str(value).lower()}")
+    count = read_tokens(value, field)
+    if count is None or count < 1:
+        raise ReadingError(field, f"{field} must be an integer >= 1; got {count}")
+    return count
+
+
+def _prompts(prompt: list[int] | list[list[int]] | str | list[str] | None) -> int:
+    """Engine requests of a validated `prompt`, as vLLM's prompt_to_seq splits it."""
+    if prompt is None:
+        return 0
+    if isinstance(prompt, str) or (prompt and all(isinstance(p, int) for p in prompt)):
+        return 1
+    return len(prompt)
 
 
 def _split(prompt: list[int] | list[list[int]] | str | list[str] | None) -> tuple[list[str], int]:
@@ -110,12 +167,15 @@ def _split(prompt: list[int] | list[list[int]] | str | list[str] | None) -> tupl
     return [], sum(len(p) for p in prompt if isinstance(p, list))
 
 
-def _embeds_chars(embeds: Any) -> int:
+def _embeds(embeds: Any) -> list[str]:
+    """`prompt_embeds` (vLLM's `bytes | list[bytes]`, base64 text in JSON): one prompt per entry."""
+    if embeds is None:
+        return []
     if isinstance(embeds, str):
-        return len(embeds)
-    if isinstance(embeds, list):
-        return sum(len(e) for e in embeds if isinstance(e, str))
-    return 0
+        return [embeds]
+    if isinstance(embeds, list) and all(isinstance(e, str) for e in embeds):
+        return list(embeds)
+    raise ReadingError("prompt_embeds", "prompt_embeds must be text or a list of texts")
 
 
 def _chat_prompt(messages: Any) -> PromptReading:

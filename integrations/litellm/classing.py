@@ -33,11 +33,11 @@ def request_class(
     settings: HandlerSettings, body: Mapping[str, Any] | None, headers: Mapping[str, Any] | None, api: Api
 ) -> str:
     """The class of a chat or completions request: a trusted class header, else the first class
-    rule the body matches, else `default_class`."""
+    rule the body matches (its work: max_tokens x `n` or `best_of` x prompts), else `default_class`."""
     if settings.trust_class_header and (hinted := header_class(headers, settings.class_header)):
         return hinted
     try:
         m = measure(body or {}, api, settings.reading)
     except ReadingError:  # a bound or prompt vLLM refuses with a 400: it costs the lane nothing
         return settings.default_class
-    return class_of(settings.classes, settings.default_class, api, m.model, m.max_tokens, m.prompt_chars)
+    return class_of(settings.classes, settings.default_class, api, m.model, m.work, m.prompt_chars)

@@ -1,10 +1,10 @@
 """Admission: what the gateway does with one completion request before anything goes upstream.
 
 It reads the JSON body, classes the request (classify.py), routes it to a lane (routing.py),
-applies the degrade state (a shift, a cap on max_tokens or a shed), serves the lane's name for
-the model (lane_models.py) and asks upstream for the usage chunk when the client did not. A
-request it refuses (bad JSON, a bad hint, an unknown model, a bad lane header, a shed) gets its
-answer here, without an upstream.
+applies the degrade state (a shift, a cap on the request's work or a shed), serves the lane's name
+for the model (lane_models.py) and asks upstream for the usage chunk when the client did not. A
+request it refuses (bad JSON, a bad hint or count, an unknown model, a bad lane header, a shed, a
+work no max_tokens brings under the cap) gets its answer here, without an upstream.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lanewatch.collector.common.degrade_state import Decision, cap_max_tokens, decide
+from lanewatch.collector.common.degrade_state import Decision, WorkOverCap, cap_max_tokens, decide
 from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER
 from lanewatch.collector.common.request_reading import ReadingError
 from lanewatch.collector.record.content import Message, request_messages
@@ -92,9 +92,12 @@ def _admit(gw: Gateway, request: Request, api: Api, peer: str | None) -> Admissi
     rewritten = changed = served != requested
     if rewritten:
         body["model"] = served  # re-encoded below, with any other change, in one dumps
-    if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens, api):
-        actions = (*actions, "cap_max_tokens")
-        changed = True
+    try:
+        if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens, api):
+            actions = (*actions, "cap_max_tokens")
+            changed = True
+    except WorkOverCap as exc:  # n x prompts alone exceed the cap: refused while the cap holds
+        raise _Refused(_over_cap(gw, decision, str(exc))) from None
     absent = "stream_options" not in body
     strip = _ask_usage(body)
     if strip and absent and not changed:
@@ -148,6 +151,20 @@ def _shed(gw: Gateway, decision: Decision, cls: str) -> Response:
             "Retry-After": str(gw.cfg.shed_retry_after_s),
             LANE_HEADER: lane,
             DEGRADED_HEADER: ",".join(decision.actions),
+        },
+    )
+
+
+def _over_cap(gw: Gateway, decision: Decision, message: str) -> Response:
+    actions = (*decision.actions, "cap_max_tokens")
+    _count(gw, decision.routed_lane, decision.served_lane, actions)
+    return error_response(
+        429,
+        message,
+        headers={
+            "Retry-After": str(gw.cfg.shed_retry_after_s),
+            LANE_HEADER: decision.served_lane,
+            DEGRADED_HEADER: ",".join(actions),
         },
     )
 

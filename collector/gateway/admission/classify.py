@@ -71,8 +71,8 @@ class Classifier:
         return any(addr in net or (mapped is not None and mapped in net) for net in self.networks)
 
     def by_rules(self, req: RouteInput, api: Api) -> str:
-        """The first rule's class the request matches, else the default class."""
-        return class_of(self.rules, self.default_class, api, req.model, req.max_tokens, req.prompt_chars)
+        """The first rule's class the request matches (`max_tokens` over its work), else the default class."""
+        return class_of(self.rules, self.default_class, api, req.model, req.work, req.prompt_chars)
 
     def hinted(self, value: str) -> str:
         """A trusted client's class: one of the gateway's classes, or `other`; ClassHintError if malformed."""
@@ -86,7 +86,7 @@ def classify_request(
     c: Classifier, headers: Mapping[str, str], peer: str | None, body: Mapping[str, object], api: Api
 ) -> tuple[str, RouteInput]:
     """The request's class and what routing reads of it (the lane header only from a trusted client);
-    ReadingError for a max_tokens, max_completion_tokens or prompt vLLM would refuse."""
+    ReadingError for a max_tokens, max_completion_tokens, n, best_of or prompt vLLM would refuse."""
     trusted = c.trusted(peer, headers.get(AUTHORIZATION))
     req = route_input(body, headers.get(LANE_HEADER) if trusted else None, api, c.reading)
     hint = headers.get(c.header) if trusted else None

@@ -3,8 +3,9 @@
 Order (first match wins): the `x-lanewatch-lane` header (read only from a client
 `gateway.hints` trusts, classify.py), the model-name map, a regex on
 the last user message (RE2, linear time, over its first `reading.regex_max_chars` characters),
-prompt length in characters (a token id counts `reading.chars_per_token`), max_tokens (as vLLM
-reads it, common/request_reading.py; unset: `reading.missing_max_tokens`); then the lane that
+prompt length in characters (a token id counts `reading.chars_per_token`), max_tokens over the
+work (the bound vLLM reads, unset: `reading.missing_max_tokens`, x `n` or `best_of` x prompts:
+common/request_reading.py); then the lane that
 owns the requested model when that is not the default lane (declared there, or listed there
 first: model_ownership.py); then the default lane.
 """
@@ -19,7 +20,7 @@ import re2  # type: ignore[import-untyped]
 
 from lanewatch.collector.common.class_rules import ReadingConfig
 from lanewatch.collector.common.errors import ProtocolViolation
-from lanewatch.collector.common.request_reading import ReadApi, read_max_tokens, read_prompt
+from lanewatch.collector.common.request_reading import ReadApi, read_max_tokens, read_prompt, read_sequences
 from lanewatch.collector.config import GatewayConfig
 
 from .lane_models import LaneModels
@@ -39,7 +40,8 @@ class RouteInput:
     model: str | None = None
     last_user_message: str | None = None  # cut to reading.regex_max_chars
     prompt_chars: int = 0  # text characters + chars_per_token per token id
-    max_tokens: int | None = None  # as vLLM reads it; unset: reading.missing_max_tokens
+    # the work: the bound vLLM reads (unset: reading.missing_max_tokens) x sequences x prompts
+    work: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,7 @@ def choose_lane(table: RouteTable, req: RouteInput) -> Routed:
         if rng.holds(req.prompt_chars):
             return Routed(rng.lane, "prompt_chars")
     for rng in table.max_tokens:
-        if rng.holds(req.max_tokens):
+        if rng.holds(req.work):
             return Routed(rng.lane, "max_tokens")
     if req.model is not None and req.model in table.served_elsewhere:
         return Routed(table.served_elsewhere[req.model], "served_model")
@@ -128,11 +130,12 @@ def route_input(
     model = body.get("model")
     max_tokens = read_max_tokens(body, api)
     prompt = read_prompt(body, api)
+    sequences = read_sequences(body, api)
     last = prompt.last_user
     return RouteInput(
         header_lane=header_lane,
         model=model if isinstance(model, str) else None,
         last_user_message=last[: rd.regex_max_chars] if last is not None else None,
         prompt_chars=prompt.chars + rd.chars_per_token * prompt.tokens,
-        max_tokens=rd.missing_max_tokens if max_tokens is None else max_tokens,
+        work=(rd.missing_max_tokens if max_tokens is None else max_tokens) * sequences * prompt.count,
     )

@@ -29,8 +29,8 @@ def test_the_first_rule_matching_every_criterion_wins_else_the_default() -> None
 def test_measures_count_a_missing_chat_bound_and_token_ids_as_the_reading_says() -> None:
     reading = ReadingConfig(missing_max_tokens=500, chars_per_token=3)
     m = measure({"model": "m", "messages": [{"role": "user", "content": "hello"}]}, "chat", reading)
-    assert (m.model, m.max_tokens, m.prompt_chars) == ("m", 500, 5)
+    assert (m.model, m.work, m.prompt_chars) == ("m", 500, 5)
     m = measure({"model": 7, "prompt": [1, 2]}, "completions", reading)
-    assert (m.model, m.max_tokens, m.prompt_chars) == (None, 16, 6)  # vLLM's completions default
+    assert (m.model, m.work, m.prompt_chars) == (None, 16, 6)  # vLLM's completions default
     assert class_of(DEFAULT_CLASS_RULES, "interactive", "chat", None, 1024, 0) == "batch"
     assert class_of(DEFAULT_CLASS_RULES, "interactive", "chat", None, 1023, 31_999) == "interactive"

@@ -115,7 +115,7 @@ def test_content_rules_win_over_the_served_model() -> None:
         update={"rules": CFG.rules.model_validate({"max_tokens": [{"lane": "slow", "min": 1000}]})}
     )
     table = RouteTable.from_config(cfg)
-    assert choose_lane(table, RouteInput(model="small", max_tokens=2000)).lane == "slow"
+    assert choose_lane(table, RouteInput(model="small", work=2000)).lane == "slow"
 
 
 def test_no_served_model_routing_when_the_default_lane_declares_nothing() -> None:

@@ -50,18 +50,18 @@ TABLE = RouteTable.from_config(CFG)
             "fast",
             "message_regex",
         ),  # first regex wins
-        (RouteInput(last_user_message="say hi", prompt_chars=10, max_tokens=1000), "fast", "prompt_chars"),
+        (RouteInput(last_user_message="say hi", prompt_chars=10, work=1000), "fast", "prompt_chars"),
         (RouteInput(prompt_chars=20), "fast", "prompt_chars"),  # bounds are inclusive
-        (RouteInput(prompt_chars=21, max_tokens=32), "fast", "max_tokens"),
+        (RouteInput(prompt_chars=21, work=32), "fast", "max_tokens"),
         (
-            RouteInput(prompt_chars=5000, max_tokens=8),
+            RouteInput(prompt_chars=5000, work=8),
             "slow",
             "prompt_chars",
         ),  # prompt length before max_tokens
-        (RouteInput(prompt_chars=100, max_tokens=33), "mid", "max_tokens"),
-        (RouteInput(prompt_chars=100, max_tokens=513), "slow", "default"),
+        (RouteInput(prompt_chars=100, work=33), "mid", "max_tokens"),
+        (RouteInput(prompt_chars=100, work=513), "slow", "default"),
         (
-            RouteInput(prompt_chars=100, max_tokens=None),
+            RouteInput(prompt_chars=100, work=None),
             "slow",
             "default",
         ),  # no max_tokens: no max_tokens rule
@@ -99,20 +99,21 @@ def test_explicit_default_lane() -> None:
                     },
                 ],
             },
-            RouteInput(model="m", last_user_message="last one", prompt_chars=8 + 5 + 2 + 8, max_tokens=9),
+            RouteInput(model="m", last_user_message="last one", prompt_chars=8 + 5 + 2 + 8, work=9),
         ),
         (
             {"model": "m", "max_tokens": 9, "max_completion_tokens": 4, "messages": []},
-            RouteInput(model="m", last_user_message=None, prompt_chars=0, max_tokens=4),
+            RouteInput(model="m", last_user_message=None, prompt_chars=0, work=4),
         ),
         # vLLM reads true as 1, and a completions request without max_tokens as 16
         (
             {"prompt": "abc", "max_tokens": True},
-            RouteInput(last_user_message="abc", prompt_chars=3, max_tokens=1),
+            RouteInput(last_user_message="abc", prompt_chars=3, work=1),
         ),
-        ({"prompt": ["ab", "cde"]}, RouteInput(last_user_message="cde", prompt_chars=5, max_tokens=16)),
+        # two prompts, each to 16 tokens: the work is 32
+        ({"prompt": ["ab", "cde"]}, RouteInput(last_user_message="cde", prompt_chars=5, work=32)),
         # token ids: no text, each counts reading.chars_per_token (4) chars
-        ({"prompt": [1, 2, 3], "model": 7}, RouteInput(prompt_chars=12, max_tokens=16)),
+        ({"prompt": [1, 2, 3], "model": 7}, RouteInput(prompt_chars=12, work=16)),
     ],
 )
 def test_route_input_from_body(body: dict[str, Any], expected: RouteInput) -> None:
