@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lanewatch.collector.common.inflight import Progress
+from lanewatch.collector.record.plausible import TTFT_SLACK_S
 from lanewatch.collector.record.timing import CLIENT_PHASES, RequestTiming
 
 __all__ = ["check_evidence", "check_progress", "client_phases_s"]
@@ -59,7 +60,7 @@ def check_evidence(
     ttft, e2e = record.ttft_s, record.e2e_s
     before = client_phases_s(record)
     src = f"{record.source} record"
-    if ttft is not None and e2e is not None and ttft > e2e + 1e-9:
+    if ttft is not None and e2e is not None and ttft > e2e + TTFT_SLACK_S:  # Envoy's whole ms
         breaches.append(f"ttft_s: {src} has ttft_s {ttft:.3f} past its e2e_s {e2e:.3f}")
     if not streamed:
         if ttft is not None:

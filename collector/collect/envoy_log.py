@@ -9,10 +9,17 @@ sets them all):
 - `upstream_host` (`%UPSTREAM_HOST%`): `target` (the lane without one);
 - `response_code` (`%RESPONSE_CODE%`): `status` (0, no response sent: none);
 - `response_flags` (`%RESPONSE_FLAGS%`): `error`, with the status (FLAG_ERRORS);
-- `ttft_us` or `ttft_ms` (`%COMMON_DURATION(DS_RX_BEG:US_RX_BODY_BEG:us)%`): `ttft_s`, the
-  upstream's first body byte;
-- `ttfb_us` or `ttfb_ms` (`%COMMON_DURATION(DS_RX_BEG:US_RX_BEG:us)%`): `ttfb_s`, its headers;
-- `duration_us` or `duration_ms` (`%DURATION%`): `e2e_s`;
+- `ttft_us` or `ttft_ms` (`%COMMON_DURATION(DS_RX_END:US_RX_BODY_BEG:us)%`): `ttft_s`, the
+  request body's last byte to the upstream's first body byte, for a streamed answer only;
+- `ttfb_us` or `ttfb_ms` (`%COMMON_DURATION(DS_RX_END:US_RX_BEG:us)%`): `ttfb_s`, its headers;
+- `duration_us` or `duration_ms` (`%DURATION%`, from the request's first byte): `e2e_s`, less the upload;
+- `upload_us` or `upload_ms` (`%COMMON_DURATION(DS_RX_BEG:DS_RX_END:us)%`): the client's upload,
+  its first byte to its body's last (`-` while it still uploads): taken out of `e2e_s` and added to
+  `started_at`, so every time of the record counts from the body's end (docs/slo.md, "The
+  evidence contract"), as the gateway's do;
+- `content_type` (`%RESP(CONTENT-TYPE)%`): `text/event-stream` is a streamed answer; any other
+  (or none) has no observable first token, so `ttft_s` is None (a non-streamed answer's first body
+  byte is its whole answer);
 - `request_id` (`%REQ(X-REQUEST-ID)%`): `request_id`;
 - `traceparent` (`%REQ(TRACEPARENT)%`, the one Envoy sent upstream): `trace_id`, and its
   parent-id as `span_id` (the span vLLM's `llm_request` span is under);
@@ -38,10 +45,14 @@ With the HCM's `access_log_options.access_log_flush_interval` set (deploy/envoy/
 Envoy also logs each stream still under way every interval, `access_log_type`
 (`%ACCESS_LOG_TYPE%`) `DownstreamPeriodic`; the entry at its end says `DownstreamEnd`. A periodic
 entry is no record: `progress_from_log` makes it the fast guard's progress event (reporter
-`envoy`, the id a hash of `x-request-id`), its age `%DURATION%` so far, or its TTFT once Envoy
-1.40 has the first body byte (`ttft_us` is `-` before it). `end_progress` makes the end entry's
+`envoy`, the id a hash of `x-request-id`), its age so far from the body's end (`%DURATION%` less
+`upload_us`), or its TTFT once Envoy 1.40 has the first body byte (`ttft_us` is `-` before it).
+Only a request that waits on a stream is judged: a periodic entry whose body is still uploading
+(`upload_us` `-`), or whose answer's head is not `text/event-stream` (a non-streamed request's
+head comes only with its whole answer), makes no event. `end_progress` makes the end entry's
 record the same request's last event, so the guard's judge, which judges an id once, never
-counts a request twice. An entry without `access_log_type` is an end entry, as before.
+counts a request twice. An entry without `access_log_type` is an end entry, as before. An entry
+without `upload_us` or `content_type` (an older access-log format) is taken as that format meant.
 """
 
 from __future__ import annotations
@@ -68,6 +79,7 @@ __all__ = [
     "NOT_INFERENCE",
     "PERIODIC",
     "REPORTER",
+    "STREAM_CONTENT_TYPE",
     "UNKNOWN_MODEL",
     "UNROUTED",
     "EnvoyLogEntry",
@@ -114,6 +126,8 @@ FLAG_ERRORS: Final[tuple[tuple[str, ErrorKind], ...]] = (
 ACCESS_LOG_TYPE: Final = "access_log_type"
 PERIODIC: Final = "DownstreamPeriodic"
 REPORTER: Final = "envoy"  # the fast guard's reporter for every Envoy: ids are x-request-id hashes
+# A streamed answer's media type: vLLM sends that head before prefill; a whole answer's comes with it
+STREAM_CONTENT_TYPE: Final = "text/event-stream"
 # Failures that say nothing of the lane, as the guard's judge takes a finished record (judge.py)
 _NOT_THE_LANES: Final = frozenset({ErrorKind.HTTP_4XX, ErrorKind.CLIENT_DISCONNECT})
 _FLAG_TOKENS: Final = re.compile(r"[A-Z]{1,8}")
@@ -155,6 +169,13 @@ def record_from_log(
     if trace_id is None:
         trace_id, span_id = _own_ids(entry)
     extras = {k: v for k in ("upstream_host", "response_flags", "route_name") if (v := _text(attrs, k))}
+    upload = _duration(attrs, "upload")
+    duration = _duration(attrs, "duration")
+    if upload is not None:  # every time from the body's end: the upload is the client's
+        e2e = None if duration is None else max(duration - upload, 0.0)
+    else:  # a body that never fully arrived never waited on the lane (or an older format: as it is)
+        e2e = None if _logged(attrs, "upload") else duration
+    started_at = entry.time_unix_nano / 1e9 + (upload or 0.0) if entry.time_unix_nano > 0 else 0.0
     record = RequestTiming(
         source="envoy",
         target=_text(attrs, "upstream_host") or lane,
@@ -162,15 +183,15 @@ def record_from_log(
         request_class=_request_class(_text(attrs, "request_class"), default_class),
         model=_text(attrs, "model") or _text(attrs, "route_name") or UNKNOWN_MODEL,
         api=api,
-        started_at=entry.time_unix_nano / 1e9 if entry.time_unix_nano > 0 else 0.0,
+        started_at=started_at,
         request_id=_text(attrs, "request_id"),
         trace_id=trace_id,
         span_id=span_id,
         status=status,
         error=error_kind(status, flags),
         ttfb_s=_duration(attrs, "ttfb"),
-        ttft_s=_duration(attrs, "ttft"),
-        e2e_s=_duration(attrs, "duration"),
+        ttft_s=_duration(attrs, "ttft") if _streamed(attrs) is not False else None,
+        e2e_s=e2e,
         attrs=extras,
     )
     check_plausible(record, received_at)
@@ -187,10 +208,11 @@ def progress_id(request_id: str) -> int:
     return int(hashlib.blake2b(request_id.encode(), digest_size=8).hexdigest()[:15], 16)
 
 
-def progress_from_log(entry: EnvoyLogEntry) -> Progress:
+def progress_from_log(entry: EnvoyLogEntry) -> Progress | None:
     """The fast guard's event for a periodic entry: its TTFT once the first body byte came, else its
-    age so far (`%DURATION%`). RecordError naming the attribute it cannot take (`path` for a route
-    that is not inference, `request_id` when there is none to name the request by)."""
+    age so far from the body's end; None while the body still uploads or the answer is no stream
+    (nothing the lane's TTFT is waiting on). RecordError naming the attribute it cannot take (`path`
+    for a route that is not inference, `request_id` when there is none to name the request by)."""
     attrs = entry.attributes
     if inference_api(_text(attrs, "path")) is None:
         raise RecordError("path", NOT_INFERENCE)
@@ -198,10 +220,16 @@ def progress_from_log(entry: EnvoyLogEntry) -> Progress:
     if request_id is None:
         raise RecordError("request_id", "a periodic entry needs one: it names the request")
     lane = _lane(_text(attrs, "upstream_cluster"))
+    upload = _duration(attrs, "upload")
+    if upload is None and _logged(attrs, "upload"):
+        return None  # still uploading: the client's time, not the lane's
+    if _streamed(attrs) is False:
+        return None  # no stream's head (yet): a whole answer's first token is not observable
     ttft = _duration(attrs, "ttft")
-    age = ttft if ttft is not None else _duration(attrs, "duration")
-    if age is None:
+    duration = _duration(attrs, "duration")
+    if duration is None and ttft is None:
         raise RecordError("duration_ms", "a periodic entry needs its duration so far")
+    age = ttft if ttft is not None else max((duration or 0.0) - (upload or 0.0), 0.0)
     if age > MAX_AGE_S:
         raise RecordError("duration_ms" if ttft is None else "ttft_us", "past any request's duration")
     return Progress(progress_id(request_id), lane, age, ttft is not None)
@@ -253,6 +281,19 @@ def _own_ids(entry: EnvoyLogEntry) -> tuple[str | None, str | None]:
     if len(trace_id) != 32 or not trace_id.strip("0"):
         return None, None
     return trace_id, span_id if len(span_id) == 16 and span_id.strip("0") else None
+
+
+def _streamed(attrs: Mapping[str, Any]) -> bool | None:
+    """Whether the answer's head says an event stream; None when the format logs no `content_type`."""
+    if "content_type" not in attrs:
+        return None
+    media = (_text(attrs, "content_type") or "").split(";", 1)[0].strip().lower()
+    return media == STREAM_CONTENT_TYPE
+
+
+def _logged(attrs: Mapping[str, Any], key: str) -> bool:
+    """True when the format logs `<key>_us` or `<key>_ms` at all (`-` included)."""
+    return f"{key}_us" in attrs or f"{key}_ms" in attrs
 
 
 def _text(attrs: Mapping[str, Any], key: str) -> str | None:

@@ -96,13 +96,13 @@ def admit_logs(
     """Each entry mapped to a record, or to a progress event when periodic, or refused alone (a
     decoder's Refusal too); at most `max_records` log records taken in all."""
 
-    def take(entry: LogItem) -> RequestTiming | Progress | Refusal:
+    def take(entry: LogItem) -> RequestTiming | Progress | Refusal | None:
         if isinstance(entry, Refusal):
             return entry
         if not is_access_log(entry.attributes):
             return Refusal(NOT_ACCESS_LOG)
         try:
-            if is_periodic(entry.attributes):
+            if is_periodic(entry.attributes):  # None: taken, but nothing for the guard (an upload, no stream)
                 return progress_from_log(entry)
             return record_from_log(entry, default_class, received_at)
         except RecordError as exc:

@@ -12,7 +12,7 @@ from tests.envoy import ACCESS_LOG_BOOTSTRAP, access_log_bootstrap, validate
 # The attributes collector/collect/envoy_log.py reads (durations as `<key>_us` or `<key>_ms`).
 READ = {
     "upstream_cluster", "upstream_host", "response_code", "response_flags", "request_id",
-    "traceparent", "request_class", "model", "route_name", "path",
+    "traceparent", "request_class", "model", "route_name", "path", "content_type",
 }  # fmt: skip
 
 
@@ -43,12 +43,15 @@ def test_envoy_rejects_a_broken_bootstrap(tmp_path: Any) -> None:
     assert validate(path).returncode != 0  # the check can fail
 
 
-def test_the_bootstrap_logs_what_the_mapping_reads_with_the_first_body_byte_as_ttft() -> None:
+def test_the_bootstrap_logs_what_the_mapping_reads_with_ttft_from_the_bodys_end() -> None:
     attrs = attributes(yaml.safe_load(ACCESS_LOG_BOOTSTRAP.read_text()))
     assert set(attrs) >= READ
-    for key in DURATION_KEYS:
+    for key in (*DURATION_KEYS, "upload"):
         assert f"{key}_us" in attrs or f"{key}_ms" in attrs
-    assert attrs["ttft_us"] == "%COMMON_DURATION(DS_RX_BEG:US_RX_BODY_BEG:us)%"
+    # the evidence contract (docs/slo.md): the TTFT clock starts when the body has fully arrived
+    assert attrs["ttft_us"] == "%COMMON_DURATION(DS_RX_END:US_RX_BODY_BEG:us)%"
+    assert attrs["upload_us"] == "%COMMON_DURATION(DS_RX_BEG:DS_RX_END:us)%"
+    assert attrs["content_type"] == "%RESP(CONTENT-TYPE)%"
     assert attrs["duration_ms"] == "%DURATION%"
     assert attrs["traceparent"] == "%REQ(TRACEPARENT)%"
     assert attrs["upstream_cluster"] == "%UPSTREAM_CLUSTER%"
