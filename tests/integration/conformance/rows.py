@@ -7,18 +7,20 @@ lanes and classes the same ways (routers.py):
   a request picks `fast` or `slow` by the `x-lanewatch-lane` header, `fast` by the path
   `/v1/completions`, or `fast` by naming a model of the fast lane; tried in that order.
 - classes: `batch` by the `x-tenant-tier: batch` header, `tagged` by a model (`small-x`,
-  `big-x`), `long` by `max_tokens >= 1000`, `huge` by a prompt of 2000 characters or more,
-  `bulk` by the path `/v1/completions`, `chat` by the path `/v1/chat/completions`; the first
-  that matches, in that order, else `interactive` (which no row sheds).
+  `big-x`), `long` by a work of 1000 tokens or more (`max_tokens` x `n`, or `best_of` when
+  larger, x the prompts of a `/v1/completions` list), `huge` by a prompt of 2000 characters or
+  more, `bulk` by the path `/v1/completions`, `chat` by the path `/v1/chat/completions`; the
+  first that matches, in that order, else `interactive` (which no row sheds).
 
 `expect` is the reference semantics, the gateway's (collector/common/degrade_state.py
 `decide` and the proxy's rewrite and headers), written out again here so that a gateway
 that drifts from it fails: a request routed to lane L sheds when L sheds its class; else a
 shift may move it to T, and it sheds when T sheds its class; else it is capped at the
-smaller of L's and T's caps; its `model` becomes the serving lane's first model when that
-lane does not serve it. A router that declares a gap (routers.py `Declared`: the actions its
-adapter lacks, and named gaps) is expected to behave as `expect` says with that gap, never
-otherwise.
+smaller of L's and T's caps, a cap bounding its work (max_tokens becomes at most
+floor(cap / (sequences x prompts)); sequences x prompts over the cap is a 429); its `model`
+becomes the serving lane's first model when that lane does not serve it. A router that
+declares a gap (routers.py `Declared`: the actions its adapter lacks, and named gaps) is
+expected to behave as `expect` says with that gap, never otherwise.
 """
 
 from __future__ import annotations
@@ -71,7 +73,10 @@ GAPS: Final[Mapping[str, str]] = {
     "class_by_header": "cannot class a request by a header",
     "class_by_path": "cannot class a request by its path",
     "class_by_model": "cannot class a request by the body's `model` (cannot read the body)",
-    "class_by_max_tokens": "cannot class a request by the body's `max_tokens` (cannot read the body)",
+    "class_by_max_tokens": (
+        "cannot class a request by its work, the body's `max_tokens` x `n` (or `best_of`) x prompts "
+        "(cannot read the body)"
+    ),
     "class_by_prompt_chars": "cannot class a request by its prompt's size (cannot read the body)",
     "rewrite_on_route": (
         "a request routed (not shifted) to a lane that does not serve its model is sent with "
@@ -83,7 +88,7 @@ GAPS: Final[Mapping[str, str]] = {
     ),
     "lane_headers": (
         "answers carry no `x-lanewatch-lane` or `x-lanewatch-model`, and only the router's own "
-        "429 carries `x-lanewatch-degraded` (`shed`)"
+        "429 carries `x-lanewatch-degraded` (`shed`, or `cap_max_tokens` for a work over the cap)"
     ),
 }
 LANE_HEADER, MODEL_HEADER, DEGRADED_HEADER = "x-lanewatch-lane", "x-lanewatch-model", "x-lanewatch-degraded"
@@ -107,7 +112,18 @@ class Request:
     path: str = CHAT
     model: str = "big"
     max_tokens: int = 8
-    prompt_chars: int = 2
+    prompt_chars: int = 2  # of each prompt
+    n: int | None = None
+    best_of: int | None = None
+    prompts: int = 1  # more than one: a `/v1/completions` prompt list
+
+    def sequences(self) -> int:
+        """What each prompt runs: `n`, or `best_of` when larger."""
+        return max(self.n or 1, self.best_of or 1)
+
+    def units(self) -> int:
+        """Sequences x prompts: what one token of max_tokens costs."""
+        return self.sequences() * (self.prompts if self.path == COMPLETIONS else 1)
 
     def headers(self, marker: str) -> dict[str, str]:
         """The request's headers; the upstream answers at once (no token pacing)."""
@@ -122,8 +138,9 @@ class Request:
         """The JSON body, not streamed."""
         text = "x" * self.prompt_chars
         body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "stream": False}
+        body |= {k: v for k, v in (("n", self.n), ("best_of", self.best_of)) if v is not None}
         if self.path == COMPLETIONS:
-            body["prompt"] = text
+            body["prompt"] = text if self.prompts == 1 else [text] * self.prompts
         else:
             body["messages"] = [{"role": "user", "content": text}]
         return body
@@ -181,12 +198,13 @@ def lane_of(req: Request, gaps: frozenset[str]) -> str:
 
 
 def class_of(req: Request, gaps: frozenset[str]) -> str:
-    """The request's class: the first rule that matches (header, model, max_tokens, prompt, path)."""
+    """The request's class: the first rule that matches (header, model, work, prompt, path)."""
+    chars = req.prompt_chars * (req.prompts if req.path == COMPLETIONS else 1)
     rules = [
         ("class_by_header", req.tier == "batch", "batch"),
         ("class_by_model", req.model in TAGGED_MODELS, "tagged"),
-        ("class_by_max_tokens", req.max_tokens >= LONG_MAX_TOKENS, "long"),
-        ("class_by_prompt_chars", req.prompt_chars >= HUGE_PROMPT_CHARS, "huge"),
+        ("class_by_max_tokens", req.max_tokens * req.units() >= LONG_MAX_TOKENS, "long"),
+        ("class_by_prompt_chars", chars >= HUGE_PROMPT_CHARS, "huge"),
         ("class_by_path", req.path == COMPLETIONS, "bulk"),
         ("class_by_path", req.path == CHAT, "chat"),
     ]
@@ -226,8 +244,14 @@ def expect(
         return Outcome(429, None, None, None, tuple(sorted(marks.items())))
     caps = [d.cap_max_tokens for d in (own, there) if d.cap_max_tokens is not None]
     max_tokens = req.max_tokens
-    if caps and max_tokens > min(caps):
-        max_tokens = min(caps)
+    if caps and req.units() > min(caps):  # one token a sequence is already over the cap: refused
+        actions.append("cap_max_tokens")
+        marks = {LANE_HEADER: served, DEGRADED_HEADER: ",".join(actions)}
+        if "lane_headers" in gaps:
+            marks = {DEGRADED_HEADER: "cap_max_tokens"}
+        return Outcome(429, None, None, None, tuple(sorted(marks.items())))
+    if caps and max_tokens > min(caps) // req.units():
+        max_tokens = min(caps) // req.units()
         actions.append("cap_max_tokens")
     rewrites = REWRITE_MODEL in declared.capabilities if served != lane else "rewrite_on_route" not in gaps
     model = req.model
@@ -338,6 +362,18 @@ def _class_row(way: str) -> Row:
 
 
 SLOW_TO_FAST = LaneDegrade(shift_to="fast", shift_percent=100)
+WORK_CAP: Final = 64
+# Short answers that add up: each a work of LONG_MAX_TOKENS or more, none with max_tokens that high.
+HIDDEN_WORK: Final = (
+    replace(TO_FAST, name="header fast, n 16 x 100", n=16, max_tokens=100),
+    replace(BY_PATH, name="path /v1/completions, best_of 20 x 100", best_of=20, max_tokens=100),
+    replace(BY_PATH, name="path /v1/completions, 50 prompts x 100", prompts=50, max_tokens=100),
+    replace(BY_MODEL, name="model small, n 2 x best_of 10 x 100", n=2, best_of=10, max_tokens=100),
+)
+SMALL_WORK: Final = (
+    replace(TO_FAST, name="header fast, n 2 x 8", n=2),
+    replace(BY_PATH, name="path /v1/completions, 4 prompts x 8", prompts=4),
+)
 TWO_LANE = {"slow": SLOW_TO_FAST, "fast": LaneDegrade(cap_max_tokens=3, shed_classes=("batch",))}
 UNDEGRADED_REQUESTS = (
     DEFAULT,
@@ -379,6 +415,25 @@ ROWS: Final[tuple[Row, ...]] = (
         (DEFAULT, Request("max_tokens 2", max_tokens=2), TO_FAST),
     ),
     Row(
+        "cap-work",
+        f"slow caps at {WORK_CAP}: the cap bounds n x max_tokens and a prompt list's work; n beyond the cap "
+        "is refused",
+        {"slow": LaneDegrade(cap_max_tokens=WORK_CAP)},
+        (
+            replace(DEFAULT, name="n 64 x 64", n=64, max_tokens=64),
+            replace(DEFAULT, name="n 4 x 100", n=4, max_tokens=100),
+            replace(DEFAULT, name="n 4 x 8", n=4),
+            Request(
+                "header slow, /v1/completions, 8 prompts x 100",
+                lane="slow",
+                path=COMPLETIONS,
+                prompts=8,
+                max_tokens=100,
+            ),
+            replace(DEFAULT, name="n 65 x 1", n=65, max_tokens=1),
+        ),
+    ),
+    Row(
         "shed-fastest",
         "fast (the fastest lane) sheds `batch`",
         {"fast": LaneDegrade(shed_classes=("batch",))},
@@ -392,6 +447,13 @@ ROWS: Final[tuple[Row, ...]] = (
         (_classed(DEFAULT, "header"), DEFAULT, _classed(TO_FAST, "header"), TO_FAST),
     ),
     *(_class_row(way) for way in CLASS_WAYS),
+    Row(
+        "class-by-work",
+        "fast sheds `long`: a work of 1000 tokens or more hidden in `n`, `best_of` or a prompt list of "
+        "short answers is shed as `long`; small ones are served",
+        {"fast": LaneDegrade(shed_classes=("long",))},
+        (*HIDDEN_WORK, *SMALL_WORK),
+    ),
     Row(
         "class-by-path-chat",
         "fast sheds `chat` (class by the path /v1/chat/completions), while fast is also chosen by "

@@ -56,3 +56,19 @@ def test_the_committed_doc_is_the_generated_one() -> None:
     assert DOC.read_text() == render(declarations()), (
         "docs/routers/conformance.md is stale: python -m tests.integration.conformance.doc"
     )
+
+
+def test_the_reference_classes_and_caps_a_requests_work() -> None:
+    shed = {"fast": LaneDegrade(shed_classes=("long",))}
+    assert (
+        expect(shed, Request("n", lane="fast", model="small", n=16, max_tokens=100), REFERENCE).status == 429
+    )
+    assert (
+        expect(shed, Request("n", lane="fast", model="small", n=9, max_tokens=100), REFERENCE).status == 200
+    )
+    listed = Request("list", path="/v1/completions", model="small", prompts=50, max_tokens=20)
+    assert expect(shed, listed, REFERENCE).status == 429
+    cap = {"slow": LaneDegrade(cap_max_tokens=64)}
+    assert expect(cap, Request("n", n=64, max_tokens=64), REFERENCE).max_tokens == 1
+    refused = expect(cap, Request("n", n=65, max_tokens=1), REFERENCE)
+    assert (refused.status, dict(refused.headers)["x-lanewatch-degraded"]) == (429, "cap_max_tokens")
