@@ -35,9 +35,10 @@ class GuardConfig(BaseModel):
     resolve_ratio: float | None = Field(default=None, ge=0, lt=1)
     resend_s: float = Field(default=5.0, gt=0, le=300)  # re-sent this often while firing
     tick_s: float = Field(default=0.1, gt=0, le=10)  # and at once when a miss arrives
-    # Sources judged by their finished records: they report no progress of their own (the gateway
-    # and the collector's prober do). Listing `tap` or `probe` here counts those twice.
-    record_sources: tuple[RecordSource, ...] = ("envoy", "litellm")
+    # Sources judged by their finished records: they report no progress of their own (the gateway,
+    # LiteLLM's handler and the collector's prober do). Listing `tap`, `probe` or `litellm` here
+    # counts those twice (`litellm` only for a handler whose progress_interval_s is null).
+    record_sources: tuple[RecordSource, ...] = ("envoy",)
 
     @model_validator(mode="after")
     def _consistent(self) -> GuardConfig:

@@ -4,7 +4,11 @@ The degrade controller's `litellm` adapter PUTs the whole state to `PUT /admin/d
 the gateway's own wire format (collector/common/degrade_wire.py), and reads it back with
 `GET /admin/degrade` (the revision the proxy holds). The endpoint is a stdlib HTTP server on a
 thread of its own (LiteLLM's routes belong to LiteLLM), on 127.0.0.1 unless told otherwise, behind
-a bearer token. The state is one immutable value swapped whole, so the hook on the proxy's event
+a bearer token. It meets a hostile client as any lanewatch listener does: a Content-Length that
+is not one plain number within 64 KiB is refused before a byte of the body is read (a PUT
+without one: 411), each connection's request must arrive within `admin_timeout_s`, and at most
+`admin_max_connections` are served at once (one more is answered 503 and closed at once). The
+state is one immutable value swapped whole, so the hook on the proxy's event
 loop reads it without a lock. A proxy the controller cannot reach keeps the last state it took.
 
 Per request (`plan`): the gateway's `decide` (collector/common/degrade_state.py) on the lane of
@@ -14,9 +18,14 @@ a cap clamps the output bound vLLM reads with the gateway's `cap_max_tokens`, a 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
+import re
+import socket
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,7 +44,7 @@ from lanewatch.collector.common.degrade_state import (
 )
 from lanewatch.collector.record.timing import Api
 
-__all__ = ["ADMIN_PATH", "DegradeHolder", "Plan", "plan", "serve_admin"]
+__all__ = ["ADMIN_PATH", "AdminServer", "DegradeHolder", "Plan", "body_length", "plan", "serve_admin"]
 
 log = logging.getLogger("lanewatch.litellm.degrade")
 ADMIN_PATH = "/admin/degrade"
@@ -99,8 +108,51 @@ def plan(
     return Plan(decision, group, capped)
 
 
-def _handler(holder: DegradeHolder, token: str | None) -> type[BaseHTTPRequestHandler]:
+_LENGTH = re.compile(r"^[0-9]{1,10}$")
+_BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reads, each given only what is left of the connection's time: a client that
+    sends its request a byte at a time cannot hold its thread past the deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock, self._deadline = sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the connection's time is up")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+
+def body_length(values: list[str] | None, method: str) -> tuple[int, str | None]:
+    """A request's body length from its Content-Length header(s): (length, None), or (status,
+    message naming the header) for one no server should read: missing on a PUT (411), not one
+    plain decimal (a sign, a fraction, two values: 400), or over the bound (413)."""
+    if not values:
+        return (411, "Content-Length: required on a PUT") if method == "PUT" else (0, None)
+    if len(values) > 1:
+        return 400, "Content-Length: sent more than once"
+    value = values[0].strip()
+    if not _LENGTH.match(value):
+        return 400, "Content-Length: not a non-negative whole number of bytes"
+    if int(value) > _MAX_BODY:
+        return 413, f"Content-Length: over {_MAX_BODY} bytes"
+    return int(value), None
+
+
+def _handler(holder: DegradeHolder, token: str | None, timeout_s: float) -> type[BaseHTTPRequestHandler]:
     class Admin(BaseHTTPRequestHandler):
+        def setup(self) -> None:
+            super().setup()
+            self.rfile.close()  # the connection's whole request must arrive within timeout_s
+            self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + timeout_s))
+
         def log_message(self, format: str, *args: Any) -> None:  # the base's signature
             log.debug(format, *args)
 
@@ -128,12 +180,19 @@ def _handler(holder: DegradeHolder, token: str | None) -> type[BaseHTTPRequestHa
         def do_PUT(self) -> None:
             if not self._allowed():
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > _MAX_BODY:
-                self._answer(413, {"error": {"message": "body too large"}})
+            if self.headers.get("Transfer-Encoding") is not None:
+                self._answer(411, {"error": {"message": "Transfer-Encoding: not taken; send Content-Length"}})
+                return
+            length, refused = body_length(self.headers.get_all("Content-Length"), "PUT")
+            if refused is not None:
+                self._answer(length, {"error": {"message": refused}})
+                return
+            data = self.rfile.read(length)
+            if len(data) < length:
+                self._answer(400, {"error": {"message": "Content-Length: the body ended short of it"}})
                 return
             try:
-                body = json.loads(self.rfile.read(length) or b"null")
+                body = json.loads(data or b"null")
             except ValueError:
                 self._answer(400, {"error": {"message": "the body is not JSON"}})
                 return
@@ -142,9 +201,52 @@ def _handler(holder: DegradeHolder, token: str | None) -> type[BaseHTTPRequestHa
     return Admin
 
 
-def serve_admin(holder: DegradeHolder, host: str, port: int, token: str | None) -> ThreadingHTTPServer:
+class AdminServer(ThreadingHTTPServer):
+    """The endpoint's server: one thread per connection, at most `max_connections` at once; one
+    more is answered 503 and closed on the listening thread, never queued into a thread."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int
+    ) -> None:
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self.refused = 0  # connections closed at once: the cap was reached
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on a thread of its own when a slot is free; else refuse it now."""
+        if not self._slots.acquire(blocking=False):
+            self.refused += 1
+            with contextlib.suppress(OSError):
+                request.setblocking(False)  # the listening thread never waits on this client
+                request.send(_BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """The connection's thread; its slot is free again when it ends."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def serve_admin(
+    holder: DegradeHolder,
+    host: str,
+    port: int,
+    token: str | None,
+    timeout_s: float = 5.0,
+    max_connections: int = 16,
+) -> AdminServer:
     """Serve GET/PUT /admin/degrade on a daemon thread; the server (its port is server_address[1])."""
-    server = ThreadingHTTPServer((host, port), _handler(holder, token))
-    server.daemon_threads = True
+    server = AdminServer((host, port), _handler(holder, token, timeout_s), max_connections)
     threading.Thread(target=server.serve_forever, name="lanewatch-admin", daemon=True).start()
     return server

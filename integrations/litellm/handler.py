@@ -1,15 +1,23 @@
 """The handler class a LiteLLM proxy config names: LiteLLM's `CustomLogger`, fed each request's
 standard logging payload on success and failure (litellm/integrations/custom_logger.py).
 
-Both events are awaited on the proxy's event loop, so each does only pure work and one queue
-append (shipping.py sends from a thread). Anything unexpected in a payload is counted and the
-request goes on: a bug here must never fail a request LiteLLM served.
+Its hooks and events are awaited on the proxy's event loop, so each does only pure work and one
+queue append or table update (shipping.py sends records from a thread; the progress reporter,
+common/progress_report.py, is one task on that loop whose POSTs never block it). The pre-call
+hook stamps when the body had fully arrived, which starts the TTFT clock of the record and of a
+streamed request's entry in the in-flight table (flights.py); the streaming iterator hook marks
+its first content chunk; the stream's close, the success or failure event or the failure hook
+ends it. Anything unexpected in a payload is counted and the request goes on: a bug here must
+never fail a request LiteLLM served.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from time import perf_counter
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
@@ -17,10 +25,12 @@ from litellm.proxy._types import ProxyException
 
 from lanewatch.collector.common.degrade_state import Shifter, WorkOverCap
 from lanewatch.collector.common.headers import DEGRADED_HEADER
+from lanewatch.collector.common.progress_report import ProgressReporter
 from lanewatch.collector.record.timing import RequestTiming
 
 from .classing import request_class
 from .degrade import DegradeHolder, plan, serve_admin
+from .flights import Flight, Flights, has_content
 from .records import API_OF_CALL, record_of
 from .settings import HandlerSettings
 from .shipping import RecordShipper
@@ -28,12 +38,16 @@ from .shipping import RecordShipper
 __all__ = ["LanewatchHandler"]
 
 log = logging.getLogger("lanewatch.litellm")
-CLASS_KEY = "lanewatch_class"  # where the pre-call hook leaves a request's class for its record
+# What the pre-call hook leaves in the proxy's note of a request (`proxy_server_request`, one dict
+# every later hook and event of the request sees), all JSON values as other loggers may dump it:
+CLASS_KEY = "lanewatch_class"  # its class, for its record
+BODY_AT_KEY = "lanewatch_body_at"  # when its body had fully arrived (Unix seconds): its record's start
+FLIGHT_KEY = "lanewatch_flight"  # a streamed request's id in the in-flight table
 
 
 def proxy_request(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What the proxy noted of the request (`litellm_params.proxy_server_request`): its
-    `arrival_time` (Unix seconds, as the request entered auth) and its headers (auth removed)."""
+    """What the proxy noted of the request (`litellm_params.proxy_server_request`): its headers
+    (auth removed), its body, and what the pre-call hook left there."""
     params = kwargs.get("litellm_params") or {}
     request = params.get("proxy_server_request") if isinstance(params, dict) else None
     return request if isinstance(request, dict) else {}
@@ -61,6 +75,17 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
                 timeout_s=settings.timeout_s,
                 retry_max_s=settings.retry_max_s,
             )
+        self.flights = Flights(settings.progress_max_flights, settings.progress_max_age_s)
+        self.progress: ProgressReporter | None = None
+        if settings.collector_url and settings.progress_interval_s is not None:
+            self.progress = ProgressReporter(
+                self.flights.table,
+                settings.collector_url,
+                settings.token(),
+                settings.progress_interval_s,
+                settings.timeout_s,
+                prefix="litellm",
+            )
         self.degrade = DegradeHolder(settings.order())
         self.lane_groups = settings.groups()
         self.shifter = Shifter()
@@ -68,14 +93,24 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
         if settings.admin_port is not None:
             host, port = settings.admin_host, settings.admin_port
             try:
-                self.admin = serve_admin(self.degrade, host, port, settings.admin_token())
+                self.admin = serve_admin(
+                    self.degrade,
+                    host,
+                    port,
+                    settings.admin_token(),
+                    settings.admin_timeout_s,
+                    settings.admin_max_connections,
+                )
             except OSError as e:  # a second worker of the same proxy: the port is the first's
                 log.error("lanewatch: no degrade endpoint on %s:%s (%s): no degrade here", host, port, e)
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: str
     ) -> dict[str, Any] | None:
-        """Degrade: shift (a new model group), cap (the body's output bound) or shed (a 429)."""
+        """The body has fully arrived: stamp it (the TTFT clock starts), then degrade: shift (a new
+        model group), cap (the body's output bound) or shed (a 429); a streamed request that goes on
+        enters the in-flight table."""
+        t0, body_at = perf_counter(), time.time()
         api = API_OF_CALL.get(call_type) or API_OF_CALL.get(f"a{call_type}")
         if api is None:
             return None
@@ -86,33 +121,89 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
             # LiteLLM snapshots the body again after this hook (a shift's model, a cap's bound): the
             # record takes the class decided here, from the same dict its payload carries.
             request[CLASS_KEY] = cls
+            request[BODY_AT_KEY] = body_at
         lane = self.settings.lanes.get(str(data.get("model")))
-        if lane is None or not self.degrade.state.lanes:
+        out = None
+        if lane is not None and self.degrade.state.lanes:
+            try:
+                p = plan(self.degrade.state, data, lane, cls, self.lane_groups, self.shifter, api)
+            except WorkOverCap as exc:  # n x prompts alone exceed the cap: refused while the cap holds
+                raise ProxyException(
+                    message=str(exc),
+                    type="RateLimitError",
+                    param=None,
+                    code=429,
+                    headers={
+                        "Retry-After": str(self.settings.shed_retry_after_s),
+                        DEGRADED_HEADER: "cap_max_tokens",
+                    },
+                ) from None
+            if p.decision.shed:  # LiteLLM logs the refusal as a failure event: its record comes from there
+                served = p.decision.served_lane
+                raise ProxyException(
+                    message=f"lane {served!r} is shedding request class {cls!r}; retry later",
+                    type="RateLimitError",
+                    param=None,
+                    code=429,
+                    # only the shed is named: LiteLLM's other answers carry no lanewatch headers
+                    headers={"Retry-After": str(self.settings.shed_retry_after_s), DEGRADED_HEADER: "shed"},
+                )
+            out = data
+        if isinstance(request, dict) and data.get("stream") is True:
+            self._begin(request, str(data.get("model")), t0)  # the lane that serves it, after a shift
+        return out
+
+    def _begin(self, request: dict[str, Any], group: str, t0: float) -> None:
+        """Enter a streamed request in the in-flight table (a lane with no name in the map: never)."""
+        lane = self.settings.lanes.get(group)
+        if self.progress is None or lane is None:
+            return
+        flight = self.flights.begin(lane, t0)
+        if flight is not None:
+            request[FLIGHT_KEY] = flight.rid
+        if not self.progress.running:  # started on the proxy's loop, at its first request
+            self.progress.start()
+
+    def _flight(self, data: Any) -> Flight | None:
+        """The flight of a request, from its request data or an event's kwargs; None if none."""
+        if not isinstance(data, dict):
             return None
+        request = data.get("proxy_server_request")
+        if not isinstance(request, dict):
+            request = proxy_request(data)
+        return self.flights.get(request.get(FLIGHT_KEY))
+
+    def _end(self, data: Any) -> None:
+        flight = self._flight(data)
+        if flight is not None:
+            self.flights.end(flight)
+
+    async def async_post_call_streaming_iterator_hook(
+        self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
+    ) -> AsyncIterator[Any]:
+        """The stream on its way to the client: its first content chunk, and its end (or the client's)."""
+        flight = self._flight(request_data)
+        if flight is None:
+            async for item in response:
+                yield item
+            return
         try:
-            p = plan(self.degrade.state, data, lane, cls, self.lane_groups, self.shifter, api)
-        except WorkOverCap as e:  # n x prompts alone exceed the lane's cap: refused while it holds
-            raise ProxyException(
-                message=str(e),
-                type="RateLimitError",
-                param=None,
-                code=429,
-                headers={
-                    "Retry-After": str(self.settings.shed_retry_after_s),
-                    DEGRADED_HEADER: "cap_max_tokens",
-                },
-            ) from None
-        if p.decision.shed:  # LiteLLM logs the refusal as a failure event: its record comes from there
-            served = p.decision.served_lane
-            raise ProxyException(
-                message=f"lane {served!r} is shedding request class {cls!r}; retry later",
-                type="RateLimitError",
-                param=None,
-                code=429,
-                # only the shed is named: LiteLLM's other answers carry no lanewatch headers
-                headers={"Retry-After": str(self.settings.shed_retry_after_s), DEGRADED_HEADER: "shed"},
-            )
-        return data
+            async for item in response:
+                if flight.first_at is None and has_content(item):
+                    Flights.first_token(flight, perf_counter())
+                yield item
+        finally:
+            self.flights.end(flight)
+
+    async def async_post_call_failure_hook(
+        self,
+        request_data: dict[str, Any],
+        original_exception: Exception,
+        user_api_key_dict: Any,
+        traceback_str: str | None = None,
+    ) -> None:
+        """The request failed in the proxy (a hook's refusal, the upstream's error): it waits no more."""
+        self._end(request_data)
 
     def take(self, kwargs: dict[str, Any]) -> RequestTiming | None:
         """The record of one event's payload, queued for the collector; None when it made none."""
@@ -123,9 +214,9 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
         settings = self.settings
         try:
             request = proxy_request(kwargs)
-            arrival = _seconds(request.get("arrival_time"))
+            body_at = _seconds(request.get(BODY_AT_KEY))
             cls = self.record_class(payload, request)
-            record = record_of(payload, settings.lanes, settings.target, cls, arrival)
+            record = record_of(payload, settings.lanes, settings.target, cls, body_at)
         except Exception:  # a payload no record can be made of (RecordError, odd types)
             self.skipped["unreadable"] += 1
             log.exception("lanewatch: a LiteLLM payload made no record")
@@ -149,11 +240,13 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
     async def async_log_success_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
     ) -> None:
-        """LiteLLM's success event: one record."""
+        """LiteLLM's success event: one record; a stream still in the table ends."""
+        self._end(kwargs)
         self.take(kwargs)
 
     async def async_log_failure_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
     ) -> None:
-        """LiteLLM's failure event: one record with the error's kind."""
+        """LiteLLM's failure event: one record with the error's kind; a stream still in the table ends."""
+        self._end(kwargs)
         self.take(kwargs)

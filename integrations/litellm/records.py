@@ -8,11 +8,15 @@ on failure, `error_information.error_code` (the HTTP status as text). Its `trace
 client's W3C `traceparent` trace id when the client sent one (else a LiteLLM uuid, which is no
 trace id and is left out).
 
-`startTime` is taken after the proxy's own work on the request (auth, reading the body, the
-pre-call hooks, the router: 15-55 ms on a loaded 2-core machine), so a record is timed from the
-proxy's `arrival_time` instead (`litellm_params.proxy_server_request.arrival_time`, stamped as
-the request enters auth) when the handler is given it: the TTFT a client sees, less its own
-network and the proxy's forwarding of the first chunk.
+The TTFT clock starts when the request's body has fully arrived (docs/slo.md, the evidence
+contract): the handler's pre-call hook stamps that moment (`body_at`, Unix seconds), after LiteLLM
+has read and parsed the body and before it calls the upstream, and a record is timed from it.
+LiteLLM's `arrival_time` is no start: it is stamped as the request enters auth, before the body
+is read, so it holds a slow client's upload. Without the stamp, the record is timed from
+`startTime` (taken after the proxy's own work: auth, the pre-call hooks, the router).
+
+Only a streamed answer has an observable first token: a non-streamed record has `ttft_s` None
+(its `completionStartTime` is the end), so it never counts toward a TTFT SLO.
 """
 
 from __future__ import annotations
@@ -79,16 +83,16 @@ def record_of(
     lanes: Mapping[str, str],
     target: str,
     request_class: str,
-    arrival: float | None = None,
+    body_at: float | None = None,
 ) -> RequestTiming | None:
-    """The record of one served request, timed from `arrival` (when the proxy took the request) when
+    """The record of one served request, timed from `body_at` (when its body had fully arrived) when
     known, else from LiteLLM's start of the call; None for a call type that is no generation."""
     api = API_OF_CALL.get(str(payload.get("call_type")))
     start = _seconds(payload.get("startTime"))
     if api is None or start is None:
         return None
-    if arrival is not None and arrival <= start:
-        start = arrival
+    if body_at is not None and body_at <= start:  # a stamp after LiteLLM's start is no stamp
+        start = body_at
     ok = payload.get("status") == "success"
     status = 200 if ok else _status(payload)
     e2e = _span(start, _seconds(payload.get("endTime")))

@@ -46,10 +46,18 @@ class HandlerSettings:
     interval_s: float = 1.0
     timeout_s: float = 5.0
     retry_max_s: float = 30.0
+    # Each streamed request's wait, reported to the collector's fast guard (`POST /v1/progress`) this
+    # often while it waits, with the token above (None: no reports, and the guard judges no LiteLLM
+    # request unless `guard.record_sources` lists `litellm`).
+    progress_interval_s: float | None = 0.1
+    progress_max_flights: int = 10_000  # streamed requests tracked at once; past it one is not reported
+    progress_max_age_s: float = 300.0  # a request tracked longer than this is dropped unseen
     # degrade: the state endpoint the controller's `litellm` adapter PUTs to (None: no degrade)
     admin_host: str = "127.0.0.1"
     admin_port: int | None = None  # 0: any free port (tests)
     admin_token_file: Path | None = None  # the bearer token the adapter sends
+    admin_timeout_s: float = 5.0  # a connection's budget per read and write: a silent one is closed
+    admin_max_connections: int = 16  # connections served at once; one more is closed unanswered
     lane_order: tuple[str, ...] = ()  # fastest first; default: the lanes in the order `lanes` names them
     lane_groups: Mapping[str, str] = field(default_factory=dict)  # lane -> the model group a shift sends
     shed_retry_after_s: int = 1
@@ -102,7 +110,31 @@ def settings_from(data: Mapping[str, Any]) -> HandlerSettings:
     out = HandlerSettings(**kwargs)
     if min(out.queue_records, out.batch_records) < 1 or min(out.interval_s, out.timeout_s) <= 0:
         raise ValueError("queue_records, batch_records, interval_s and timeout_s must be positive")
+    _check_bounds(out)
     return out
+
+
+def _check_bounds(out: HandlerSettings) -> None:
+    """ValueError naming the first setting out of its bounds."""
+    interval = out.progress_interval_s
+    if interval is not None and not (_number(interval) and 0 < interval <= 10):
+        raise ValueError("progress_interval_s: null, or seconds in (0, 10]")
+    if not (_whole(out.progress_max_flights) and out.progress_max_flights >= 1):
+        raise ValueError("progress_max_flights: a whole number of at least 1")
+    if not (_number(out.progress_max_age_s) and 1 <= out.progress_max_age_s <= 600):
+        raise ValueError("progress_max_age_s: seconds in [1, 600] (the guard forgets a request after 600)")
+    if not (_number(out.admin_timeout_s) and 0 < out.admin_timeout_s <= 300):
+        raise ValueError("admin_timeout_s: seconds in (0, 300]")
+    if not (_whole(out.admin_max_connections) and 1 <= out.admin_max_connections <= 1024):
+        raise ValueError("admin_max_connections: a whole number in [1, 1024]")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def load_settings(environ: Mapping[str, str] = os.environ) -> HandlerSettings:

@@ -59,12 +59,12 @@ def test_a_streamed_success_is_a_record_with_its_ttft_lane_and_tokens() -> None:
     )
 
 
-def test_the_proxys_arrival_starts_the_clock_when_it_is_earlier() -> None:
-    r = record_of(payload(), LANES, "litellm", "other", arrival=1_699_999_999.95)
+def test_the_bodys_end_starts_the_clock_when_it_is_earlier() -> None:
+    r = record_of(payload(), LANES, "litellm", "other", body_at=1_699_999_999.95)
     assert r is not None and r.started_at == 1_699_999_999.95
     assert r.ttft_s == pytest.approx(0.30) and r.e2e_s == pytest.approx(1.05)
-    later = record_of(payload(), LANES, "litellm", "other", arrival=1_700_000_000.1)
-    assert later is not None and later.ttft_s == 0.25  # an arrival after the start is no arrival
+    later = record_of(payload(), LANES, "litellm", "other", body_at=1_700_000_000.1)
+    assert later is not None and later.ttft_s == 0.25  # a stamp after LiteLLM's start is no stamp
 
 
 def test_the_lane_comes_from_the_group_then_the_deployment_else_unrouted() -> None:
