@@ -33,6 +33,7 @@ from lanewatch.collector.collect.otlp_wire import (
     json_list,
     json_value,
 )
+from lanewatch.collector.record.plausible import MAX_DURATION_S, count_problem
 from lanewatch.collector.record.rules import bad_duration
 
 # vLLM's span (vllm/tracing): one per finished request.
@@ -76,7 +77,7 @@ def span_from_attributes(
     """A ServerSpan from a span's attributes; None without the three phase attributes."""
     try:
         queue, prefill, decode = (float(attrs[k]) for k in (ATTR_QUEUE, ATTR_PREFILL, ATTR_DECODE))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: an int no float holds
         return None
     if trace_id.strip("0") == "":
         return None  # an invalid (all-zero) trace id can join nothing
@@ -104,7 +105,7 @@ def sender_key(peer: str, service: Any) -> str:
 def _opt(value: Any, kind: type[Any]) -> Any:
     try:
         return None if value is None else kind(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # int(inf), float(10**400)
         return None
 
 
@@ -174,12 +175,17 @@ REFUSED_JOIN = "join"  # its record could not take its times (the join's last ch
 
 
 def span_problem(span: ServerSpan) -> str | None:
-    """Why no record may take this span's times (NaN, infinite or negative), or None."""
+    """Why no record may take this span's times (NaN, infinite, negative, past any request's length)
+    or token counts (negative, past what one request holds: record/plausible.py's bounds), or None."""
     for name in ("queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s"):
-        if bad_duration(getattr(span, name)):
+        value = getattr(span, name)
+        if bad_duration(value):
             return f"{name.removesuffix('_s')} is not a finite, non-negative number of seconds"
-    if (span.prompt_tokens or 0) < 0 or (span.completion_tokens or 0) < 0:
-        return "a token count is negative"
+        if value is not None and value > MAX_DURATION_S:
+            return f"{name.removesuffix('_s')} is longer than any request ({MAX_DURATION_S:.0f} s)"
+    for name in ("prompt_tokens", "completion_tokens"):
+        if (why := count_problem(getattr(span, name))) is not None:
+            return f"{name}: {why}"
     return None
 
 

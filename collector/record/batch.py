@@ -7,7 +7,9 @@ is taken. Each record then stands alone: a bad one is refused (`Refused`: its in
 and reason) and the others are kept. Text is repaired rather than refused (lone surrogates,
 over-long labels: collector/record/rules.py), so only a record with a wrong type or a
 number no reader could use is refused, and a record no real request could be (plausible.py:
-a duration past its bound, a TTFT past e2e, a start far from `received_at`). Unknown keys are
+a duration past its bound, a TTFT past e2e, a token count past MAX_TOKENS, a start far from
+`received_at`); a whole number too long for Python's int (over 4,300 digits) is refused with
+its record, not with the body. Unknown keys are
 ignored, in a record (as `RequestTiming.from_json` does; `tpot_s` is derived) and beside
 `records`, so a newer sender still reaches an older collector.
 
@@ -76,6 +78,12 @@ class ParsedBatch:
     refused: list[Refused] = field(default_factory=list)
     ids: dict[int, str] = field(default_factory=dict)  # index in `records` -> the record_id it carried
 
+    def positions(self) -> list[int]:
+        """Each good record's index in the batch as sent (`records[k]` was item `positions()[k]`)."""
+        skipped = {r.index for r in self.refused}
+        total = len(self.records) + len(self.refused)
+        return [i for i in range(total) if i not in skipped]
+
 
 def encode_record(record: RequestTiming, with_id: bool = False) -> bytes:
     """One record's JSON (ValueError when a number is NaN or infinite); `with_id`: with a `record_id`
@@ -104,7 +112,7 @@ def parse_batch(body: bytes, max_records: int | None = None, received_at: float 
     # The json module, not msgspec's parser: that one refuses a whole body over one "\ud800"
     # escape, which the record then repairs (and a bare NaN, which the record then refuses alone).
     try:
-        doc = json.loads(body)
+        doc = _loads(body)
     except RecursionError:
         raise BatchError("not JSON (nested too deeply)") from None
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
@@ -128,3 +136,22 @@ def parse_batch(body: bytes, max_records: int | None = None, received_at: float 
             out.ids[len(out.records)] = rid
         out.records.append(record)
     return out
+
+
+def _loads(body: bytes) -> Any:
+    """The JSON value of a body; an integer too long for Python's int (json.loads refuses the whole
+    body over one) read as one past every bound, so its record alone is refused, naming the field."""
+    try:
+        return json.loads(body)
+    except ValueError:  # not JSON at all, or such an integer: only then the slower read
+        return json.loads(body, parse_int=_whole_number)
+
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # over sys.get_int_max_str_digits() digits
+        return -_PAST_EVERY_BOUND if text.startswith("-") else _PAST_EVERY_BOUND
+
+
+_PAST_EVERY_BOUND = 1 << 1100  # past int64, and past any float (about 1.8e308)

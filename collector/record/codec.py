@@ -10,8 +10,11 @@ what a generic validator costs, and builds no intermediate dict.
 
 What msgspec's parser refuses but a record file may hold, the standard json module reads and
 the record then judges: a lone surrogate escape (`"\\ud800"`, repaired to U+FFFD), and NaN,
-Infinity or `1e999` (refused, naming the field, as non-finite). Every refusal names the field
-the way a records line spells it (`itl_s.3`, `attrs.served_lane`, `itl_stats.max_s`).
+Infinity or `1e999` (refused, naming the field, as non-finite). A whole number no int64 holds
+(a token count of 10**400, a status of 2**64) is refused naming the field, as a float too large
+for a float is: no reader of a record (a float counter, the report's sums) can take it. Every
+refusal names the field the way a records line spells it (`itl_s.3`, `attrs.served_lane`,
+`itl_stats.max_s`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import FINITE_FIELDS, RequestTiming
 
-__all__ = ["RecordDecodeError", "convert_record", "decode_record", "encode_record_json"]
+__all__ = ["INT64_MAX", "RecordDecodeError", "convert_record", "decode_record", "encode_record_json"]
 
 _DECODER = msgspec.json.Decoder(RequestTiming)
 _ENCODER = msgspec.json.Encoder()
@@ -43,6 +46,11 @@ _OPEN_FLOATS = tuple(
     for f in dataclasses.fields(RequestTiming)
     if f.type in ("float", "float | None") and f.name not in FINITE_FIELDS
 )
+# The whole numbers of a record: msgspec takes any Python int for them (a JSON integer past uint64
+# decodes as a float and is refused as one, but json.loads gives the batch path ints of any size).
+_INT_FIELDS = tuple(f.name for f in dataclasses.fields(RequestTiming) if f.type == "int | None")
+INT64_MAX = 2**63 - 1
+_PAST_INT64 = "a whole number no 64-bit integer holds"
 
 
 class RecordDecodeError(ProtocolViolation, ValueError):
@@ -65,13 +73,16 @@ def encode_record_json(record: RequestTiming) -> bytes:
 def decode_record(data: bytes | str) -> RequestTiming:
     """The record a JSON object spells; RecordDecodeError says why it is not one."""
     try:
-        return _DECODER.decode(data)
+        record = _DECODER.decode(data)
     except msgspec.ValidationError as exc:
         if "Number out of range" not in str(exc):  # 1e999: the json module reads it as infinity
             raise _refusal(exc, data) from None
         why = str(exc)
     except msgspec.DecodeError as exc:  # a lone surrogate, NaN: the json module reads them
         why = str(exc).removeprefix("JSON is malformed: ")
+    else:
+        _check_int64(record)  # past int64 up to uint64, msgspec still decodes an int
+        return record
     text = _text(data)  # outside the try below: text that is not UTF-8 says so, not "not JSON"
     try:
         obj = json.loads(text)
@@ -88,6 +99,7 @@ def convert_record(obj: Any) -> RequestTiming:
         raise _refusal(exc, obj) from None
     if (name := _non_finite(record)) is not None:
         raise RecordDecodeError(name, "not a finite number")
+    _check_int64(record)
     return record
 
 
@@ -98,6 +110,17 @@ def _non_finite(record: RequestTiming) -> str | None:
         if value is not None and not math.isfinite(value):
             return name
     return None
+
+
+def _check_int64(record: RequestTiming) -> None:
+    """RecordDecodeError naming the first whole number of the record that no int64 holds."""
+    for name in _INT_FIELDS:
+        value = getattr(record, name)
+        if value is not None and not -INT64_MAX <= value <= INT64_MAX:
+            raise RecordDecodeError(name, _PAST_INT64)
+    stats = record.itl_stats
+    if stats is not None and stats.count > INT64_MAX:
+        raise RecordDecodeError("itl_stats.count", _PAST_INT64)
 
 
 def _text(data: bytes | str) -> str:
