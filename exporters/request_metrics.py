@@ -3,7 +3,8 @@
 `RequestMetrics` turns records into the histograms and counters every alert and dashboard
 reads (names.py), keeps each family within the series budget (series_budget.py), and
 renders its own exposition incrementally (exposition.py): only what changed since the last
-scrape is written again.
+scrape is written again. A record is counted whole or not at all: every value it feeds is
+computed (and any that no float holds raises) before the first series moves.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -164,6 +165,7 @@ _COUNTER_FAMILIES = tuple(f for f in FAMILIES if f.buckets is None)
 # Families fed by their getter: those every request feeds, and those only a success does.
 _EVERY = tuple(f for f in FAMILIES if f.get is not None and f.every_request)
 _SUCCESS = tuple(f for f in FAMILIES if f.get is not None and not f.every_request)
+_EVERY_AND_SUCCESS = (*_EVERY, *_SUCCESS)  # what a successful request feeds, in that order
 
 
 _LANE_AT = names.REQUEST_LABELS.index(names.LANE)
@@ -187,24 +189,16 @@ class _Histogram:
         self.total += value
         self.version += 1
 
-    def observe_many(self, bounds: Sequence[float], values: Iterable[float]) -> None:
-        counts, find, total = self.counts, bisect.bisect_left, 0.0
-        for value in values:  # one record's ITL gaps: dozens, on the gateway's request path
-            counts[find(bounds, value)] += 1
-            total += value
-        self.total += total
-        self.version += 1
-
-    def observe_sample(
-        self, bounds: Sequence[float], values: Sequence[float], count: int, total: float
-    ) -> None:
-        """A sample of `count` values summing to `total`: count and sum exact, buckets scaled from it."""
-        counts, find = self.counts, bisect.bisect_left
-        share, extra = divmod(
-            count, len(values)
-        )  # each value stands for `share` (the first `extra`, one more)
-        for i, value in enumerate(values):
-            counts[find(bounds, value)] += share + (i < extra)
+    def add(self, spread: _Spread) -> None:
+        """Take observations already placed in buckets (`_itl_spread`)."""
+        counts = self.counts
+        places, weights, total = spread
+        if weights is None:
+            for i in places:  # one record's ITL gaps: dozens, on the gateway's request path
+                counts[i] += 1
+        else:
+            for i, weight in zip(places, weights, strict=True):
+                counts[i] += weight
         self.total += total
         self.version += 1
 
@@ -299,57 +293,52 @@ class RequestMetrics(Collector):
         return dataclasses.replace(record, target=over, request_class=over, model=over)
 
     def observe(self, record: RequestTiming) -> None:
-        """Count a finished request; latency histograms take only requests that succeeded."""
+        """Count a finished request; latency histograms take only requests that succeeded. A value no
+        float holds (a token count of 10**400) raises before any series moved: nothing is counted."""
         record = self.cap(record)
         labels = tuple(str(getattr(record, label)) for label in names.REQUEST_LABELS)
+        # First every value the record feeds, where anything can fail (float() of a huge int, a
+        # getter's division, a sample's spread); then the series, where nothing can.
+        kind = metric_error_kind(record)
+        prompt = float(record.prompt_tokens or 0)
+        output = float(record.output_tokens or 0)
+        ok = record.ok
+        fed = [
+            (f, float(v))
+            for f in (_EVERY_AND_SUCCESS if ok else _EVERY)
+            if (v := _get(f, record)) is not None
+        ]
+        itl = _itl_spread(record) if ok else None
+        parts = list(breakdown(record).items()) if ok else []
+        goodput = self._goodput
+        result = outcome(goodput, record) if goodput is not None else None
+        routed = routed_lane(record) if result is not None else ""
         with self._lock:
             self._inc(names.REQUESTS_TOTAL, self._requests, labels)
-            kind = metric_error_kind(record)
             if kind is not None:
                 self._inc(names.REQUEST_ERRORS_TOTAL, self._errors, (*labels, kind))
-            if record.prompt_tokens:
-                self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "input"), record.prompt_tokens)
-            if record.output_tokens:
-                self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "output"), record.output_tokens)
-            for family in _EVERY:
-                self._feed(family, record, labels)
-            if record.ok:
-                self._observe_latencies(record, labels)
-            if self._goodput is not None:
-                self._judge(record, labels, self._goodput)
+            if prompt:
+                self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "input"), prompt)
+            if output:
+                self._inc(names.TOKENS_TOTAL, self._tokens, (*labels, "output"), output)
+            for family, value in fed:  # a histogram observes its getter's value, a counter adds it
+                if family.buckets is not None:
+                    self._hist(family.name, labels).observe(family.buckets, value)
+                elif value:
+                    self._inc(family.name, self._sums[family.name], labels, value)
+            if itl is not None:
+                self._hist(names.ITL_SECONDS, labels).add(itl)
+            for part, value in parts:
+                self._hist(names.PHASE_SECONDS, (*labels, part)).observe(names.LATENCY_BUCKETS, value)
+            if result is not None:
+                self._judge(labels, routed, result)
 
-    def _judge(self, record: RequestTiming, labels: LabelValues, goodput: Goodput) -> None:
-        result = outcome(goodput, record)
-        if result is None:
-            return
-        lane = self._bounded(names.LANE, routed_lane(record), self._lanes)
+    def _judge(self, labels: LabelValues, routed_to: str, result: str) -> None:
+        lane = self._bounded(names.LANE, routed_to, self._lanes)
         routed = tuple(
             lane if label == names.LANE else v for label, v in zip(names.REQUEST_LABELS, labels, strict=True)
         )
         self._inc(names.GOODPUT_REQUESTS_TOTAL, self._judged, (*routed, result))
-
-    def _feed(self, family: Family, record: RequestTiming, labels: LabelValues) -> None:
-        """Give a family its getter's value of the record: a histogram observes it, a counter adds it."""
-        assert family.get is not None  # only families with a getter are fed here
-        value = family.get(record)
-        if value is None:
-            return
-        if family.buckets is not None:
-            self._hist(family.name, labels).observe(family.buckets, float(value))
-        elif value:
-            self._inc(family.name, self._sums[family.name], labels, float(value))
-
-    def _observe_latencies(self, r: RequestTiming, labels: LabelValues) -> None:
-        for family in _SUCCESS:
-            self._feed(family, r, labels)
-        if r.itl_stats is not None:  # itl_s is a sample of a long stream's gaps (collector/record/itl.py)
-            stats = r.itl_stats
-            hist = self._hist(names.ITL_SECONDS, labels)
-            hist.observe_sample(names.LATENCY_BUCKETS, r.itl_s, stats.count, stats.sum_s)
-        elif r.itl_s:
-            self._hist(names.ITL_SECONDS, labels).observe_many(names.LATENCY_BUCKETS, r.itl_s)
-        for part, value in breakdown(r).items():
-            self._hist(names.PHASE_SECONDS, (*labels, part)).observe(names.LATENCY_BUCKETS, value)
 
     def _hist(self, name: str, labels: LabelValues) -> _Histogram:
         series = self._hists[name]
@@ -483,6 +472,36 @@ _BUDGETED = (
     names.WINDOW_QUANTILE_SECONDS,
 )
 _GROUP_COST = (len(METRICS) + 1) * len(QUANTILES)  # a window group's quantile rows (METRICS and itl)
+
+
+def _get(family: Family, record: RequestTiming) -> float | None:
+    assert family.get is not None  # only families with a getter are fed by it
+    return family.get(record)
+
+
+# One record's observations of a histogram, placed: bucket indexes, each one's weight (None: 1
+# each), and their sum.
+_Spread = tuple[list[int], list[int] | None, float]
+
+
+def _itl_spread(r: RequestTiming) -> _Spread | None:
+    """The record's gaps placed in the ITL histogram's buckets; None without gaps. A record whose
+    itl_s is a sample (itl_stats: collector/record/itl.py) gives its exact count and sum, the buckets
+    scaled from the sample."""
+    bounds, find = names.LATENCY_BUCKETS, bisect.bisect_left
+    places = [find(bounds, value) for value in r.itl_s]  # `le` is inclusive
+    stats = r.itl_stats
+    if stats is None:
+        total = 0.0
+        for value in r.itl_s:
+            total += value
+        return (places, None, total) if places else None
+    if not places and not stats.count:
+        return None
+    # each value stands for `share` gaps (the first `extra` of them, one more); a count without a
+    # sample to spread it over raises here, before anything is counted
+    share, extra = divmod(stats.count, len(places))
+    return places, [share + (i < extra) for i in range(len(places))], stats.sum_s
 
 
 def _counter(name: str, doc: str, extra: tuple[str, ...], series: dict[LabelValues, float]) -> Metric:

@@ -10,6 +10,11 @@ them; `refused_sink(m)` counts them on /metrics). A record no real request could
 (collector/record/plausible.py, its start judged against the body's arrival) is refused alike.
 A record whose `record_id` was taken lately (the last `recent_ids` ids) is a batch sent again:
 it counts as accepted, one of the `duplicates`, and does not reach `receive` a second time.
+Every record is checked before any is applied, then each is handed to `receive` on its own: one
+that `receive` raises on (a fault of the collector's, not the sender's) took nothing (the request
+metrics take a record whole or not at all) and is listed among the refused, field null, while the
+others are taken. Only when no record of the batch could be applied is the answer 500, and then
+nothing of the batch was taken, so a sender that sends it again counts nothing twice.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request, Response
@@ -25,7 +31,7 @@ from fastapi import Request, Response
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
 from lanewatch.collector.common.headers import AUTHORIZATION
-from lanewatch.collector.record.batch import BatchError, ParsedBatch, parse_batch
+from lanewatch.collector.record.batch import BatchError, ParsedBatch, Refused, parse_batch
 from lanewatch.collector.record.recent_ids import RecentIds
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -53,17 +59,37 @@ def authorized(header: str | None, token: str | None) -> bool:
     return token is None or bearer_ok(header, token)
 
 
-def fresh_records(batch: ParsedBatch, recent: RecentIds) -> list[RequestTiming]:
-    """The batch's good records not taken before (by record_id), each id remembered now."""
-    out = []
-    for i, record in enumerate(batch.records):
-        rid = batch.ids.get(i)
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What became of a batch's good records: taken, taken before (by record_id), or failed in `receive`."""
+
+    taken: int = 0
+    duplicates: int = 0
+    failed: list[Refused] = field(default_factory=list)
+
+
+def apply_batch(batch: ParsedBatch, recent: RecentIds, receive: RecordsSink) -> Applied:
+    """Each good record not taken before handed to `receive` alone, its id remembered once taken; one
+    that `receive` raises on is `failed` (at its index in the batch) and the others still go."""
+    positions = batch.positions()
+    taken = duplicates = 0
+    failed: list[Refused] = []
+    for k, record in enumerate(batch.records):
+        rid = batch.ids.get(k)
+        if rid is not None and rid in recent:
+            duplicates += 1
+            continue
+        try:
+            receive([record])
+        except Exception as exc:  # a fault of ours: this record alone is lost, said so, and the rest go on
+            log.exception("records[%d] could not be applied", positions[k])
+            why = f"not applied: the collector failed ({type(exc).__name__})"
+            failed.append(Refused(positions[k], None, why))
+            continue
         if rid is not None:
-            if rid in recent:
-                continue
             recent.add(rid)
-        out.append(record)
-    return out
+        taken += 1
+    return Applied(taken, duplicates, failed)
 
 
 def records_endpoint(
@@ -92,10 +118,10 @@ def records_endpoint(
             batch = parse_batch(body, max_records, wall_clock())
         except BatchError as exc:
             return _error(400, str(exc), field=exc.field)
-        fresh = fresh_records(batch, recent)
-        if fresh:
-            receive(fresh)
-        refused = batch.refused
+        applied = apply_batch(batch, recent, receive)
+        if applied.failed and not (applied.taken or applied.duplicates):  # nothing taken: may be sent again
+            return _error(500, f"no record of the batch could be applied ({applied.failed[0].reason})")
+        refused = sorted([*batch.refused, *applied.failed], key=lambda r: r.index)
         if refused:
             if refused_sink is not None:
                 refused_sink(len(refused))
@@ -103,13 +129,13 @@ def records_endpoint(
             log.warning(
                 "refused %d of %d records (records[%d].%s: %s)",
                 len(refused),
-                len(refused) + len(batch.records),
+                len(batch.refused) + len(batch.records),
                 first.index,
                 first.field,
                 first.reason,
             )
         listed = [r.to_json() for r in refused[:MAX_REFUSED_LISTED]]
-        accepted, duplicates = len(batch.records), len(batch.records) - len(fresh)
+        accepted, duplicates = applied.taken + applied.duplicates, applied.duplicates
         answer = {
             "accepted": accepted,
             "refused": listed,

@@ -372,8 +372,10 @@ class CollectorService:
         # Prompt and response text (record_content) go to the file and listeners, never to
         # metrics, and the window does not hold them for its minutes.
         capped = self.metrics.cap_group(record.without_content())
-        self.window.add(capped, self.clock())
+        # The metrics first: they take a record whole or raise having taken nothing, so a record
+        # they cannot count never reaches the window's quantiles either.
         self.metrics.observe(capped)
+        self.window.add(capped, self.clock())
         if self._writer is not None:
             try:
                 self._writer.write(record)  # the file keeps the record as measured, uncapped
