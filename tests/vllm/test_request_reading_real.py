@@ -20,7 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.common.request_reading import ReadingError, read_max_tokens, read_prompt
+from lanewatch.collector.common.request_reading import (
+    ReadingError,
+    read_max_tokens,
+    read_prompt,
+    read_sequences,
+)
 
 from .engine import Install
 
@@ -104,8 +109,36 @@ PROMPT = st.one_of(
 )
 
 
+# prompt_embeds as JSON carries it (base64 text; never decoded here: the model only types it)
+EMBEDS = st.one_of(
+    st.just(ABSENT),
+    st.just(ABSENT),
+    st.just(ABSENT),
+    st.none(),
+    st.just("AAAA"),
+    st.lists(st.just("AAAA"), max_size=3),
+)
+
+
 def _body(base: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {**base, **{k: v for k, v in fields.items() if v is not ABSENT}}
+
+
+def _check_sequences(body: dict[str, Any], api: Any, vllm: dict[str, Any]) -> None:
+    """`n` as vLLM reads it; stricter where vLLM's model takes what its sampling refuses (n < 1) or
+    what is no count (a bool, which pydantic reads as 0 or 1): a 400 naming `n`."""
+    try:
+        ours: int | None = read_sequences(body, api)
+        refused: ReadingError | None = None
+    except ReadingError as exc:
+        ours, refused = None, exc
+    if vllm["ok"]:
+        if isinstance(body.get("n"), bool) or vllm["n"] < 1:
+            assert refused is not None and refused.field == "n", (body, vllm)
+        else:
+            assert refused is None and ours == vllm["n"], (body, vllm, refused)
+    elif vllm["kind"] == "type" and vllm["fields"] == ["n"]:
+        assert refused is not None and refused.field == "n", (body, vllm)
 
 
 SETTINGS = settings(
@@ -118,13 +151,14 @@ SETTINGS = settings(
 
 
 @SETTINGS
-@given(max_tokens=COUNT, max_completion_tokens=COUNT, content=st.text(max_size=20))
+@given(max_tokens=COUNT, max_completion_tokens=COUNT, n=COUNT, content=st.text(max_size=20))
 def test_a_chat_body_reads_as_vllm_reads_it(
-    oracle: Oracle, max_tokens: Any, max_completion_tokens: Any, content: str
+    oracle: Oracle, max_tokens: Any, max_completion_tokens: Any, n: Any, content: str
 ) -> None:
     base = {"model": "m", "messages": [{"role": "user", "content": content}]}
-    body = _body(base, max_tokens=max_tokens, max_completion_tokens=max_completion_tokens)
+    body = _body(base, max_tokens=max_tokens, max_completion_tokens=max_completion_tokens, n=n)
     vllm = oracle.read("chat", body)
+    _check_sequences(body, "chat", vllm)
     try:
         ours: int | None = read_max_tokens(body, "chat")
         refused: ReadingError | None = None
@@ -139,10 +173,15 @@ def test_a_chat_body_reads_as_vllm_reads_it(
 
 
 @SETTINGS
-@given(max_tokens=COUNT, prompt=PROMPT)
-def test_a_completions_body_reads_as_vllm_reads_it(oracle: Oracle, max_tokens: Any, prompt: Any) -> None:
-    body = _body({"model": "m"}, max_tokens=max_tokens, prompt=prompt)
+@given(max_tokens=COUNT, prompt=PROMPT, n=COUNT, embeds=EMBEDS)
+def test_a_completions_body_reads_as_vllm_reads_it(
+    oracle: Oracle, max_tokens: Any, prompt: Any, n: Any, embeds: Any
+) -> None:
+    body = _body({"model": "m"}, max_tokens=max_tokens, prompt=prompt, n=n, prompt_embeds=embeds)
     vllm = oracle.read("completions", body)
+    _check_sequences(body, "completions", vllm)
+    if vllm["ok"]:  # the engine requests vLLM runs (at least one counts)
+        assert read_prompt(body, "completions").count == max(1, vllm["prompts"]), (body, vllm)
     try:
         bound = read_max_tokens(body, "completions")
         tokens = read_prompt(body, "completions").tokens
