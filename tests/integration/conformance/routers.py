@@ -196,6 +196,11 @@ BODY_GAPS = {
 }
 
 ENVOY_GAPS = {
+    "class_by_max_tokens": (
+        "a class is a route match on headers and the path; the Lua filter reads the body only on a "
+        "shift's cluster weight, after the route was chosen, so no class reads the work (n, best_of "
+        "and a prompt list included)"
+    ),
     "rewrite_on_route": "the Lua rewrite rides on a shift's cluster weight only",
     "refuses_unmatched_class": "a shed class needs a match rule in the route template's `classes`",
 }
