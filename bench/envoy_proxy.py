@@ -111,9 +111,11 @@ def lanewatch_bootstrap(
     collector_port: int,
     flush: bool = True,
     shipped: Path = ACCESS_LOG_YAML,
+    token: str | None = None,
 ) -> dict[str, Any]:
     """`envoy_bootstrap` with the shipped access log, request ids and tracing sending to 127.0.0.1:
-    `collector_port` (the collector's OTLP/gRPC listener); `flush=False` leaves out the periodic flush.
+    `collector_port` (the collector's OTLP/gRPC listener); `flush=False` leaves out the periodic flush;
+    with `token`, both send the collector's ingest token as a bearer token.
 
     The upstream's cluster is `fast`, a lane of the default SLO spec, so the collector's fast guard
     judges every request as it would behind the shipped bootstrap."""
@@ -127,7 +129,10 @@ def lanewatch_bootstrap(
             raise ValueError(f"{shipped.name}: its http_connection_manager has no {key}")
         hcm[key] = copy.deepcopy(tap[key])
     for sender in (hcm["access_log"][0], hcm["tracing"]["provider"]):
-        sender["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] = COLLECTOR_CLUSTER
+        service = sender["typed_config"]["grpc_service"]
+        service["envoy_grpc"]["cluster_name"] = COLLECTOR_CLUSTER
+        if token is not None:
+            service["initial_metadata"] = [{"key": "authorization", "value": f"Bearer {token}"}]
     shipped_clusters = source["static_resources"]["clusters"]
     collector = copy.deepcopy(next(c for c in shipped_clusters if c["name"] == COLLECTOR_CLUSTER))
     endpoint = collector["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
@@ -144,15 +149,16 @@ def start_envoy(
     concurrency: int,
     collector_port: int | None = None,
     flush: bool = True,
+    token: str | None = None,
 ) -> Iterator[ProxyProcess]:
     """Run Envoy, `concurrency` worker threads, in front of 127.0.0.1:upstream_port until the block exits;
-    with `collector_port`, on `lanewatch_bootstrap` (the access log and tracing sent there)."""
+    with `collector_port`, on `lanewatch_bootstrap` (the access log and tracing sent there, with `token`)."""
     folder.mkdir(parents=True, exist_ok=True)
     port, admin = free_port(), free_port()
     if collector_port is None:
         bootstrap = envoy_bootstrap(port, admin, upstream_port)
     else:
-        bootstrap = lanewatch_bootstrap(port, admin, upstream_port, collector_port, flush)
+        bootstrap = lanewatch_bootstrap(port, admin, upstream_port, collector_port, flush, token=token)
     config = folder / "envoy.json"  # JSON is YAML: Envoy reads it by the extension
     config.write_text(json.dumps(bootstrap))
     log = folder / "envoy.log"

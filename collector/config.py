@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from lanewatch.collector.classify_config import HintsConfig, check_prompt_regex
 from lanewatch.collector.common.class_rules import DEFAULT_CLASS_RULES, ClassRule, ReadingConfig
 from lanewatch.collector.common.headers import CLASS_HEADER
-from lanewatch.collector.common.listen import parse_listen
+from lanewatch.collector.common.listen import is_loopback, parse_listen
 from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
 from lanewatch.collector.common.served_models import ServedModels
 from lanewatch.collector.common.settings import Section
@@ -156,15 +156,51 @@ class OtlpReceiverConfig(Section):
         return value
 
 
+# What a reporter's credential may feed the collector (OTLP spans: any credential): `progress`,
+# POST /v1/progress; a record source, its records on POST /v1/records (`envoy`: also OTLP access logs).
+Feed = Literal["progress", "tap", "litellm", "envoy", "probe"]
+REPORTER_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,32}$"
+
+
+class ReporterCredential(Section):
+    """One reporter's own bearer token: it speaks for reporters named `name` or `name-...` only."""
+
+    name: str = Field(pattern=REPORTER_NAME_PATTERN)
+    token_file: Path  # read at start; the token never reaches logs, labels or spans
+    feeds: list[Feed]  # what it may send; e.g. a gateway [progress, tap], Envoy [envoy], vLLM []
+
+
 class IngestConfig(Section):
-    """`POST /v1/records`: record batches from sources in other processes (the gateway's tap)."""
+    """`POST /v1/records` and `/v1/progress`: what sources in other processes send, and who may send it.
+
+    With `token_file` or `reporters` every ingest path (records, progress, OTLP/HTTP and gRPC)
+    asks for a bearer token; without either it is open, which only a collector on loopback
+    with the guard off may be (`ingest_auth_problem`).
+    """
 
     enabled: bool = True
-    token_file: Path | None = None  # bearer token senders must present; without it the endpoint is open
+    # The shared token: one credential that speaks for every reporter and feeds everything.
+    token_file: Path | None = None
+    reporters: list[ReporterCredential] = Field(default_factory=list)  # one credential per reporter
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_records: int = Field(default=10_000, ge=1)  # per batch
     # record_ids remembered: a record sent again (a batch retried) is acknowledged, not taken twice
     recent_record_ids: int = Field(default=65_536, ge=0)
+
+    @model_validator(mode="after")
+    def _reporters_apart(self) -> IngestConfig:
+        names = [r.name for r in self.reporters]
+        check_unique(names, "ingest.reporters names")
+        for a in names:
+            for b in names:
+                if b.startswith(a + "-"):  # `a` would speak for `b`'s reporters too
+                    raise ValueError(f"ingest.reporters: {a!r} is a prefix of {b!r}; name them apart")
+        return self
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether senders must present a token."""
+        return self.token_file is not None or bool(self.reporters)
 
 
 class GpuConfig(Section):
@@ -315,7 +351,10 @@ class GatewayConfig(Section):
     # Ship tap records to this collector (base URL; POST /v1/records), which joins them to vLLM's
     # spans and exports them; the gateway then exports no request metrics itself.
     collector_url: HttpUrl | None = None
-    collector_token_file: Path | None = None  # bearer token for the collector's ingest.token_file
+    collector_token_file: Path | None = None  # bearer token for the collector's ingest
+    # The progress reports' reporter ids start `<reporter_name>-`: the name of the collector's
+    # ingest.reporters entry whose token collector_token_file holds.
+    reporter_name: str = Field(default="gw", pattern=r"^[A-Za-z0-9._-]{1,16}$")
     shipping: ShippingConfig = ShippingConfig()
     model_discovery: ModelDiscoveryConfig = ModelDiscoveryConfig()
     # Processes accepting on the one port (docs/gateway.md#workers); "auto": the cores this process
@@ -404,6 +443,13 @@ class LanewatchConfig(BaseSettings):
                 raise ValueError(f"target {t.name!r} names unknown request classes {unknown}")
         return self
 
+    @model_validator(mode="after")
+    def _ingest_authenticated(self) -> LanewatchConfig:
+        problem = ingest_auth_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -415,6 +461,34 @@ class LanewatchConfig(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Environment overrides win over the file (passed as init kwargs).
         return (env_settings, init_settings)
+
+
+NEEDS_TOKEN = "needs ingest.token_file (or ingest.reporters)"
+
+
+def ingest_auth_problem(
+    cfg: LanewatchConfig, host: str | None = None, authenticated: bool | None = None
+) -> str | None:
+    """Why the collector may not run with its ingest open, naming the setting; None when it may.
+
+    Whatever reaches an open ingest path can fire or hide the fast guard's alerts and write any
+    record, so a token is needed once the guard is on or a listener (`host`, default server.host;
+    otlp.grpc_listen) is reachable beyond loopback. `authenticated` (default: whether `ingest`
+    names a token) says whether the ingest asks for one.
+    """
+    if authenticated is None:
+        authenticated = cfg.ingest.authenticated
+    if authenticated or not (cfg.ingest.enabled or cfg.otlp.enabled):
+        return None
+    if cfg.guard.enabled:
+        return f"guard.enabled {NEEDS_TOKEN}: else whoever reaches the collector fires or hides alerts"
+    host = cfg.server.host if host is None else host
+    if not is_loopback(host):
+        return f"server.host {host!r} listens beyond loopback and {NEEDS_TOKEN}"
+    grpc = cfg.otlp.grpc_listen
+    if cfg.otlp.enabled and grpc is not None and not is_loopback(parse_listen(grpc)[0]):
+        return f"otlp.grpc_listen {grpc!r} listens beyond loopback and {NEEDS_TOKEN}"
+    return None
 
 
 def load_config(path: Path | None = None) -> LanewatchConfig:

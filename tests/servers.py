@@ -41,6 +41,17 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+def token_file(folder: Path, name: str = "ingest-token") -> tuple[Path, str]:
+    """A fresh bearer token written to `folder/name` (mode 0600): the file and the token."""
+    token = secrets.token_hex(16)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    return path, token
+
+
 # Sockets bound and never listening, held until the test run ends (see closed_port).
 _HELD_CLOSED: list[socket.socket] = []
 

@@ -6,8 +6,8 @@ receiver vLLM reaches with its own defaults. The method is served through a gene
 handler on raw bytes, so the decoding is otlp.py's (`decode_protobuf`) and a body that
 does not decode gets INVALID_ARGUMENT with the reason, not gRPC's generic INTERNAL.
 
-One ingest path with `POST /v1/traces`: the same bearer token (`authorization` metadata,
-`Bearer <token>`; without it UNAUTHENTICATED, before the message is read), the same
+One ingest path with `POST /v1/traces`: the same bearer tokens (`authorization` metadata,
+`Bearer <token>`; without one UNAUTHENTICATED, before the message is read), the same
 admission (`admit_spans`: NaN, infinite or negative times refused, at most `max_spans` per
 call) and the same answer, an ExportTraceServiceResponse whose `partial_success` counts the
 refused spans and says why. A refused call hands no span on.
@@ -23,8 +23,9 @@ calls have come, the receiver gives freed heap back to the OS every TRIM_EVERY_S
 
 The same listener serves `LogsService/Export` when given a logs sink: Envoy's OpenTelemetry
 access logger sends its entries there (otlp_logs.py decodes and admits them, envoy_log.py maps
-them), under the same token, message size, call slots and read deadline; refused log records
-are counted in the answer's `partial_success.rejected_log_records`.
+them), under the same tokens (a reporter's own token needs `envoy` among its feeds, else
+PERMISSION_DENIED), message size, call slots and read deadline; refused log records are counted
+in the answer's `partial_success.rejected_log_records`.
 
 `GrpcSpanReceiver` runs on the running event loop (the collector's); `ThreadedGrpcReceiver`
 runs one on a thread with its own loop, for `lanewatch probe`, which keeps receiving off
@@ -46,6 +47,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
+from lanewatch.collector.collect.credentials import Credential, IngestKeys, as_auth
 from lanewatch.collector.collect.envoy_log import DEFAULT_CLASS
 from lanewatch.collector.collect.otlp import (
     OFF_LOOP_BYTES,
@@ -63,7 +65,6 @@ from lanewatch.collector.collect.otlp_logs import (
     logs_response,
 )
 from lanewatch.collector.collect.otlp_wire import Admission, OtlpError
-from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.heap import trim
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -82,7 +83,9 @@ TRIM_EVERY_S = 5.0  # after calls came: how often freed heap goes back to the OS
 
 SpansSink = Callable[[list[ServerSpan]], None]
 RefusedSink = Callable[[Mapping[str, int]], None]  # spans refused, by reason (otlp.REFUSED_*)
-LogsSink = Callable[[LogsAdmission], None]  # the records of one logs call, and its refused count
+# the records of one logs call and its refused count, and the sender's reporter name (None: the
+# shared token, or an open ingest)
+LogsSink = Callable[[LogsAdmission, str | None], None]
 
 
 E = TypeVar("E")
@@ -164,13 +167,16 @@ def peer_host(peer: str) -> str:
     return host.removeprefix("[").removesuffix("]")
 
 
-def authorized(metadata: Any, token: str | None) -> bool:
-    """True without a token, or when the call's `authorization` metadata is `Bearer <token>`."""
-    if token is None:
-        return True
+def caller(metadata: Any, keys: IngestKeys) -> Credential | None:
+    """The credential of the call's `authorization` metadata (`Bearer <token>`; one value); None: no match."""
     values = [v for k, v in metadata or () if k == "authorization"]
     header = values[0] if len(values) == 1 and isinstance(values[0], str) else None
-    return bearer_ok(header, token)
+    return as_auth(keys).identify(header)
+
+
+def authorized(metadata: Any, token: IngestKeys) -> bool:
+    """True without a token, or when the call's `authorization` metadata carries a configured one."""
+    return caller(metadata, token) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +214,7 @@ class GrpcSpanReceiver:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_concurrent: int = MAX_CONCURRENT,
         *,
-        token: str | None = None,
+        token: IngestKeys = None,
         on_refused: RefusedSink | None = None,
         limits: GrpcLimits | None = None,
         on_logs: LogsSink | None = None,
@@ -219,7 +225,7 @@ class GrpcSpanReceiver:
         self._on_spans = on_spans
         self._on_refused = on_refused
         self._on_logs = on_logs
-        self._token = token
+        self._auth = as_auth(token)
         # `limits` whole, or the two older keyword limits with the defaults for the rest
         self.limits = limits or GrpcLimits(max_message_bytes=max_message_bytes, max_concurrent=max_concurrent)
         self._server: grpc.aio.Server | None = None
@@ -275,7 +281,7 @@ class GrpcSpanReceiver:
     async def _export(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> bytes:
-        body = await self._admitted_body(context)
+        _sender, body = await self._admitted_body(context)
         args = (body, self.limits.max_message_bytes, self.limits.max_spans, peer_host(context.peer()))
         if len(body) > OFF_LOOP_BYTES:
             result = await asyncio.to_thread(handle_grpc_export, *args)
@@ -296,7 +302,7 @@ class GrpcSpanReceiver:
     async def _export_logs(
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> bytes:
-        body = await self._admitted_body(context)
+        sender, body = await self._admitted_body(context, "envoy")
         lim = self.limits
         args = (body, lim.max_message_bytes, lim.max_log_records, lim.default_class, time.time())
         if len(body) > OFF_LOOP_BYTES:
@@ -309,15 +315,22 @@ class GrpcSpanReceiver:
         if admission.rejected:
             log.warning("rejected %d access-log records (%s)", admission.rejected, admission.reason)
         if self._on_logs is not None:
-            self._on_logs(admission)
+            self._on_logs(admission, sender.name)
         return result.body
 
-    async def _admitted_body(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-        """The call's message, once its token is checked (the call ends without the right one)."""
+    async def _admitted_body(
+        self, context: grpc.aio.ServicerContext[bytes, bytes], feed: str | None = None
+    ) -> tuple[Credential, bytes]:
+        """The caller and the call's message, once its token (and that it may send `feed`) is
+        checked: the call ends without the right one."""
         self._calls += 1
-        if not authorized(context.invocation_metadata(), self._token):
+        sender = caller(context.invocation_metadata(), self._auth)
+        if sender is None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        return await self._read_one(context)
+        assert sender is not None  # abort raises
+        if feed is not None and not sender.may_send(feed):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{sender.label} may not send feed {feed}")
+        return sender, await self._read_one(context)
 
     async def _read_one(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         """The call's one message, within the read deadline (the call ends otherwise)."""

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request, Response
 
+from lanewatch.collector.collect.credentials import IngestKeys, as_auth
 from lanewatch.collector.collect.otlp import OFF_LOOP_BYTES, ServerSpan, handle_export
 from lanewatch.collector.collect.otlp_logs import MAX_LOG_RECORDS, LogsAdmission, handle_logs_export
-from lanewatch.collector.collect.otlp_wire import too_large, unauthorized
-from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.collect.otlp_wire import forbidden, too_large, unauthorized
 from lanewatch.collector.common.bodies import read_limited
 
 if TYPE_CHECKING:
@@ -35,26 +35,29 @@ MAX_SPANS_PER_REQUEST = 2048  # as the collector's otlp.max_spans_per_request de
 
 SpansSink = Callable[[list[ServerSpan]], None]
 RefusedSink = Callable[[Mapping[str, int]], None]  # spans refused, by reason (otlp.REFUSED_*)
-LogsSink = Callable[[LogsAdmission], None]  # the records of one logs request, and its refused count
+# the records of one logs request and its refused count, and the sender's reporter name (None: the
+# shared token, or an open ingest)
+LogsSink = Callable[[LogsAdmission, str | None], None]
 
 
 def traces_endpoint(
     max_body_bytes: int,
     receive: SpansSink,
-    token: str | None = None,
+    token: IngestKeys = None,
     max_spans: int | None = MAX_SPANS_PER_REQUEST,
     on_refused: RefusedSink | None = None,
 ) -> Callable[[Request], Awaitable[Response]]:
     """The POST /v1/traces handler: decoded `llm_request` spans go to `receive`.
 
-    With `token`, the sender must present it as a bearer token (the collector passes
-    ingest.token_file's, so one token covers records and spans). Refused spans are counted
-    to `on_refused`.
+    With `token`, the sender must present one of its tokens as a bearer token (the collector
+    passes its ingest credentials, so one token covers records and spans). Refused spans are
+    counted to `on_refused`.
     """
+    auth = as_auth(token)
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type")
-        if token is not None and not bearer_ok(request.headers.get("authorization"), token):
+        if auth.identify(request.headers.get("authorization")) is None:
             result = unauthorized(ctype)
             return Response(
                 result.body,
@@ -87,22 +90,28 @@ def traces_endpoint(
 def logs_endpoint(
     max_body_bytes: int,
     receive: LogsSink,
-    token: str | None = None,
+    token: IngestKeys = None,
     max_records: int | None = MAX_LOG_RECORDS,
     default_class: str = "interactive",
 ) -> Callable[[Request], Awaitable[Response]]:
     """The POST /v1/logs handler: Envoy's access-log entries, as records, go to `receive` (otlp_logs.py).
 
-    The same token as /v1/traces and /v1/records; each log record is refused alone and counted
-    in the answer's partial success.
+    The same tokens as /v1/traces and /v1/records; a reporter's own token must have `envoy`
+    among its feeds (403 otherwise), and its name goes to `receive` with the records. Each log
+    record is refused alone and counted in the answer's partial success.
     """
+    auth = as_auth(token)
 
     async def logs(request: Request) -> Response:
         ctype = request.headers.get("content-type")
-        if token is not None and not bearer_ok(request.headers.get("authorization"), token):
+        sender = auth.identify(request.headers.get("authorization"))
+        if sender is None:
             denied = unauthorized(ctype)
             headers = {"WWW-Authenticate": "Bearer"}
             return Response(denied.body, status_code=401, media_type=denied.media_type, headers=headers)
+        if not sender.may_send("envoy"):
+            no = forbidden(ctype, f"{sender.label} may not send access logs (feed envoy)")
+            return Response(no.body, status_code=403, media_type=no.media_type)
         body = await read_limited(request, max_body_bytes)
         if body is None:
             big = too_large(ctype, max_body_bytes)
@@ -118,7 +127,7 @@ def logs_endpoint(
                 "rejected %d access-log records (%s)", result.admission.rejected, result.admission.reason
             )
         if result.status == 200:
-            receive(result.admission)
+            receive(result.admission, sender.name)
         return Response(result.body, status_code=result.status, media_type=result.media_type)
 
     return logs

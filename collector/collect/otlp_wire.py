@@ -182,6 +182,11 @@ def unauthorized(content_type: str | None) -> ExportResult[Any]:
     return _error(OtlpError(401, "missing or wrong bearer token"), _is_json(content_type))
 
 
+def forbidden(content_type: str | None, message: str) -> ExportResult[Any]:
+    """The 403 answer for a known sender that may not send this (a reporter's feeds)."""
+    return _error(OtlpError(403, message), _is_json(content_type))
+
+
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     """The body as sent (identity or gzip), never inflated past `limit`; OtlpError otherwise."""
     if len(body) > limit:

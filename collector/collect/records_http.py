@@ -1,15 +1,16 @@
 """The record ingest edge: `POST /v1/records` as an ASGI route the collector mounts.
 
-A source in another process (the gateway's tap) posts batches in record_batch.py's form.
-The body is read bounded; with a token configured the sender must present it as a bearer
-token (compared in constant time). A body that is not a batch is answered 400 and nothing of
-it is taken. Otherwise each record stands alone: the good ones reach `receive`, and the
+A source in another process (the gateway's tap) posts batches in record_batch.py's form. The body is
+read bounded; with tokens configured the sender must present one as a bearer token (credentials.py:
+401 without), and a reporter's own token may send only the record sources among its feeds (403
+naming the source; nothing of the batch is taken). A body that is not a batch is answered 400 and
+nothing of it is taken. Otherwise each record stands alone: the good ones reach `receive`, and the
 answer is 200 `{"accepted": n, "refused": [{"index", "field", "reason"}, ...], "refused_count": m,
 "duplicates": d}` (the list names the first MAX_REFUSED_LISTED refused records; the count is all of
 them; `refused_sink(m)` counts them on /metrics). A record no real request could be
-(collector/record/plausible.py, its start judged against the body's arrival) is refused alike.
-A record whose `record_id` was taken lately (the last `recent_ids` ids) is a batch sent again:
-it counts as accepted, one of the `duplicates`, and does not reach `receive` a second time.
+(collector/record/plausible.py, its start judged against the body's arrival) is refused alike. A
+record whose `record_id` was taken lately (the last `recent_ids` ids) is a batch sent again: it
+counts as accepted, one of the `duplicates`, and does not reach `receive` a second time.
 Every record is checked before any is applied, then each is handed to `receive` on its own: one
 that `receive` raises on (a fault of the collector's, not the sender's) took nothing (the request
 metrics take a record whole or not at all) and is listed among the refused, field null, while the
@@ -34,6 +35,8 @@ from lanewatch.collector.common.headers import AUTHORIZATION
 from lanewatch.collector.record.batch import BatchError, ParsedBatch, Refused, parse_batch
 from lanewatch.collector.record.recent_ids import RecentIds
 from lanewatch.collector.record.timing import RequestTiming
+
+from .credentials import IngestKeys, as_auth
 
 __all__ = ["MAX_REFUSED_LISTED", "RECORDS_PATH", "records_endpoint"]
 
@@ -95,7 +98,7 @@ def apply_batch(batch: ParsedBatch, recent: RecentIds, receive: RecordsSink) -> 
 def records_endpoint(
     max_body_bytes: int,
     max_records: int,
-    token: str | None,
+    token: IngestKeys,
     receive: RecordsSink,
     recent_ids: int = 0,
     refused_sink: RefusedSink | None = None,
@@ -104,9 +107,11 @@ def records_endpoint(
     """The POST /v1/records handler: a batch's good records go to `receive`, the refused count to
     `refused_sink`; the answer lists the refused. `wall_clock` dates each body's arrival."""
     recent = RecentIds(recent_ids)
+    auth = as_auth(token)
 
     async def records(request: Request) -> Response:
-        if not authorized(request.headers.get(AUTHORIZATION), token):
+        sender = auth.identify(request.headers.get(AUTHORIZATION))
+        if sender is None:
             return _error(401, "missing or wrong bearer token")
         ctype = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
         if ctype != "application/json":
@@ -118,6 +123,10 @@ def records_endpoint(
             batch = parse_batch(body, max_records, wall_clock())
         except BatchError as exc:
             return _error(400, str(exc), field=exc.field)
+        foreign = sorted({r.source for r in batch.records if not sender.may_send(r.source)})
+        if foreign:  # a reporter speaking for another kind of source: nothing of the batch is taken
+            why = f"{sender.label} may not send records of source {', '.join(foreign)}"
+            return _error(403, why, field="source")
         applied = apply_batch(batch, recent, receive)
         if applied.failed and not (applied.taken or applied.duplicates):  # nothing taken: may be sent again
             return _error(500, f"no record of the batch could be applied ({applied.failed[0].reason})")

@@ -31,6 +31,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
+from lanewatch.collector.collect.credentials import IngestAuth, load_ingest_auth
 from lanewatch.collector.collect.envoy_log import REPORTER as ENVOY_REPORTER
 from lanewatch.collector.collect.envoy_log import end_progress
 from lanewatch.collector.collect.family_notices import FamilyNotices
@@ -44,8 +45,7 @@ from lanewatch.collector.collect.records_http import RECORDS_PATH, records_endpo
 from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.inflight import Progress
-from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.config import LanewatchConfig, Target
+from lanewatch.collector.config import LanewatchConfig, Target, ingest_auth_problem
 from lanewatch.collector.guard import FastGuard, GuardAlert, GuardRule
 from lanewatch.collector.probe.spans import TRACER_NAME
 from lanewatch.collector.record.files import RecordsWriter
@@ -187,6 +187,7 @@ class CollectorService:
         *,
         goodput: Goodput | None = None,
         ingest_token: str | None = None,
+        ingest_auth: IngestAuth | None = None,
         tracer: Tracer | None = None,
         provider: TracerProvider | None = None,
         writer: RecordsWriter | None = None,
@@ -197,7 +198,8 @@ class CollectorService:
     ) -> None:
         """`guard` is the fast guard (None: off).
 
-        `goodput` judges records (None: no goodput metrics); `ingest_token` guards the receivers;
+        `goodput` judges records (None: no goodput metrics); `ingest_auth` (every credential) or
+        `ingest_token` (one shared token) guards the receivers, open without either;
         `tracer` takes probe spans; `provider` (the tracer's owner) is flushed and `writer` (the records
         file) closed at shutdown. Every default is a working part that needs no I/O."""
         self.cfg = cfg
@@ -238,7 +240,7 @@ class CollectorService:
         self._provider = provider
         self._source_factory = source_factory
         self._listeners: list[Sink] = []
-        self._ingest_token = ingest_token
+        self._auth = ingest_auth if ingest_auth is not None else IngestAuth(ingest_token)
         self._span_calls = 0
         # OTLP log records taken as records, and refused (not access-log entries, bad values, past the bound)
         self.logs_received = self.logs_refused = 0
@@ -266,11 +268,15 @@ class CollectorService:
     ) -> CollectorService:
         """The service `cfg` describes: its SLO spec loaded, its ingest token read, its span exporter
         started (unless `tracer` is given), its records file opened. SpecError or SecretError naming the
-        field, or OSError naming the records file, when one cannot be."""
+        field, ConfigError for an open ingest that must not be (`ingest_auth_problem`), or OSError
+        naming the records file, when one cannot be."""
+        problem = ingest_auth_problem(cfg)
+        if problem is not None:  # flags laid over a validated file are not validated as a whole
+            raise ConfigError(problem)
         ex = cfg.export
         goodput = load_goodput(ex.goodput, ex.slo_spec)
         guard = load_guard(cfg)
-        token = read_secret_or_none(cfg.ingest.token_file, "ingest.token_file")
+        auth = load_ingest_auth(cfg.ingest)
         writer = RecordsWriter(ex.records_path) if ex.records_path else None
         provider = None
         if tracer is None and ex.otlp_endpoint:
@@ -278,7 +284,7 @@ class CollectorService:
         return cls(
             cfg,
             goodput=goodput,
-            ingest_token=token,
+            ingest_auth=auth,
             tracer=tracer,
             provider=provider,
             writer=writer,
@@ -320,8 +326,11 @@ class CollectorService:
         for span in spans:
             self._emit_all(self.joiner.add_span(span, self.clock(), self._span_calls))
 
-    def receive_logs(self, admission: LogsAdmission) -> None:
+    def receive_logs(self, admission: LogsAdmission, reporter: str | None = None) -> None:
         """Records from Envoy's access log (OTLP logs): the same path as the tap's; refused ones counted.
+
+        `reporter`: the name of the sender's own credential, which keys its progress in the guard
+        (None, the shared token or an open ingest: every Envoy is one reporter, `envoy`).
 
         The fast guard takes Envoy's requests as progress (when `envoy` is in guard.record_sources):
         the periodic entries of streams under way, then the end entry's record as the request's last
@@ -333,7 +342,7 @@ class CollectorService:
         guard = self.guard
         if guard is not None and "envoy" in self.cfg.guard.record_sources:
             ends = [p for r in admission.kept if (p := end_progress(r)) is not None]
-            guard.progress(ENVOY_REPORTER, [*progress, *ends])
+            guard.progress(reporter or ENVOY_REPORTER, [*progress, *ends])
             for record in admission.kept:
                 if record.request_id is None:  # no id to match its periodic entries by
                     guard.record(record)
@@ -385,9 +394,9 @@ class CollectorService:
             sink(record)
 
     @property
-    def ingest_token(self) -> str | None:
-        """The bearer token every ingest path (records, OTLP/HTTP, OTLP/gRPC) asks for; None: open."""
-        return self._ingest_token
+    def ingest_auth(self) -> IngestAuth:
+        """The tokens every ingest path (records, progress, OTLP/HTTP, OTLP/gRPC) asks for; open: none."""
+        return self._auth
 
     def _join_stats(self) -> JoinStats:
         return self.joiner.stats if self.joiner is not None else JoinStats()
@@ -567,7 +576,7 @@ class CollectorService:
             endpoint = traces_endpoint(
                 otlp.max_body_bytes,
                 self.receive_spans,
-                self._ingest_token,
+                self._auth,
                 otlp.max_spans_per_request,
                 self.count_refused,
             )
@@ -577,7 +586,7 @@ class CollectorService:
             logs = logs_endpoint(
                 otlp.max_body_bytes,
                 self.receive_logs,
-                self._ingest_token,
+                self._auth,
                 otlp.max_log_records_per_request,
                 otlp.envoy_default_class,
             )
@@ -587,7 +596,7 @@ class CollectorService:
             ingest = records_endpoint(
                 ing.max_body_bytes,
                 ing.max_records,
-                self._ingest_token,
+                self._auth,
                 self.receive_records,
                 ing.recent_record_ids,
                 self.count_refused_records,
@@ -595,7 +604,7 @@ class CollectorService:
             app.add_api_route(RECORDS_PATH, ingest, methods=["POST"])
             if self.guard is not None:
                 progress = progress_endpoint(
-                    ing.max_body_bytes, self._ingest_token, self.receive_progress, self.count_refused_progress
+                    ing.max_body_bytes, self._auth, self.receive_progress, self.count_refused_progress
                 )
                 app.add_api_route(PROGRESS_PATH, progress, methods=["POST"])
 
@@ -627,6 +636,9 @@ async def serve(
 
     from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
 
+    problem = ingest_auth_problem(service.cfg, host, not service.ingest_auth.open)
+    if problem is not None:  # where the address is decided: refused before anything listens
+        raise ConfigError(problem)
     limits = limits_of(service.cfg.server)
     config = uvicorn_config(service.app(), limits, host=host, port=port, log_level="warning", lifespan="off")
     sock = listen_socket(host, port)  # bound before anything runs: a taken port fails here, clearly
@@ -672,7 +684,7 @@ async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | N
     receiver = GrpcSpanReceiver(
         *parse_listen(otlp.grpc_listen),
         service.receive_spans,
-        token=service.ingest_token,
+        token=service.ingest_auth,
         on_refused=service.count_refused,
         limits=limits,
         on_logs=service.receive_logs if otlp.logs else None,

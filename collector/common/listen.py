@@ -1,8 +1,10 @@
-"""`[HOST:]PORT` listen addresses, as config and flags give them."""
+"""`[HOST:]PORT` listen addresses, as config and flags give them, and whether one stays on this host."""
 
 from __future__ import annotations
 
-__all__ = ["parse_listen"]
+import ipaddress
+
+__all__ = ["is_loopback", "parse_listen"]
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -14,3 +16,17 @@ def parse_listen(value: str) -> tuple[str, int]:
     if not port_text.isdigit() or int(port_text) > 65535 or (sep and not host):
         raise ValueError(f"expected [HOST:]PORT with PORT 0-65535, got {value!r}")
     return host, int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listen host is reachable from this machine only (127.0.0.0/8, ::1, `localhost`).
+
+    A name other than `localhost` counts as reachable from elsewhere: what it resolves to can change.
+    """
+    host = host.strip().removeprefix("[").removesuffix("]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

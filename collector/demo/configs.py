@@ -350,6 +350,8 @@ def lanewatch_config(
         "scrape": {"interval_s": 1.0, "window_s": 60.0},
         "export": {"window_s": 60.0, "slo_spec": str(slo_spec)},
         "server": {"host": "127.0.0.1", "port": layout.collector_port},
+        # Every ingest path asks for the run's token (the guard may not run open).
+        "ingest": {"token_file": str(layout.token_file("ingest"))},
         "gateway": {
             "server": {"host": "127.0.0.1", "port": layout.gateway_port},
             "lanes": lanes,
@@ -363,6 +365,7 @@ def lanewatch_config(
             "health_interval_s": 1.0,
             # Tap records go to the collector, which joins them to the spans and exports them.
             "collector_url": layout.collector_url,
+            "collector_token_file": str(layout.token_file("ingest")),
             "shipping": {"interval_s": 0.5},
         },
     }
@@ -425,20 +428,27 @@ def read_template(path: Path) -> dict[str, Any]:
     return data
 
 
-SECRETS: Final = ("sim-admin", "gateway-admin", "litellm-admin", "degrade")
+# `ingest`: the collector's ingest token (ingest.token_file), which the gateway, Envoy, the LiteLLM
+# handler and the lanes' span exporters send; the fast guard may not run without one.
+SECRETS: Final = ("sim-admin", "gateway-admin", "litellm-admin", "degrade", "ingest")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path`, readable by its owner only (mode 0600, also when it existed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def write_secrets(layout: Layout) -> dict[str, str]:
-    """Fresh bearer tokens for the simulators', gateway's and LiteLLM handler's admin APIs and the
-    controller (mode 0600)."""
+    """Fresh bearer tokens for the simulators', gateway's and LiteLLM handler's admin APIs, the
+    controller and the collector's ingest (mode 0600), made anew for each run."""
     tokens = {}
     for name in SECRETS:
-        path = layout.token_file(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
         tokens[name] = secrets.token_hex(16)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(tokens[name] + "\n")
+        write_private(layout.token_file(name), tokens[name] + "\n")
     return tokens
 
 

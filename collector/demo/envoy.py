@@ -22,7 +22,16 @@ from lanewatch.collector.degrade.adapters.envoy import EnvoyAdapter, EnvoySettin
 from lanewatch.collector.degrade.adapters.envoy_render import parse_template, render, render_text
 from lanewatch.collector.degrade.adapters.files import write_atomic
 
-from .configs import DEPLOY_DIR, LANES, MODEL, Layout, TemplateError, envoy_adapter_entry, read_template
+from .configs import (
+    DEPLOY_DIR,
+    LANES,
+    MODEL,
+    Layout,
+    TemplateError,
+    envoy_adapter_entry,
+    read_template,
+    write_private,
+)
 
 __all__ = ["ROUTE_CONFIG", "demo_bootstrap", "demo_route_template", "held_state", "write_envoy_configs"]
 
@@ -52,9 +61,11 @@ def _loopback(port: int) -> dict[str, Any]:
     return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
 
 
-def demo_bootstrap(routes: dict[str, Any], access_log: dict[str, Any], layout: Layout) -> dict[str, Any]:
+def demo_bootstrap(
+    routes: dict[str, Any], access_log: dict[str, Any], layout: Layout, token: str | None = None
+) -> dict[str, Any]:
     """deploy/envoy/bootstrap.yaml with access-log.yaml's logger, its periodic flush, sampling and
-    request ids, for the demo."""
+    request ids, for the demo; with `token`, its access log and spans carry it as a bearer token."""
     cfg = copy.deepcopy(routes)
     hcm, tap = _hcm(cfg, "bootstrap.yaml"), _hcm(access_log, "access-log.yaml")
     for key in ("access_log", "request_id_extension"):
@@ -65,7 +76,10 @@ def demo_bootstrap(routes: dict[str, Any], access_log: dict[str, Any], layout: L
     if "access_log_options" in tap:  # the periodic flush: the fast guard sees requests under way
         hcm["access_log_options"] = copy.deepcopy(tap["access_log_options"])
     for sender in (hcm["access_log"][0], hcm["tracing"]["provider"]):  # both to the collector's gRPC
-        sender["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] = COLLECTOR_CLUSTER
+        service = sender["typed_config"]["grpc_service"]
+        service["envoy_grpc"]["cluster_name"] = COLLECTOR_CLUSTER
+        if token is not None:  # the collector's ingest token, as gRPC metadata on every call
+            service["initial_metadata"] = [{"key": "authorization", "value": f"Bearer {token}"}]
     route_file = layout.envoy_route_file
     hcm["rds"] = {
         "route_config_name": ROUTE_CONFIG,
@@ -158,15 +172,18 @@ async def held_state(layout: Layout) -> dict[str, Any]:
     return {"lanes": {lane: dataclasses.asdict(d) for lane, d in view.lanes.items()}, "version": None}
 
 
-def write_envoy_configs(layout: Layout, fast_classes: Sequence[str], deploy_dir: Path = DEPLOY_DIR) -> None:
-    """Write Envoy's bootstrap, the route template and its first rendering (Envoy reads it at start)."""
+def write_envoy_configs(
+    layout: Layout, fast_classes: Sequence[str], deploy_dir: Path = DEPLOY_DIR, token: str | None = None
+) -> None:
+    """Write Envoy's bootstrap (with `token`, the collector's ingest token: mode 0600), the route
+    template and its first rendering (Envoy reads it at start)."""
     folder = deploy_dir / "envoy"
     bootstrap = demo_bootstrap(
-        read_template(folder / "bootstrap.yaml"), read_template(folder / "access-log.yaml"), layout
+        read_template(folder / "bootstrap.yaml"), read_template(folder / "access-log.yaml"), layout, token
     )
     template = demo_route_template(read_template(folder / "routes.template.yaml"), fast_classes)
     layout.envoy_route_file.parent.mkdir(parents=True, exist_ok=True)
-    layout.envoy_yaml.write_text(yaml.safe_dump(bootstrap, sort_keys=False), encoding="utf-8")
+    write_private(layout.envoy_yaml, yaml.safe_dump(bootstrap, sort_keys=False))
     text = yaml.safe_dump(template, sort_keys=False)
     layout.envoy_route_template.write_text(text, encoding="utf-8")
     write_atomic(layout.envoy_route_file, render_text(render(parse_template(text), {})))

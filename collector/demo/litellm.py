@@ -148,6 +148,7 @@ def handler_settings(layout: Layout, models: Mapping[str, str]) -> dict[str, Any
     names its class, as the gateway trusts it (`gateway.hints`)."""
     return {
         "collector_url": layout.collector_url,
+        "token_file": str(layout.token_file("ingest")),  # the collector's ingest token
         "lanes": {models[lane]: lane for lane in LANES},
         "lane_order": list(LANES),
         "interval_s": 0.5,

@@ -106,14 +106,26 @@ def lane_envs(layout: Layout, vllm: VllmInstall | None) -> dict[str, dict[str, s
     }
 
 
-def process_envs(layout: Layout, tools: Tools, vllm: VllmInstall | None) -> dict[str, dict[str, str | None]]:
-    """Extra environment of each process that needs one: vLLM's lanes, the LiteLLM proxy."""
+def process_envs(
+    layout: Layout, tools: Tools, vllm: VllmInstall | None, ingest_token: str | None = None
+) -> dict[str, dict[str, str | None]]:
+    """Extra environment of each process that needs one: vLLM's lanes, the LiteLLM proxy; with
+    `ingest_token`, each lane's span exporter sends it to the collector (OTel's header variable)."""
     envs: dict[str, dict[str, str | None]] = {
         name: dict(env) for name, env in lane_envs(layout, vllm).items()
     }
+    if ingest_token is not None:
+        for lane in LANES:
+            envs.setdefault(lane_process(layout, lane), {}).update(traces_auth_env(ingest_token))
     if layout.router == "litellm" and tools.litellm is not None:
         envs["litellm"] = proxy_command(layout, tools.litellm)[1]
     return envs
+
+
+def traces_auth_env(token: str) -> dict[str, str | None]:
+    """The environment that makes an OpenTelemetry SDK's OTLP span exporter (vLLM's, the simulator's)
+    send `token` as a bearer token (the header value URL-encoded, as the variable's format asks)."""
+    return {"OTEL_EXPORTER_OTLP_TRACES_HEADERS": f"authorization=Bearer%20{token}"}
 
 
 def commands(
@@ -260,6 +272,7 @@ class Stack:
         own SLO spec and its committed rules, when it has them, replace the demo's.
         """
         spec = self.sizing.slo_spec
+        self.tokens = write_secrets(self.layout)  # first: Envoy's bootstrap carries the ingest token
         write_configs(
             self.layout,
             probe_interval_s=probe_interval_s,
@@ -275,13 +288,12 @@ class Stack:
             probe_overlap=probe_overlap,
         )
         if self.layout.router == "envoy":
-            write_envoy_configs(self.layout, fast_classes(self.sizing))
+            write_envoy_configs(self.layout, fast_classes(self.sizing), token=self.tokens["ingest"])
         if self.layout.router == "litellm":
             write_litellm_configs(self.layout, MODELS)
             link_tree(self.layout.workdir / "litellm" / "lanewatch-path")
-        self.tokens = write_secrets(self.layout)
         cmds = commands(self.layout, self.tools, self.vllm, spec)
-        envs = process_envs(self.layout, self.tools, self.vllm)
+        envs = process_envs(self.layout, self.tools, self.vllm, self.tokens["ingest"])
         urls = ready_urls(self.layout)
         lanes = [lane_process(self.layout, lane) for lane in LANES]
         rest = [name for name in cmds if name not in lanes]

@@ -104,7 +104,10 @@ class Gateway:
         if cfg.collector_url is None or interval is None:
             return None
         token = read_secret_or_none(cfg.collector_token_file, "collector_token_file")
-        return ProgressReporter(self.in_flight, cfg.collector_url, token, interval, cfg.shipping.timeout_s)
+        timeout = cfg.shipping.timeout_s
+        return ProgressReporter(
+            self.in_flight, cfg.collector_url, token, interval, timeout, prefix=cfg.reporter_name
+        )
 
     def _learner(self) -> ModelLearner | None:
         """Lanes that declare no models learn them from their upstreams, unless turned off."""

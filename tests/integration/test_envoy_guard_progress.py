@@ -21,7 +21,7 @@ import pytest
 from lanewatch.collector.collect.service import CollectorService, serve
 from lanewatch.collector.config import LanewatchConfig
 from tests.envoy import access_log_bootstrap, start_envoy
-from tests.servers import free_port
+from tests.servers import free_port, token_file
 from tests.waiting import eventually_async
 
 from .gateway_harness import upstream_server
@@ -36,7 +36,9 @@ MISSED_WITHIN_S = SLO_S + 2.0  # the 0.2 s flush, Envoy's logger batching (1 s i
 
 async def test_envoy_requests_are_judged_missed_while_they_wait(tmp_path: Path) -> None:
     port, grpc_port = free_port(), free_port()
+    ingest_token, token = token_file(tmp_path)
     cfg = LanewatchConfig(
+        ingest={"token_file": ingest_token},
         scrape={"enabled": False},
         gpu={"enabled": False},
         probe={"enabled": False},
@@ -54,7 +56,7 @@ async def test_envoy_requests_are_judged_missed_while_they_wait(tmp_path: Path) 
         async with upstream_server(first_ms=FIRST_TOKEN_S * 1000, gap_ms=10) as (_, up_url):
             up_port = int(up_url.rsplit(":", 1)[1])
             envoy_cm = start_envoy(
-                tmp_path, access_log_bootstrap({"fast": up_port, "slow": up_port}, grpc_port)
+                tmp_path, access_log_bootstrap({"fast": up_port, "slow": up_port}, grpc_port, token)
             )
             envoy = await asyncio.to_thread(envoy_cm.__enter__)
             try:

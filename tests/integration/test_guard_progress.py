@@ -21,7 +21,7 @@ from aiohttp import web
 
 from lanewatch.collector.collect.service import CollectorService, serve
 from lanewatch.collector.config import LanewatchConfig
-from tests.servers import free_port, serve_app
+from tests.servers import free_port, serve_app, token_file
 from tests.waiting import eventually_async
 
 from .gateway_harness import TRUST_LOOPBACK, chat_body, gateway_server, upstream_server
@@ -48,7 +48,9 @@ async def _alertmanager() -> tuple[web.AppRunner, str, list[dict[str, Any]]]:
 async def test_waiting_requests_fire_the_guard_before_their_first_token(tmp_path: Path) -> None:
     am_runner, am_url, posted = await _alertmanager()
     port = free_port()
+    ingest_token, _ = token_file(tmp_path)
     cfg = LanewatchConfig(
+        ingest={"token_file": ingest_token},
         scrape={"enabled": False},
         gpu={"enabled": False},
         probe={"enabled": False},
@@ -69,6 +71,7 @@ async def test_waiting_requests_fire_the_guard_before_their_first_token(tmp_path
                 {"slow": [slow_url], "fast": [fast_url]},
                 hints=TRUST_LOOPBACK,
                 collector_url=collector_url,
+                collector_token_file=ingest_token,
                 shipping={"progress_interval_s": 0.1},
             ) as gw,
         ):
@@ -109,7 +112,9 @@ async def test_waiting_requests_fire_the_guard_before_their_first_token(tmp_path
 
 
 async def test_a_bad_progress_report_is_refused_and_a_bad_event_alone(tmp_path: Path) -> None:
+    path, token = token_file(tmp_path)
     cfg = LanewatchConfig(
+        ingest={"token_file": path},
         scrape={"enabled": False},
         gpu={"enabled": False},
         probe={"enabled": False},
@@ -118,8 +123,9 @@ async def test_a_bad_progress_report_is_refused_and_a_bad_event_alone(tmp_path: 
     )
     svc = CollectorService.from_config(cfg, source_factory=None)
     transport = httpx.ASGITransport(app=svc.app())
+    json_ = {"content-type": "application/json", "authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(transport=transport, base_url="http://collector") as client:
-        r = await client.post("/v1/progress", content=b"[1, 2]", headers={"content-type": "application/json"})
+        r = await client.post("/v1/progress", content=b"[1, 2]", headers=json_)
         assert r.status_code == 400
         assert "body" in r.json()["error"]["message"]
         good = [1, "slow", 5.0, False]
@@ -127,9 +133,7 @@ async def test_a_bad_progress_report_is_refused_and_a_bad_event_alone(tmp_path: 
             "reporter": "gw-1",
             "events": [good, [2, "slow", float("nan"), False], [3, "bad lane!", 1.0, True]],
         }
-        r = await client.post(
-            "/v1/progress", content=json.dumps(report), headers={"content-type": "application/json"}
-        )
+        r = await client.post("/v1/progress", content=json.dumps(report), headers=json_)
         assert r.status_code == 200
         assert r.json() == {"accepted": 1, "refused": 2}
         text = (await client.get("/metrics")).text

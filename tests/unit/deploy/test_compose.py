@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from lanewatch.alerts.build import GENERATED_DIR
@@ -114,3 +115,66 @@ def test_each_gateway_lane_declares_the_model_its_vllm_serves() -> None:
         (model,) = cfg.gateway.lanes[lane].models
         assert f"--model={model}" in compose()["services"][f"vllm-{lane}"]["command"]
     assert cfg.gateway.lanes["fast"].models != cfg.gateway.lanes["slow"].models  # a shift rewrites
+
+
+def test_the_collector_and_its_senders_share_the_ingest_tokens_made_at_start() -> None:
+    services = compose()["services"]
+    tokens = services["tokens"]
+    assert tokens["entrypoint"] == ["python", "/src/deploy/compose/make_tokens.py"]
+    folder, *names = tokens["command"][: tokens["command"].index("--owner")]
+    assert f"ingest-tokens:{folder}" in tokens["volumes"]
+    cfg = load_config(COMPOSE / "lanewatch.yaml")
+    reporters = {r.name: r for r in cfg.ingest.reporters}
+    assert sorted(names) == sorted(reporters) and cfg.ingest.token_file is None
+    assert all(str(r.token_file) == f"{folder}/{r.name}" for r in reporters.values())
+    # the gateway sends its own reporter's token, under that reporter's name
+    gateway = reporters[cfg.gateway.reporter_name]
+    assert cfg.gateway.collector_token_file == gateway.token_file and gateway.feeds == ["progress", "tap"]
+    assert reporters["vllm"].feeds == []  # spans only: no progress, no records
+    for name in ("collector", "gateway", "vllm-fast", "vllm-slow"):
+        assert f"ingest-tokens:{folder}:ro" in services[name]["volumes"], name
+        assert services[name]["depends_on"]["tokens"] == {"condition": "service_completed_successfully"}
+        # vLLM's exporter reads its token at start ($$ is compose's escape for a shell's $)
+        if name.startswith("vllm-"):
+            script = services[name]["entrypoint"][2].replace("$$", "$")
+            token = reporters["vllm"].token_file
+            header = f'OTEL_EXPORTER_OTLP_TRACES_HEADERS="authorization=Bearer%20$(cat {token})"'
+            assert f"export {header};" in script
+            assert 'exec python3 -m vllm.entrypoints.openai.api_server "$@"' in script
+
+
+def test_the_compose_collector_starts_its_guard_behind_the_tokens_and_not_without(tmp_path: Path) -> None:
+    """The shipped config as the collector loads it, its tokens made by the `tokens` step's script."""
+    from fastapi.testclient import TestClient
+
+    from deploy.compose.make_tokens import make_tokens
+    from lanewatch.collector.collect.service import CollectorService
+    from lanewatch.collector.common.errors import ConfigError
+
+    data = yaml.safe_load((COMPOSE / "lanewatch.yaml").read_text())
+    assert data["guard"]["enabled"] is True and data["server"]["host"] == "0.0.0.0"
+    assert make_tokens(tmp_path, ["gateway", "vllm"]) == ["gateway", "vllm"]
+    assert make_tokens(tmp_path, ["gateway", "vllm"]) == []  # kept across restarts
+    assert (tmp_path / "gateway").stat().st_mode & 0o077 == 0
+    for r in data["ingest"]["reporters"]:
+        r["token_file"] = str(tmp_path / Path(r["token_file"]).name)
+    here = tmp_path / "lanewatch.yaml"
+    here.write_text(yaml.safe_dump(data))
+    service = CollectorService.from_config(load_config(here), source_factory=None)
+    assert service.guard is not None and not service.ingest_auth.open
+    body = b'{"reporter": "gateway-host-1", "events": [[1, "fast", 9.0, false]]}'
+    json_ = {"content-type": "application/json"}
+    client = TestClient(service.app())
+
+    def bearer(name: str) -> dict[str, str]:
+        return {**json_, "authorization": f"Bearer {(tmp_path / name).read_text().strip()}"}
+
+    assert client.post("/v1/progress", content=body, headers=json_).status_code == 401
+    assert client.post("/v1/progress", content=body, headers=bearer("vllm")).status_code == 403
+    assert client.post("/v1/progress", content=body, headers=bearer("gateway")).status_code == 200
+    # the same config without its tokens: refused, naming the setting
+    del data["ingest"]
+    here.write_text(yaml.safe_dump(data))
+    needs = r"guard\.enabled needs ingest\.token_file \(or ingest\.reporters\)"
+    with pytest.raises(ConfigError, match=needs):
+        load_config(here)

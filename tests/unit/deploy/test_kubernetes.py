@@ -147,3 +147,63 @@ def test_dashboards_configmap_has_the_sidecar_label() -> None:
     (cm,) = [d for d in of_kind("ConfigMap") if d["metadata"]["name"] == "lanewatch-dashboards"]
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert len(cm["data"]) == 5
+
+
+def _secret_mount(deployment: str) -> str:
+    (d,) = [x for x in of_kind("Deployment") if x["metadata"]["name"] == deployment]
+    spec = d["spec"]["template"]["spec"]
+    secrets = [v for v in spec["volumes"] if v.get("secret", {}).get("secretName") == "lanewatch-tokens"]
+    (volume,) = [v["name"] for v in secrets]
+    (container,) = spec["containers"]
+    (mount,) = [m["mountPath"] for m in container["volumeMounts"] if m["name"] == volume]
+    return str(mount)
+
+
+def test_the_collector_asks_each_reporter_for_its_token_from_the_secret(tmp_path: Path) -> None:
+    """The embedded config, as the collector loads it, with the Secret's files where it mounts them;
+    the guard turned on as the config's comment says: it starts behind the tokens, and not without."""
+    from fastapi.testclient import TestClient
+
+    from lanewatch.collector.collect.service import CollectorService
+    from lanewatch.collector.common.errors import ConfigError
+
+    (config,) = [d for d in of_kind("ConfigMap") if d["metadata"]["name"] == "lanewatch-config"]
+    data = yaml.safe_load(config["data"]["lanewatch.yaml"])
+    assert data["server"]["host"] == "0.0.0.0"
+    header = (KUBERNETES_DIR / "config.yaml").read_text().split("apiVersion")[0]
+    mount = _secret_mount("lanewatch-collector")
+    assert mount == _secret_mount("lanewatch-gateway")
+    reporters = {r["name"]: r for r in data["ingest"]["reporters"]}
+    for r in reporters.values():  # a key of the Secret, made by the documented command
+        key = Path(r["token_file"])
+        assert str(key.parent) == mount and f"--from-literal={key.name}=$(openssl rand -hex 32)" in header
+    gateway = reporters[data["gateway"]["reporter_name"]]
+    assert data["gateway"]["collector_token_file"] == gateway["token_file"]
+    assert gateway["feeds"] == ["progress", "tap"] and reporters["vllm"]["feeds"] == []
+    for deployment in of_kind("Deployment"):  # vLLM's exporter sends its reporter's token
+        if deployment["metadata"]["name"].startswith("vllm-"):
+            env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+            ref = env["LANEWATCH_INGEST_TOKEN"]["valueFrom"]["secretKeyRef"]
+            assert ref == {"name": "lanewatch-tokens", "key": Path(reporters["vllm"]["token_file"]).name}
+            assert env["OTEL_EXPORTER_OTLP_TRACES_HEADERS"]["value"] == (
+                "authorization=Bearer%20$(LANEWATCH_INGEST_TOKEN)"
+            )
+    alertmanager = "http://alertmanager-operated.monitoring.svc:9093"  # as the config's comment has it
+    data["guard"] = {"enabled": True, "alertmanager_urls": [alertmanager]}
+    for i, r in enumerate(data["ingest"]["reporters"]):
+        r["token_file"] = str(tmp_path / f"token-{i}")
+        (tmp_path / f"token-{i}").write_text(f"t0k{i}\n")
+    here = tmp_path / "lanewatch.yaml"
+    here.write_text(yaml.safe_dump(data))
+    service = CollectorService.from_config(load_config(here), source_factory=None)
+    assert service.guard is not None and not service.ingest_auth.open
+    client = TestClient(service.app())
+    body = b'{"reporter": "gateway-pod-1", "events": []}'
+    json_ = {"content-type": "application/json"}
+    assert client.post("/v1/progress", content=body, headers=json_).status_code == 401
+    ok = {**json_, "authorization": "Bearer t0k0"}
+    assert client.post("/v1/progress", content=body, headers=ok).status_code == 200
+    del data["ingest"]
+    here.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"needs ingest\.token_file \(or ingest\.reporters\)"):
+        load_config(here)

@@ -138,7 +138,17 @@ def test_written_configs_load_in_the_parts_that_read_them(tmp_path: Path) -> Non
         path = lay.token_file(name)
         assert path.read_text().strip() == token and len(token) == 32
         assert path.stat().st_mode & 0o077 == 0  # secrets are the owner's only
-    assert len(set(tokens.values())) == len(SECRETS) == 4  # each secret its own
+    assert len(set(tokens.values())) == len(SECRETS) == 5  # each secret its own
+    # every ingest path asks for the run's ingest token, and the gateway sends it
+    assert cfg.ingest.token_file == gw.collector_token_file == lay.token_file("ingest")
+
+
+def test_the_demo_guard_runs_behind_the_ingest_token(tmp_path: Path) -> None:
+    lay = layout(tmp_path)
+    write_secrets(lay)
+    write_configs(lay, guard=True)
+    cfg = load_config(lay.lanewatch_yaml)
+    assert cfg.guard.enabled and cfg.ingest.token_file == lay.token_file("ingest")
     assert yaml.safe_load(lay.prometheus_yaml.read_text())["rule_files"] == [str(DEMO_RULES)]
 
 

@@ -32,7 +32,7 @@ from lanewatch.collector.demo.engines import (
     vllm_command,
 )
 from lanewatch.collector.demo.run import Options
-from lanewatch.collector.demo.stack import Tools, commands, lane_envs, lane_process, ready_urls
+from lanewatch.collector.demo.stack import Tools, commands, lane_envs, lane_process, process_envs, ready_urls
 from lanewatch.collector.demo.timeline import DEFAULT_FAULT, Plan
 
 
@@ -143,6 +143,18 @@ def test_commands_run_vllm_for_vllm_lanes_and_the_simulator_for_the_rest(tmp_pat
     assert set(lane_envs(lay, inst)) == {"vllm-slow"}
     with pytest.raises(ValueError, match="lane slow is a vLLM lane"):
         commands(lay, Tools(None, None), None)
+
+
+def test_every_lanes_span_exporter_sends_the_ingest_token(tmp_path: Path) -> None:
+    inst = fake_install(tmp_path / "cache")
+    lay = vllm_layout(tmp_path, frozenset({"slow"}))
+    envs = process_envs(lay, Tools(None, None), inst, "f00d")
+    header = "authorization=Bearer%20f00d"  # OTel's header variable: URL-encoded values
+    assert envs["sim-fast"]["OTEL_EXPORTER_OTLP_TRACES_HEADERS"] == header
+    assert envs["vllm-slow"]["OTEL_EXPORTER_OTLP_TRACES_HEADERS"] == header
+    assert "OTEL_EXPORTER_OTLP_TRACES_HEADERS" not in process_envs(lay, Tools(None, None), inst).get(
+        "vllm-slow", {}
+    )
 
 
 def test_options_pick_the_lanes_a_real_engine_serves() -> None:

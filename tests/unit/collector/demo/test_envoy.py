@@ -105,7 +105,13 @@ def test_routes_send_short_answers_fast_and_a_shift_splits_only_the_slow_lanes_r
 
 def test_envoy_validates_the_demos_bootstrap_with_its_first_route_file(tmp_path: Path) -> None:
     lay = layout(tmp_path)
-    write_envoy_configs(lay, ["short"])
+    write_envoy_configs(lay, ["short"], token="f00d")
+    # both of Envoy's gRPC senders carry the collector's ingest token; the file is the owner's only
+    h = hcm(yaml.safe_load(lay.envoy_yaml.read_text()))
+    bearer = [{"key": "authorization", "value": "Bearer f00d"}]
+    assert h["access_log"][0]["typed_config"]["grpc_service"]["initial_metadata"] == bearer
+    assert h["tracing"]["provider"]["typed_config"]["grpc_service"]["initial_metadata"] == bearer
+    assert lay.envoy_yaml.stat().st_mode & 0o077 == 0
     cert = subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tmp_path / "key.pem"),
          "-out", str(tmp_path / "fast-cert.pem"), "-days", "1", "-subj", "/CN=127.0.0.1"],
