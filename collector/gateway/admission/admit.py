@@ -45,6 +45,8 @@ class Admission:
     model_header: str | None = None  # x-lanewatch-model's value; None when the body names no model
     requested_model: str | None = None  # set only when the gateway rewrote the model
     prompt: list[Message] | None = None  # the request's messages, kept only with record_content
+    # the body asked `"stream": true`: only a streamed answer has a first token the fast guard can judge
+    streamed: bool = False
 
 
 class _Refused(Exception):
@@ -109,6 +111,7 @@ def _admit(gw: Gateway, request: Request, api: Api, peer: str | None) -> Admissi
     # body), which no UTF-8 encoder (span export, /metrics) takes.
     model = clean_text(served, MAX_LABEL_CHARS) if served is not None else ""
     admitted = Admission(raw, strip, cls, model, decision, actions)
+    admitted.streamed = body.get("stream") is True
     if requested is not None and served is not None:
         admitted.model_header = header_value(requested, served)
         admitted.requested_model = clean_text(requested, MAX_ATTR_CHARS) if rewritten else None
