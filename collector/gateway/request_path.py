@@ -51,20 +51,34 @@ def handle_completion(
     gw.tracing.inject(ids, headers)
     upstream = UpstreamRequest(request.method, request.target, headers, admitted.body, admitted.strip_usage)
     flight = begin(gw, ex, upstream)
-    return _proxy(gw, request, conn, ex, flight, ids)
+    return _proxy(gw, request, conn, ex, flight, ids, admitted.streamed)
 
 
 async def _proxy(
-    gw: Gateway, request: Request, conn: FrontConn, ex: Exchange, flight: Flight, ids: TraceIds
+    gw: Gateway,
+    request: Request,
+    conn: FrontConn,
+    ex: Exchange,
+    flight: Flight,
+    ids: TraceIds,
+    streamed: bool,
 ) -> Response | None:
-    rid = gw.in_flight.start(
-        ex.decision.served_lane, ex.t0, lambda: None if ex.tap is None else ex.tap.first_content_at
+    # Only a streamed request is the fast guard's: a whole answer's first token is not observable, so
+    # its age would be judged a TTFT miss once the answer outlasts the SLO (docs/slo.md, "The evidence
+    # contract"). t0 is when the body had fully arrived: the client's upload is not the lane's.
+    rid = (
+        gw.in_flight.start(
+            ex.decision.served_lane, ex.t0, lambda: None if ex.tap is None else ex.tap.first_content_at
+        )
+        if streamed
+        else None
     )
     try:
         return await forward(gw, conn, ex, flight)
     finally:
         ex.end = perf_counter()
-        gw.in_flight.end(rid)
+        if rid is not None:
+            gw.in_flight.end(rid)
         _finish(gw, request, ex, ids)
 
 
