@@ -113,6 +113,7 @@ class _Run:
         self.bad_events = 0
         self.attrs: dict[str, str] = {}
         self.text = text  # the response text, kept only with record_content
+        self.flight: int | None = None  # its id in the fast guard's in-flight table, once sent
 
     def offset(self, t: float | None) -> float | None:
         return None if t is None else t - self.t0
@@ -298,8 +299,6 @@ class Prober:
         sent_id = f"lanewatch-probe-{uuid.uuid4().hex}"
         headers[REQUEST_ID] = sent_id
         run = _Run(time.perf_counter(), start_ns, StreamedText() if self.record_content else None)
-        table = self.in_flight
-        rid = table.start(self.target.lane, run.t0, lambda: run.first_content) if table is not None else 0
         try:
             await self._exchange(spec, run, headers, timeouts or self.timeouts)
         except Exception as exc:  # every failure becomes an error kind, never a crash
@@ -311,8 +310,7 @@ class Prober:
                 span.end()
             raise
         finally:
-            if table is not None:
-                table.end(rid)
+            self._landed(run)
         run.end = run.done_at or run.end or time.perf_counter()
         record = self._record(spec, run, started_at, trace_id, sent_id)
         if tracer is not None and span is not None:
@@ -372,6 +370,7 @@ class Prober:
             run.phase, run.send_at = "send", perf()
             conn.send(request)
             run.send_end, run.phase = perf(), "wait"
+            self._in_flight(run, run.send_end)
             reader = _Reader(run, conn)
             conn.attach(reader)
             try:
@@ -411,6 +410,21 @@ class Prober:
                 run.error_message = error_detail(reader.kept)
         finally:
             self._conns.release(conn)
+
+    def _in_flight(self, run: _Run, sent: float) -> None:
+        """Put the probe in the fast guard's table from the end of its send (docs/slo.md, "The evidence
+        contract"): connecting and sending are the prober's own time, as a client's upload is."""
+        table = self.in_flight
+        if table is None:
+            return
+        self._landed(run)  # sent again on a new connection: the first send was never the lane's
+        run.flight = table.start(self.target.lane, sent, lambda: run.first_content)
+
+    def _landed(self, run: _Run) -> None:
+        """Take the probe out of the in-flight table (its first token, if any, is reported once more)."""
+        if self.in_flight is not None and run.flight is not None:
+            self.in_flight.end(run.flight)
+            run.flight = None
 
     def _take_head(self, head: ResponseHead, run: _Run) -> None:
         run.status = head.status
