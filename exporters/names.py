@@ -149,7 +149,7 @@ DEGRADE_ACTIVE: Final = f"{PREFIX}_degrade_active"  # gauge 0/1: lane, action
 DEGRADE_SHIFT_RATIO: Final = f"{PREFIX}_degrade_shift_ratio"  # gauge 0..1: lane, to_lane
 DEGRADE_MAX_TOKENS_CAP: Final = f"{PREFIX}_degrade_max_tokens_cap"  # gauge: lane (0 = no cap)
 DEGRADE_TRANSITIONS_TOTAL: Final = f"{PREFIX}_degrade_transitions_total"  # lane, action, direction
-DEGRADE_ADAPTER_FAILURES_TOTAL: Final = f"{PREFIX}_degrade_adapter_failures_total"  # adapter
+DEGRADE_ADAPTER_FAILURES_TOTAL: Final = f"{PREFIX}_degrade_adapter_failures_total"  # adapter, reason
 # actions an adapter cannot take (its router has no way to), skipped: adapter, action
 DEGRADE_ADAPTER_SKIPPED_TOTAL: Final = f"{PREFIX}_degrade_adapter_skipped_total"
 DEGRADE_NOTIFICATIONS_TOTAL: Final = f"{PREFIX}_degrade_notifications_total"  # outcome

@@ -78,6 +78,12 @@ def serve(
         "--reconcile-interval-s",
         help="Seconds between re-applies of the state to routers (default: 15).",
     ),
+    apply_timeout_s: float | None = typer.Option(
+        None,
+        "--apply-timeout-s",
+        help="Seconds one adapter's apply may take, all its calls together, before it is cancelled, "
+        "audited and retried; no other adapter waits for it (default: 5).",
+    ),
     prometheus: str | None = typer.Option(
         None,
         "--prometheus",
@@ -125,6 +131,7 @@ def serve(
         "webhook_secret_file": Flag("--webhook-secret-file", webhook_secret_file),
         "tick_s": Flag("--tick-s", tick_s),
         "reconcile_interval_s": Flag("--reconcile-interval-s", reconcile_interval_s),
+        "apply_timeout_s": Flag("--apply-timeout-s", apply_timeout_s),
         "prometheus_url": Flag("--prometheus", prometheus),
         "diagnose_window": Flag("--diagnose-window", diagnose_window),
     }

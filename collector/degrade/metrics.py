@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from lanewatch.exporters import names
 
+from .applier import FAILURE_REASONS
 from .policy import Policy
 from .state import ACTIONS, ControllerState, desired_state
 
@@ -84,8 +85,8 @@ class DegradeMetrics:
         )
         self.adapter_failures = Counter(
             names.DEGRADE_ADAPTER_FAILURES_TOTAL,
-            "Adapter applies that failed after their retries.",
-            [names.ADAPTER],
+            "Adapter applies that failed after their retries, by reason (timeout, refused, error, ...).",
+            [names.ADAPTER, names.REASON],
             registry=registry,
         )
         self.adapter_skipped = Counter(
@@ -107,7 +108,8 @@ class DegradeMetrics:
             registry=registry,
         )
         for adapter in adapters:
-            self.adapter_failures.labels(adapter)
+            for reason in FAILURE_REASONS:
+                self.adapter_failures.labels(adapter, reason)
 
     def watch(self, policy: Policy, view: Callable[[], tuple[ControllerState, int, dict[str, bool]]]) -> None:
         """Export the state gauges from `view()` = (state, revision, adapter synced flags)."""

@@ -122,7 +122,7 @@ async def serve(cfg: DegradeConfig, context: DiagnosisContext | None = None) -> 
     store = Store(cfg.state_dir)
     metrics = DegradeMetrics(CollectorRegistry(), [a.name for a in adapters])
     why = build_why(cfg, context or DiagnosisContext())
-    service = DegradeService(policy, store, adapters, metrics, why=why)
+    service = DegradeService(policy, store, adapters, metrics, why=why, apply_timeout_s=cfg.apply_timeout_s)
     service.resume()
     app = create_app(service, metrics, token, cfg.max_body_bytes)
     config = uvicorn_config(

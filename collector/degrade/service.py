@@ -4,7 +4,9 @@ Order matters for safety: a notification's decision is committed (state and audi
 transaction) before the webhook is answered, and only then applied to routers. A crash
 before the commit loses nothing (Alertmanager retries a post without a 2xx); a crash after
 it is repaired on restart, which re-applies the stored state. `run` is the periodic driver:
-it owns the clock, ticks the time-driven steps and reconciles the adapters.
+it owns the clock, ticks the time-driven steps and reconciles the adapters. Each adapter
+applies on its own (applier.py), within its own deadline, so a router that hangs holds back
+only itself.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from .adapters import Adapter, AdapterError, restrict
 from .adapters.base import REWRITE_MODEL
+from .applier import APPLY_TIMEOUT_S, Applier, Attempt
 from .decision import FUTURE_TOLERANCE_S, Decision, on_notification, on_tick
 from .metrics import DegradeMetrics
 from .policy import Policy
@@ -57,6 +60,7 @@ class DegradeService:
         clock: Callable[[], float] = time.time,
         why: Why | None = None,
         diagnosis_retry_s: float = DIAGNOSIS_RETRY_S,
+        apply_timeout_s: float = APPLY_TIMEOUT_S,
     ) -> None:
         self.policy = policy
         self._why = why
@@ -74,6 +78,7 @@ class DegradeService:
         self._skipped: dict[str, frozenset[tuple[str, str]]] = {a.name: frozenset() for a in self._adapters}
         # Per adapter, for `degrade status`: its last apply and last error, kept across restarts.
         self._reports: dict[str, dict[str, Any]] = store.adapters()
+        self._appliers = {a.name: Applier(a, self._settle, apply_timeout_s) for a in self._adapters}
         self._lock = asyncio.Lock()
         self._kick = asyncio.Event()
         metrics.watch(policy, self._view)
@@ -221,32 +226,34 @@ class DegradeService:
         return compare(adapter.name, desired, view)
 
     async def reconcile(self) -> bool:
-        """Apply the current state through every adapter; True when all of them hold it."""
-        self._kick.clear()
-        revision, lanes = self._revision, desired_state(self._state)
-        results = await asyncio.gather(*(self._apply(a, lanes, revision) for a in self._adapters))
-        return all(results)
+        """Apply the current state through every adapter, each on its own and within its deadline;
+        True when all of them hold it."""
+        return all(await asyncio.gather(*self._hand_out()))
 
-    async def _apply(self, adapter: Adapter, desired: dict[str, LaneSpec], revision: int) -> bool:
-        lanes, skipped = restrict(desired, adapter.capabilities)
-        self._note_skipped(adapter, skipped, revision)
-        try:
-            await adapter.apply(lanes, revision)
-        except Exception as exc:  # any failure, expected or not, is retried by the next reconcile
-            if not isinstance(exc, AdapterError):
-                log.exception("adapter %s raised unexpectedly", adapter.name)
-            self._failed(adapter, revision, exc)
-            return False
-        if self._held[adapter.name] != lanes or self._failing[adapter.name]:
-            self._note(
-                adapter.name, applied_revision=revision, applied_at=self._clock(), lanes=_lanes_json(lanes)
-            )
-        self._held[adapter.name] = lanes
-        if self._failing[adapter.name]:
-            self._failing[adapter.name] = False
-            log.info("adapter %s recovered: applied revision %d", adapter.name, revision)
-            self._audit("adapter_ok", {"adapter": adapter.name, "revision": revision})
-        return True
+    def _hand_out(self) -> list[asyncio.Future[bool]]:
+        """Give every adapter's applier the current state; each future says how its apply went."""
+        self._kick.clear()
+        revision, desired = self._revision, desired_state(self._state)
+        out = []
+        for adapter in self._adapters:
+            lanes, skipped = restrict(desired, adapter.capabilities)
+            self._note_skipped(adapter, skipped, revision)
+            out.append(self._appliers[adapter.name].want(lanes, revision))
+        return out
+
+    def _settle(self, attempt: Attempt) -> None:
+        """Record how one apply went: the adapter's report, its held lanes, the audit and metrics."""
+        name, lanes, revision = attempt.adapter, attempt.lanes, attempt.revision
+        if attempt.error is not None:
+            self._failed(name, revision, attempt.error, attempt.reason or "unexpected")
+            return
+        if self._held[name] != lanes or self._failing[name]:
+            self._note(name, applied_revision=revision, applied_at=self._clock(), lanes=_lanes_json(lanes))
+        self._held[name] = lanes
+        if self._failing[name]:
+            self._failing[name] = False
+            log.info("adapter %s recovered: applied revision %d", name, revision)
+            self._audit("adapter_ok", {"adapter": name, "revision": revision})
 
     def _note_skipped(self, adapter: Adapter, skipped: Sequence[tuple[str, str]], revision: int) -> None:
         """Audit, count and log each action the adapter cannot take, once while it stays wanted."""
@@ -272,15 +279,16 @@ class DegradeService:
         except Exception:  # status is a report: it must never stop the loop that keeps routers right
             log.exception("could not record adapter %s's status", name)
 
-    def _failed(self, adapter: Adapter, revision: int, exc: Exception) -> None:
-        self._metrics.adapter_failures.labels(adapter.name).inc()
-        if not self._failing[adapter.name] or self._reports.get(adapter.name, {}).get("error") != str(exc):
-            self._note(adapter.name, error=str(exc), error_at=self._clock(), error_revision=revision)
-        self._held[adapter.name] = None
-        if not self._failing[adapter.name]:
-            self._failing[adapter.name] = True
-            log.warning("adapter %s failed to apply revision %d: %s", adapter.name, revision, exc)
-            self._audit("adapter_failed", {"adapter": adapter.name, "revision": revision, "error": str(exc)})
+    def _failed(self, name: str, revision: int, exc: Exception, reason: str) -> None:
+        self._metrics.adapter_failures.labels(name, reason).inc()
+        if not self._failing[name] or self._reports.get(name, {}).get("error") != str(exc):
+            self._note(name, error=str(exc), error_at=self._clock(), error_revision=revision)
+        self._held[name] = None
+        if not self._failing[name]:
+            self._failing[name] = True
+            log.warning("adapter %s failed to apply revision %d: %s", name, revision, exc)
+            detail = {"adapter": name, "revision": revision, "error": str(exc), "reason": reason}
+            self._audit("adapter_failed", detail)
 
     def _audit(self, event: str, detail: dict[str, object]) -> None:
         self._store_audit(AuditEntry(self._clock(), event, None, None, dict(detail)))
@@ -304,17 +312,21 @@ class DegradeService:
             await _wait_any(stop, None, tick_s)
 
     async def _reconcile_loop(self, stop: asyncio.Event, reconcile_s: float) -> None:
-        retry_s = 0.25  # after a failure, retry sooner than the interval: 0.5 s, doubling up to it
+        # Hands the state out and waits for none of the applies: each applier retries its own
+        # failures sooner than the interval (0.5 s, doubling up to it).
+        for applier in self._appliers.values():
+            applier.retry_max_s = reconcile_s
         while not stop.is_set():
-            ok = await self.reconcile()
-            retry_s = 0.25 if ok else min(retry_s * 2, reconcile_s)
-            await _wait_any(stop, self._kick, reconcile_s if ok else retry_s)
+            self._hand_out()
+            await _wait_any(stop, self._kick, reconcile_s)
 
     async def shutdown(self) -> None:
         """Release the adapters and the store."""
         for task in list(self._explaining):  # a diagnosis still waiting on Prometheus is dropped
             task.cancel()
         await asyncio.gather(*self._explaining, return_exceptions=True)
+        for applier in self._appliers.values():  # an apply still under way is cancelled
+            await applier.close()
         for adapter in self._adapters:
             await adapter.shutdown()
         self._store.close()

@@ -35,6 +35,9 @@ class DegradeConfig(Section):
     # older configs' flat keys (gateway_url, webhook_url, ...) are folded into entries.
     adapters: list[AdapterEntry] = Field(default_factory=list)
     reconcile_interval_s: float = Field(default=15.0, gt=0)  # re-apply the intended state this often
+    # One adapter's apply, all its calls and retries together; past it the apply is cancelled,
+    # audited (`adapter_failed`), counted and retried, and no other adapter waits for it.
+    apply_timeout_s: float = Field(default=5.0, gt=0, le=600)
     tick_s: float = Field(default=1.0, gt=0)  # how often holds, cooldowns and recoveries are checked
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     # When it acts, the controller diagnoses the alert's lane from this Prometheus into the audit

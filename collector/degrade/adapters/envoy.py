@@ -186,7 +186,14 @@ class EnvoyAdapter:
     async def _admin_get(self, path: str, **params: str) -> str:
         """The text an admin endpoint answers with 200; a retryable AdapterError otherwise."""
         try:
-            response = await self._client.get(path, params=params)
+            # Whole: an answer trickled byte by byte trips no per-read timeout.
+            async with asyncio.timeout(self._s.timeout_s):
+                response = await self._client.get(path, params=params)
+        except TimeoutError:
+            raise AdapterError(
+                f"envoy admin {self._s.admin_url}: no whole answer within {self._s.timeout_s:g} s",
+                retryable=True,
+            ) from None
         except httpx.HTTPError as exc:
             raise AdapterError(
                 f"envoy admin {self._s.admin_url}: {type(exc).__name__}", retryable=True

@@ -70,7 +70,7 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 async def run_command(argv: list[str], timeout_s: float) -> tuple[int, str]:
-    """Run a program to its end (killed after `timeout_s`): its exit status and bounded output."""
+    """Run a program to its end (killed after `timeout_s` or when cancelled): its exit status and output."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -83,6 +83,10 @@ async def run_command(argv: list[str], timeout_s: float) -> tuple[int, str]:
         raise AdapterError(f"cannot run {argv[0]}: {exc.strerror}", retryable=False) from None
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except asyncio.CancelledError:  # the apply's deadline: the program must not outlive it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

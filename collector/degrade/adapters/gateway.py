@@ -55,6 +55,7 @@ class GatewayAdapter:
         self.name = name
         self._client = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s, transport=transport)
         self._headers = {AUTHORIZATION: f"Bearer {token}"} if token else {}
+        self._timeout_s = timeout_s
         self._retry = retry
         self._sleep = sleep
 
@@ -94,6 +95,7 @@ class GatewayAdapter:
             lambda: self._client.build_request(method, "/admin/degrade", json=body, headers=self._headers),
             self._retry,
             self._sleep,
+            self._timeout_s,
         )
 
 

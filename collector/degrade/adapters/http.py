@@ -1,12 +1,14 @@
 """What the HTTP adapters share: their settings, retries with backoff, and reading a JSON answer.
 
 Calls retry with exponential backoff on connection errors, timeouts, 429 and 5xx; any other
-answer fails at once. Errors carry the status and a bounded, one-line reason, never a
-request body or a secret.
+answer fails at once. A call has a total deadline (`timeout_s`), not only httpx's per-read one,
+which a peer sending one byte at a time never trips. Errors carry the status and a bounded,
+one-line reason, never a request body or a secret.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -40,7 +42,7 @@ class HttpAdapterSettings(AdapterSettings):
     """An adapter that talks HTTP to its router: where, how long to wait, how often to try."""
 
     url: HttpUrl
-    timeout_s: float = Field(default=5.0, gt=0)  # one call
+    timeout_s: float = Field(default=5.0, gt=0)  # one call, whole: connect, send, the answer read
     attempts: int = Field(default=3, ge=1, le=20)  # per apply, with exponential backoff
 
     legacy_keys: ClassVar[Mapping[str, str]] = {
@@ -55,13 +57,20 @@ class HttpAdapterSettings(AdapterSettings):
 
 
 async def send(
-    client: httpx.AsyncClient, build: Callable[[], httpx.Request], retry: Retry, sleep: Sleep
+    client: httpx.AsyncClient,
+    build: Callable[[], httpx.Request],
+    retry: Retry,
+    sleep: Sleep,
+    timeout_s: float | None = None,
 ) -> httpx.Response:
-    """Send a request built afresh per attempt; retry what may succeed later."""
+    """Send a request built afresh per attempt, each within `timeout_s`; retry what may succeed later."""
     error = AdapterError("no attempt made", retryable=False)
     for attempt in range(retry.attempts):
         try:
-            response = await client.send(build())
+            async with asyncio.timeout(timeout_s):
+                response = await client.send(build())
+        except TimeoutError:
+            error = AdapterError(f"timed out (no whole answer within {timeout_s:g} s)", retryable=True)
         except httpx.TimeoutException as exc:
             error = AdapterError(f"timed out ({type(exc).__name__})", retryable=True)
         except httpx.TransportError as exc:

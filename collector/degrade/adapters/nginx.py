@@ -173,7 +173,7 @@ class NginxAdapter:
         # include back: left on disk, unchecked, the next reload by anyone would load it.
         check = " ".join(s.check_command)
         try:
-            code, output = await run_command(_argv(s.check_command), s.command_timeout_s)
+            code, output = await self._run(s.check_command, previous)
         except AdapterError as exc:
             self._restore(previous)
             raise AdapterError(
@@ -190,7 +190,7 @@ class NginxAdapter:
             )
         old = _workers(s.pid_file)
         try:
-            code, output = await run_command(_argv(s.reload_command), s.command_timeout_s)
+            code, output = await self._run(s.reload_command, previous)
         except AdapterError as exc:
             code, output = -1, str(exc)
         if code != 0:
@@ -223,6 +223,15 @@ class NginxAdapter:
                     retryable=True,
                 )
             await asyncio.sleep(0.05)
+
+    async def _run(self, command: list[str], previous: str | None) -> tuple[int, str]:
+        """Run the check or reload command; an apply cancelled meanwhile (its deadline) puts the
+        previous include back, as a check or reload that did not pass does."""
+        try:
+            return await run_command(_argv(command), self._s.command_timeout_s)
+        except asyncio.CancelledError:
+            self._restore(previous)
+            raise
 
     def _restore(self, previous: str | None) -> None:
         if previous is not None:

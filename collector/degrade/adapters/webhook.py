@@ -64,6 +64,7 @@ class WebhookAdapter:
         self._url = url
         self._client = httpx.AsyncClient(timeout=timeout_s, transport=transport)
         self._key = key
+        self._timeout_s = timeout_s
         self._retry = retry
         self._sleep = sleep
         self._clock = clock
@@ -83,7 +84,7 @@ class WebhookAdapter:
                 headers[SIGNATURE_HEADER] = sign(self._key, stamp, body)
             return self._client.build_request("POST", self._url, content=body, headers=headers)
 
-        await send(self._client, build, self._retry, self._sleep)
+        await send(self._client, build, self._retry, self._sleep, self._timeout_s)
 
     async def read_back(self) -> RouterView | None:
         """None: a webhook cannot be asked what its router holds."""

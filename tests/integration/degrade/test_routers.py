@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import Adapter, AdapterError, EnvoySettings, NginxSettings
+from lanewatch.collector.degrade.applier import FAILURE_REASONS as REASONS
 from lanewatch.collector.degrade.metrics import DegradeMetrics
 from lanewatch.collector.degrade.policy import DEFAULT_POLICY
 from lanewatch.collector.degrade.service import DegradeService
@@ -218,8 +219,8 @@ async def _held(adapter: Adapter) -> dict[str, LaneDegrade]:
 
 
 def _failures(metrics: DegradeMetrics, name: str) -> float:
-    value = metrics.registry.get_sample_value("lanewatch_degrade_adapter_failures_total", {"adapter": name})
-    return float(value or 0)
+    counter = "lanewatch_degrade_adapter_failures_total"
+    return sum(metrics.registry.get_sample_value(counter, {"adapter": name, "reason": r}) or 0 for r in REASONS)
 
 
 async def _reconcile_once(tmp_path: Path, adapter: Adapter) -> tuple[bool, DegradeMetrics, Store]:

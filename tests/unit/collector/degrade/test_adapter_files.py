@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -103,3 +104,36 @@ async def test_run_command_reports_status_and_output_and_times_out() -> None:
         await run_command(["/bin/sh", "-c", "sleep 30"], 0.2)
     with pytest.raises(AdapterError, match="cannot run"):
         await run_command([str(Path("/nonexistent/nginx"))], 1)
+
+
+async def test_an_nginx_apply_cancelled_by_its_deadline_mid_check_puts_the_include_back(
+    tmp_path: Path,
+) -> None:
+    """The controller cancels an apply past its deadline: the unchecked include must not stay on
+    disk (the next reload by anyone would load it), and the check must not outlive the apply."""
+    from lanewatch.collector.degrade.adapters import NginxSettings
+
+    include, pid = tmp_path / "lanes.conf", tmp_path / "check.pid"
+    include.write_text("# the include nginx holds\n")
+    settings = NginxSettings(
+        include_file=include,
+        check_command=["/bin/sh", "-c", f"echo $$ > {pid}; exec sleep 30"],
+        reload_command=["/bin/true"],
+        pid_file=None,
+    )
+    adapter = settings.build()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(1.0):
+            await adapter.apply({"slow": LaneDegrade("fast", 50)}, 1)
+    assert include.read_text() == "# the include nginx holds\n"
+    check = int(pid.read_text())
+    eventually(lambda: not _alive(check), 5, "the check command killed")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.exists() and status.read_text().rsplit(")", 1)[1].split()[0] == "Z")

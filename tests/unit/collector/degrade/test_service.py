@@ -72,7 +72,7 @@ async def test_failed_adapter_keeps_the_state_counts_and_recovers(controller: Co
     adapter.fail = True
     assert not await svc.reconcile()
     assert not await svc.reconcile()
-    assert controller.sample(names.DEGRADE_ADAPTER_FAILURES_TOTAL, adapter="recording") == 2.0
+    assert controller.sample(names.DEGRADE_ADAPTER_FAILURES_TOTAL, adapter="recording", reason="error") == 2.0
     assert controller.sample(names.DEGRADE_ADAPTER_SYNCED, adapter="recording") == 0.0
     assert svc.state.tracks and controller.store.load().revision == 1  # the intent is kept
     adapter.fail = False
@@ -139,7 +139,8 @@ async def test_an_adapter_bug_is_a_counted_failure_not_a_dead_loop(controller: C
     controller.adapter.apply = broken  # type: ignore[method-assign]
     await controller.service.handle(parse_notification(firing()))
     assert not await controller.service.reconcile()
-    assert controller.sample(names.DEGRADE_ADAPTER_FAILURES_TOTAL, adapter="recording") == 1.0
+    failures = names.DEGRADE_ADAPTER_FAILURES_TOTAL
+    assert controller.sample(failures, adapter="recording", reason="unexpected") == 1.0
 
 
 async def test_synced_follows_the_lanes_not_the_revision(controller: Controller) -> None:
