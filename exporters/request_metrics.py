@@ -165,7 +165,13 @@ _COUNTER_FAMILIES = tuple(f for f in FAMILIES if f.buckets is None)
 # Families fed by their getter: those every request feeds, and those only a success does.
 _EVERY = tuple(f for f in FAMILIES if f.get is not None and f.every_request)
 _SUCCESS = tuple(f for f in FAMILIES if f.get is not None and not f.every_request)
-_EVERY_AND_SUCCESS = (*_EVERY, *_SUCCESS)  # what a successful request feeds, in that order
+# (family, getter) of what a failed request feeds, and of what a successful one does, in order
+_FED_FAILED: tuple[tuple[Family, Callable[[RequestTiming], float | None]], ...] = tuple(
+    (f, f.get) for f in _EVERY if f.get is not None
+)
+_FED_OK: tuple[tuple[Family, Callable[[RequestTiming], float | None]], ...] = tuple(
+    (f, f.get) for f in (*_EVERY, *_SUCCESS) if f.get is not None
+)
 
 
 _LANE_AT = names.REQUEST_LABELS.index(names.LANE)
@@ -303,11 +309,7 @@ class RequestMetrics(Collector):
         prompt = float(record.prompt_tokens or 0)
         output = float(record.output_tokens or 0)
         ok = record.ok
-        fed = [
-            (f, float(v))
-            for f in (_EVERY_AND_SUCCESS if ok else _EVERY)
-            if (v := _get(f, record)) is not None
-        ]
+        fed = [(f, float(v)) for f, get in (_FED_OK if ok else _FED_FAILED) if (v := get(record)) is not None]
         itl = _itl_spread(record) if ok else None
         parts = list(breakdown(record).items()) if ok else []
         goodput = self._goodput
@@ -474,11 +476,6 @@ _BUDGETED = (
 _GROUP_COST = (len(METRICS) + 1) * len(QUANTILES)  # a window group's quantile rows (METRICS and itl)
 
 
-def _get(family: Family, record: RequestTiming) -> float | None:
-    assert family.get is not None  # only families with a getter are fed by it
-    return family.get(record)
-
-
 # One record's observations of a histogram, placed: bucket indexes, each one's weight (None: 1
 # each), and their sum.
 _Spread = tuple[list[int], list[int] | None, float]
@@ -492,10 +489,7 @@ def _itl_spread(r: RequestTiming) -> _Spread | None:
     places = [find(bounds, value) for value in r.itl_s]  # `le` is inclusive
     stats = r.itl_stats
     if stats is None:
-        total = 0.0
-        for value in r.itl_s:
-            total += value
-        return (places, None, total) if places else None
+        return (places, None, sum(r.itl_s, 0.0)) if places else None
     if not places and not stats.count:
         return None
     # each value stands for `share` gaps (the first `extra` of them, one more); a count without a
