@@ -277,7 +277,8 @@ class RoutingRules(Section):
     models: dict[str, LaneName] = Field(default_factory=dict)  # exact model name -> lane
     message_regex: list[RegexRoute] = Field(default_factory=list)
     prompt_chars: list[RangeRoute] = Field(default_factory=list)  # characters of all prompt text
-    max_tokens: list[RangeRoute] = Field(default_factory=list)  # max_tokens / max_completion_tokens
+    # over the work: max_tokens / max_completion_tokens x n (or best_of) x prompts (request_reading.py)
+    max_tokens: list[RangeRoute] = Field(default_factory=list)
 
     def lanes_named(self) -> list[str]:
         """Every lane a rule names."""
