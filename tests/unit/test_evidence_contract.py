@@ -52,17 +52,23 @@ def test_a_non_streamed_record_with_a_ttft_breaches() -> None:
 
 
 def test_progress_of_a_non_streamed_request_breaches() -> None:
-    kw = {"upload_s": 0.0, "upstream_first_token_s": None, "tolerance_s": TOL}
-    assert check_progress([], streamed=False, **kw) == []
-    assert "non-streamed" in check_progress([Progress(1, "fast", 0.6, False)], streamed=False, **kw)[0]
+    def check(events: list[Progress]) -> list[str]:
+        return check_progress(
+            events, streamed=False, upload_s=0.0, upstream_first_token_s=None, tolerance_s=TOL
+        )
+
+    assert check([]) == []
+    assert "non-streamed" in check([Progress(1, "fast", 0.6, False)])[0]
 
 
 def test_progress_ages_that_hold_the_upload_breach() -> None:
-    kw = {"streamed": True, "upstream_first_token_s": 0.02, "tolerance_s": TOL}
-    good = [Progress(1, "fast", 0.01, False), Progress(1, "fast", 0.02, True)]
-    assert check_progress(good, upload_s=1.5, **kw) == []
-    bad = [Progress(1, "fast", 1.2, False), Progress(1, "fast", 1.52, True)]
-    found = check_progress(bad, upload_s=1.5, **kw)
+    def check(events: list[Progress]) -> list[str]:
+        return check_progress(
+            events, streamed=True, upload_s=1.5, upstream_first_token_s=0.02, tolerance_s=TOL
+        )
+
+    assert check([Progress(1, "fast", 0.01, False), Progress(1, "fast", 0.02, True)]) == []
+    found = check([Progress(1, "fast", 1.2, False), Progress(1, "fast", 1.52, True)])
     assert len(found) == 2 and all("upload" in b for b in found)
 
 
