@@ -4,7 +4,7 @@ Each probe's trace id is kept by Envoy (its span is a child of the probe's) and 
 so the prober's record, Envoy's access-log record and the gateway tap's record of the same
 request meet in the collector by trace id. Every TTFT is from that hop's own start:
 - prober: request start to the first content chunk it read;
-- Envoy: first downstream byte (DS_RX_BEG) to the first upstream body byte (US_RX_BODY_BEG);
+- Envoy: the request body's last byte (DS_RX_END) to the first upstream body byte (US_RX_BODY_BEG);
 - tap: the gateway receiving the request to the first content chunk from the simulator.
 The test checks what must hold whatever the load (the prober's window holds Envoy's) and
 writes the percentiles to `envoy-ttft.json` in its folder and to stdout (docs/envoy-tap.md
