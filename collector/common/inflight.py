@@ -8,6 +8,10 @@ made. `report` turns the table into progress events every fraction of a second: 
 `first_token` event per request once its first token came (its TTFT), and, for each request
 still waiting, its age so far. Judging them against the SLO is the guard's (collector/guard/),
 which alone holds the thresholds. Pure: times are the caller's (perf_counter seconds).
+
+What a caller registers is the evidence contract's (docs/slo.md): a streamed request only (a
+whole answer's first token is not observable), started when its body has fully arrived (or, for a
+client, been fully sent): a client's upload is not a wait on the lane.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ class Progress:
 
     id: int  # unique within its reporter
     lane: str  # the lane that serves it
-    age_s: float  # TTFT when `first_token`, else seconds since it started
+    age_s: float  # TTFT when `first_token`, else seconds since it started (its body's end)
     first_token: bool
 
 
@@ -54,7 +58,7 @@ class InFlight:
         return len(self._entries)
 
     def start(self, lane: str, t0: float, first_at: FirstAt) -> int:
-        """Register a request that started at `t0`; returns its id."""
+        """Register a streamed request whose body had fully arrived at `t0`; returns its id."""
         self._next += 1
         self._entries[self._next] = _Entry(lane, t0, first_at)
         return self._next
