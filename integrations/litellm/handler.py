@@ -30,7 +30,7 @@ from lanewatch.collector.record.timing import RequestTiming
 
 from .classing import request_class
 from .degrade import DegradeHolder, plan, serve_admin
-from .flights import Flight, Flights, has_content
+from .flights import Flights, has_content
 from .records import API_OF_CALL, record_of
 from .settings import HandlerSettings
 from .shipping import RecordShipper
@@ -43,6 +43,7 @@ log = logging.getLogger("lanewatch.litellm")
 CLASS_KEY = "lanewatch_class"  # its class, for its record
 BODY_AT_KEY = "lanewatch_body_at"  # when its body had fully arrived (Unix seconds): its record's start
 FLIGHT_KEY = "lanewatch_flight"  # a streamed request's id in the in-flight table
+FIRST_AT_KEY = "lanewatch_first_at"  # when its first content chunk passed (Unix seconds): its TTFT's end
 
 
 def proxy_request(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -164,36 +165,39 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
         if not self.progress.running:  # started on the proxy's loop, at its first request
             self.progress.start()
 
-    def _flight(self, data: Any) -> Flight | None:
-        """The flight of a request, from its request data or an event's kwargs; None if none."""
+    @staticmethod
+    def _note(data: Any) -> dict[str, Any]:
+        """The proxy's note of a request, from its request data or an event's kwargs ({} if none)."""
         if not isinstance(data, dict):
-            return None
+            return {}
         request = data.get("proxy_server_request")
-        if not isinstance(request, dict):
-            request = proxy_request(data)
-        return self.flights.get(request.get(FLIGHT_KEY))
+        return request if isinstance(request, dict) else proxy_request(data)
 
     def _end(self, data: Any) -> None:
-        flight = self._flight(data)
+        flight = self.flights.get(self._note(data).get(FLIGHT_KEY))
         if flight is not None:
             self.flights.end(flight)
 
     async def async_post_call_streaming_iterator_hook(
         self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
     ) -> AsyncIterator[Any]:
-        """The stream on its way to the client: its first content chunk, and its end (or the client's)."""
-        flight = self._flight(request_data)
-        if flight is None:
-            async for item in response:
-                yield item
-            return
+        """The stream on its way to the client: its first content chunk (for its record and its
+        flight), and its end (or the client's)."""
+        note = self._note(request_data)
+        flight = self.flights.get(note.get(FLIGHT_KEY))
+        seen = False
         try:
             async for item in response:
-                if flight.first_at is None and has_content(item):
-                    Flights.first_token(flight, perf_counter())
+                if not seen and has_content(item):
+                    seen = True
+                    # LiteLLM's completionStartTime is the first chunk, content or not (a role alone)
+                    note[FIRST_AT_KEY] = time.time()
+                    if flight is not None:
+                        Flights.first_token(flight, perf_counter())
                 yield item
         finally:
-            self.flights.end(flight)
+            if flight is not None:
+                self.flights.end(flight)
 
     async def async_post_call_failure_hook(
         self,
@@ -215,8 +219,9 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
         try:
             request = proxy_request(kwargs)
             body_at = _seconds(request.get(BODY_AT_KEY))
+            first_at = _seconds(request.get(FIRST_AT_KEY))
             cls = self.record_class(payload, request)
-            record = record_of(payload, settings.lanes, settings.target, cls, body_at)
+            record = record_of(payload, settings.lanes, settings.target, cls, body_at, first_at)
         except Exception:  # a payload no record can be made of (RecordError, odd types)
             self.skipped["unreadable"] += 1
             log.exception("lanewatch: a LiteLLM payload made no record")

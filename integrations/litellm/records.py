@@ -2,11 +2,16 @@
 
 The payload (`kwargs["standard_logging_object"]` of a success or failure event) carries the
 request's wall-clock `startTime` (LiteLLM began the call), `completionStartTime` (the first chunk
-from the upstream: for a stream, the time to first token; otherwise the end) and `endTime`, the
+from the upstream, of any kind; without a stream, the end) and `endTime`, the
 `model_group` the client asked for and the deployment (`model_id`) that served it, the usage and,
 on failure, `error_information.error_code` (the HTTP status as text). Its `trace_id` is the
 client's W3C `traceparent` trace id when the client sent one (else a LiteLLM uuid, which is no
 trace id and is left out).
+
+The first token is the first chunk that carries answer text, as the handler's streaming hook saw
+it pass (`first_at`): LiteLLM's `completionStartTime` is its first chunk of any kind, a role alone
+included, which an upstream may send before it has a token. Without that stamp (a stream the hook
+did not see), `completionStartTime` stands in.
 
 The TTFT clock starts when the request's body has fully arrived (docs/slo.md, the evidence
 contract): the handler's pre-call hook stamps that moment (`body_at`, Unix seconds), after LiteLLM
@@ -84,9 +89,11 @@ def record_of(
     target: str,
     request_class: str,
     body_at: float | None = None,
+    first_at: float | None = None,
 ) -> RequestTiming | None:
     """The record of one served request, timed from `body_at` (when its body had fully arrived) when
-    known, else from LiteLLM's start of the call; None for a call type that is no generation."""
+    known, else from LiteLLM's start of the call, to `first_at` (its first content chunk) when known,
+    else LiteLLM's first chunk; None for a call type that is no generation."""
     api = API_OF_CALL.get(str(payload.get("call_type")))
     start = _seconds(payload.get("startTime"))
     if api is None or start is None:
@@ -97,7 +104,8 @@ def record_of(
     status = 200 if ok else _status(payload)
     e2e = _span(start, _seconds(payload.get("endTime")))
     # Only a stream has a first chunk apart from the end; a failure before one has none.
-    ttft = _span(start, _seconds(payload.get("completionStartTime"))) if payload.get("stream") else None
+    first = first_at if first_at is not None else _seconds(payload.get("completionStartTime"))
+    ttft = _span(start, first) if payload.get("stream") else None
     if ttft is not None and e2e is not None:
         ttft = min(ttft, e2e)
     completion = _int(payload.get("completion_tokens"))

@@ -67,6 +67,14 @@ def test_the_bodys_end_starts_the_clock_when_it_is_earlier() -> None:
     assert later is not None and later.ttft_s == 0.25  # a stamp after LiteLLM's start is no stamp
 
 
+def test_the_first_content_chunk_ends_the_ttft_not_litellms_first_chunk() -> None:
+    # completionStartTime (0.25 s after the start) was a role chunk; the text came 0.5 s after
+    r = record_of(payload(), LANES, "litellm", "other", first_at=1_700_000_000.5)
+    assert r is not None and r.ttft_s == 0.5
+    plain = record_of(payload(stream=False), LANES, "litellm", "other", first_at=1_700_000_000.5)
+    assert plain is not None and plain.ttft_s is None  # no stream: no observable first token
+
+
 def test_the_lane_comes_from_the_group_then_the_deployment_else_unrouted() -> None:
     by_deployment = record_of(payload(model_group="x", model_id="slow-deployment"), LANES, "t", "c")
     neither = record_of(payload(model_group="x", model_id="y"), LANES, "t", "c")
