@@ -11,6 +11,7 @@ Tokens live only inside `IngestAuth`; a credential, its repr and every error hol
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -95,12 +96,13 @@ def load_ingest_auth(ingest: IngestConfig) -> IngestAuth:
     ConfigError names two settings that hold the same token (one would speak as the other)."""
     shared = read_secret_or_none(ingest.token_file, "ingest.token_file")
     named: list[tuple[Credential, str]] = []
-    seen: dict[str, str] = {} if shared is None else {shared: "ingest.token_file"}
+    seen: list[tuple[str, str]] = [] if shared is None else [(shared, "ingest.token_file")]
     for i, r in enumerate(ingest.reporters):
         what = f"ingest.reporters[{i}].token_file"
         token = read_secret(r.token_file, what)
-        if token in seen:
-            raise ConfigError(f"{what} holds the same token as {seen[token]}: give each reporter its own")
-        seen[token] = what
+        for earlier, where in seen:  # compared as every token is, in constant time
+            if hmac.compare_digest(earlier.encode(), token.encode()):
+                raise ConfigError(f"{what} holds the same token as {where}: give each reporter its own")
+        seen.append((token, what))
         named.append((Credential(r.name, frozenset(r.feeds)), token))
     return IngestAuth(shared, named)

@@ -26,6 +26,7 @@ BEARER_USERS = (
     "collector/gateway/front/admin.py",
     "collector/degrade/server.py",
     "collector/collect/records_http.py",
+    "collector/collect/credentials.py",
 )
 
 
