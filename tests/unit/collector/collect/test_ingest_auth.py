@@ -236,3 +236,25 @@ def test_identify_finds_the_credential_and_never_shows_a_token() -> None:
 )  # fmt: skip
 def test_which_listen_hosts_stay_on_this_machine(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_the_gateway_names_its_progress_reports_after_its_credential(tmp_path: Path) -> None:
+    from lanewatch.collector.common.progress_wire import encode_progress, parse_progress
+    from lanewatch.collector.config import GatewayConfig
+    from lanewatch.collector.gateway.state import Gateway
+
+    cfg = GatewayConfig.model_validate(
+        {
+            "lanes": {"slow": {"upstreams": ["http://127.0.0.1:9"]}},
+            "collector_url": "http://127.0.0.1:9",
+            "reporter_name": "gateway-eu-west1",  # the longest name: 16 characters
+        }
+    )
+    progress = Gateway(cfg).progress
+    assert progress is not None
+    reporter = progress.reporter
+    assert Credential("gateway-eu-west1").may_report_as(reporter)
+    assert parse_progress(encode_progress(reporter, [])).reporter == reporter  # within the wire's 64
+    assert GatewayConfig().reporter_name == "gw"
+    with pytest.raises(ValueError, match="reporter_name"):
+        GatewayConfig(reporter_name="x" * 17)
