@@ -40,6 +40,7 @@ pytestmark = pytest.mark.integration
 TOKEN = "litellm-progress-token"
 FIRST_S = 0.6  # the upstream's first content token, after it took the request
 UPLOAD_S = 1.5  # a dribbled body's first byte to its last
+LEAVE_S = 0.15  # a client that leaves before its first token
 TOLERANCE_S = 0.4  # the proxy's hops between the body's end and the upstream (tens of ms unloaded)
 
 
@@ -195,6 +196,11 @@ async def test_records_and_progress_hold_to_the_evidence_contract(tmp_path: Path
                     sent.append(await send(client, "/v1/chat/completions", chat(stream), dribble))
                 text = {"model": "fast", "max_tokens": 3, "stream": True, "prompt": "hi"}
                 sent.append(await send(client, "/v1/completions", text, dribble=False))
+                # A client that leaves before its first token: the proxy's stream closes, so does its flight.
+                async with client.stream("POST", "/v1/chat/completions", json=chat(True)) as r:
+                    assert r.status_code == 200
+                    await asyncio.sleep(LEAVE_S)
+                await asyncio.sleep(FIRST_S + 1.0)  # past when its first token would have come
             await eventually_async(
                 lambda: len(collector.records) >= len(sent), 30, f"{len(sent)} records ({proxy.log_path})"
             )
@@ -209,6 +215,9 @@ async def test_records_and_progress_hold_to_the_evidence_contract(tmp_path: Path
     for event in collector.events[skip:]:
         assert event.id not in warm_up, event
         by_id.setdefault(event.id, []).append(event)
+    left = by_id.pop(max(by_id))  # the client that left: never judged past its leaving
+    assert left and max(e.age_s for e in left) < LEAVE_S + TOLERANCE_S, left
+    assert not any(e.first_token for e in left), left
     streamed = [s for s in sent if s.streamed]
     # Only streamed requests enter the table, in the order they came: its ids are theirs.
     assert len(by_id) == len(streamed), {k: len(v) for k, v in by_id.items()}
