@@ -24,6 +24,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app as cli
+from lanewatch.collector.record.batch import encode_batch, encode_record
+from lanewatch.collector.record.timing import RequestTiming
 from tests.alertmanager_bodies import alert, body
 from tests.servers import SimHandle, free_port, start_simulator
 from tests.waiting import eventually
@@ -50,7 +52,9 @@ WRONG_KEY, WRONG_GW, WRONG_AM, CLIENT_KEY = (
     canary("wrongam"),
     canary("client"),
 )
+INGEST_TOKEN, WRONG_INGEST = canary("ingest"), canary("wrongingest")
 SECRETS = [SIM_KEY, SIM_ADMIN, GW_TOKEN, AM_TOKEN, WRONG_KEY, WRONG_GW, WRONG_AM, CLIENT_KEY]
+SECRETS += [INGEST_TOKEN, WRONG_INGEST]
 PROMPT = f"Summarize the canary report {secrets.token_hex(8)} for the on-call engineer"
 
 
@@ -117,6 +121,15 @@ class Loop:
             "gpu": {"enabled": False},
             "export": {"otlp_endpoint": self.spans.url},
             "server": {"host": "127.0.0.1", "port": port},
+            "ingest": {
+                "reporters": [
+                    {
+                        "name": "gw",
+                        "token_file": str(self.secret("ingest.token", INGEST_TOKEN)),
+                        "feeds": ["tap"],
+                    }
+                ]
+            },
         }
         path = write_yaml(self.tmp / "collect.yaml", cfg)
         args = [
@@ -163,6 +176,16 @@ def drive(loop: Loop) -> str:
         wrong = {"authorization": f"Bearer {WRONG_GW}"}
         assert c.put(f"{gw.url}/admin/degrade", json={"lanes": {}}, headers=wrong).status_code == 401
         assert c.post(f"{sim.url}/admin/faults", json={}, headers=wrong).status_code == 401
+        # the collector's ingest: a wrong token, then the right one sending a source it may not
+        ingest = f"{loop.col.url}/v1/records"
+        wrong_ingest = {"authorization": f"Bearer {WRONG_INGEST}"}
+        assert c.post(ingest, json={"records": []}, headers=wrong_ingest).status_code == 401
+        right = {"authorization": f"Bearer {INGEST_TOKEN}"}
+        assert c.post(ingest, json={"records": []}, headers=right).status_code == 200
+        foreign = RequestTiming("litellm", "t", "fast", "interactive", "m", started_at=time.time(), e2e_s=1.0)
+        batch = encode_batch([encode_record(foreign)])
+        json_ = {"content-type": "application/json"}
+        assert c.post(ingest, content=batch, headers={**right, **json_}).status_code == 403
         firing = body(alert("firing", starts=time.time()))
         r = c.post(f"{ctl.url}/alertmanager", json=firing, headers={"authorization": f"Bearer {WRONG_AM}"})
         assert r.status_code == 401
