@@ -19,7 +19,16 @@ from .policy import Policy
 from .state import ACTIONS, ActionName, AlertRecord, AuditEntry, ControllerState, LaneSpec, Track, TrackKind
 from .webhook import Alert, Notification
 
-__all__ = ["FUTURE_TOLERANCE_S", "Action", "Decision", "Outcome", "classify", "on_notification", "on_tick"]
+__all__ = [
+    "FUTURE_TOLERANCE_S",
+    "Action",
+    "Decision",
+    "Outcome",
+    "classify",
+    "on_notification",
+    "on_tick",
+    "step_effect",
+]
 
 Direction = Literal["apply", "escalate", "restore"]
 # What became of one alert in a notification.
@@ -195,7 +204,7 @@ def _attach(policy: Policy, work: _Work, alert: Alert, lane: str, kind: TrackKin
         if track.clear_since is not None:
             work.tracks[(lane, kind)] = replace(track, clear_since=None)
         return "joined"
-    effect = _effect(policy, kind, lane, 0)
+    effect = step_effect(policy, kind, lane, 0)
     now = work.now
     work.tracks[(lane, kind)] = Track(lane, kind, 0, effect, now, now, frozenset({fp}))
     work.change(lane, LaneSpec(), effect, {**why, "step": 0})
@@ -227,7 +236,7 @@ def _maybe_escalate(policy: Policy, work: _Work, track: Track) -> None:
     if track.step + 1 >= steps or work.now - track.stepped_at < policy.escalation_cooldown_s:
         return
     step = track.step + 1
-    effect = _effect(policy, track.kind, track.lane, step, shift_to=track.effect.shift_to)
+    effect = step_effect(policy, track.kind, track.lane, step, shift_to=track.effect.shift_to)
     work.tracks[(track.lane, track.kind)] = replace(track, step=step, effect=effect, stepped_at=work.now)
     work.change(
         track.lane, track.effect, effect, {"kind": track.kind, "step": step, "reason": "still firing"}
@@ -241,7 +250,10 @@ def _recovered(policy: Policy, track: Track, now: float) -> bool:
     return stable and now - track.stepped_at >= policy.min_hold_s
 
 
-def _effect(policy: Policy, kind: TrackKind, lane: str, step: int, shift_to: str | None = None) -> LaneSpec:
+def step_effect(
+    policy: Policy, kind: TrackKind, lane: str, step: int, shift_to: str | None = None
+) -> LaneSpec:
+    """What step `step` of a `kind` degrade on `lane` tells the router."""
     if kind == "shift":
         return LaneSpec(
             shift_to=shift_to or policy.faster_lane(lane), shift_percent=policy.shift_percents[step]

@@ -16,6 +16,7 @@ from lanewatch.collector.common import secrets
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
 
+from . import preflight
 from .adapters import REGISTRY, Adapter, AdapterError
 from .metrics import DegradeMetrics
 from .policy import Policy, load_policy
@@ -118,6 +119,10 @@ async def serve(cfg: DegradeConfig, context: DiagnosisContext | None = None) -> 
         cfg.min_hold_s, cfg.recovery_stable_s, cfg.escalation_cooldown_s
     )
     adapters = build_adapters(cfg)
+    try:  # what a router would refuse in an incident stops the start instead
+        preflight.check(policy, cfg.adapters)
+    except ConfigError as exc:
+        raise SetupError(str(exc)) from None
     lock = lock_state_dir(cfg.state_dir)
     store = Store(cfg.state_dir)
     metrics = DegradeMetrics(CollectorRegistry(), [a.name for a in adapters])

@@ -12,7 +12,7 @@ Pure, apart from `read_secret`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Final, Literal, Protocol
@@ -142,3 +142,12 @@ class AdapterSettings(BaseModel):
     def build(self) -> Adapter:
         """The adapter this entry describes (reads its secret files); AdapterError if it cannot."""
         raise NotImplementedError
+
+    def renderer(self) -> Callable[[dict[str, LaneDegrade]], object] | None:
+        """What the router would be given for a state, rendered without touching the router, where
+        its apply renders a file: AdapterError for a state the apply would refuse. None: no render.
+
+        The controller and `lanewatch config check` render every state the policy can ask for
+        with it at start (preflight.py), so a refusal stops the start, not an incident's apply.
+        """
+        return None

@@ -27,6 +27,7 @@ import logging
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -77,10 +78,7 @@ class EnvoyAdapter:
 
     def template(self) -> EnvoyTemplate:
         """The route template, read again on each apply so an edit takes effect at the next one."""
-        text = read_text(self._s.route_template)
-        if text is None:
-            raise AdapterError(f"route template {self._s.route_template} not found", retryable=False)
-        return parse_template(text)
+        return _read_template(self._s.route_template)
 
     async def apply(self, lanes: dict[str, LaneDegrade], revision: int) -> None:
         """Render, validate, move into place and confirm; the file on disk is left valid throughout."""
@@ -225,6 +223,13 @@ class EnvoyAdapter:
         await self._client.aclose()
 
 
+def _read_template(path: Path) -> EnvoyTemplate:
+    text = read_text(path)
+    if text is None:
+        raise AdapterError(f"route template {path} not found", retryable=False)
+    return parse_template(text)
+
+
 class EnvoySettings(AdapterSettings):
     """Envoy's file-based routes (RDS from a file), rendered from the operator's route template."""
 
@@ -247,6 +252,12 @@ class EnvoySettings(AdapterSettings):
     rewrite_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 
     capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
+
+    def renderer(self) -> Callable[[dict[str, LaneDegrade]], object]:
+        """The route configuration an apply renders for a state, from the template as it is now."""
+        template = _read_template(self.route_template)
+        rewrite = ModelRewrite(self.lanes, self.rewrite_max_bytes)
+        return lambda lanes: render(template, lanes, rewrite)
 
     def build(self) -> Adapter:
         """The adapter; its template must parse now, so a broken one stops the controller at start."""

@@ -31,7 +31,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -311,6 +311,16 @@ class NginxSettings(AdapterSettings):
         if len({_var(lane) for lane in value}) != len(value):
             raise ValueError("nginx lanes must differ in more than '.' against '-' or '_'")
         return value
+
+    def renderer(self) -> Callable[[dict[str, LaneDegrade]], object]:
+        """The include an apply renders for a state."""
+        lanes, retry, lane_var, class_var = (
+            list(self.lanes),
+            self.retry_after_s,
+            self.lane_variable,
+            self.class_variable,
+        )
+        return lambda state: render_include(state, lanes, retry, lane_var, class_var)
 
     def build(self) -> Adapter:
         """The adapter; the include's folder must exist."""

@@ -115,3 +115,22 @@ def test_serve_refuses_a_policy_the_gateway_would_refuse(tmp_path: Path, policy:
     assert field in done.stderr and str(path) in done.stderr, done.stderr
     assert time.monotonic() - started < 30  # refused at load: nothing was started
     assert not (tmp_path / "state").exists()
+
+
+def test_serve_refuses_a_router_config_its_adapter_would_refuse_in_an_incident(tmp_path: Path) -> None:
+    """An Envoy class rule that no path of the fast lane can match: today's adapter refuses the
+    fast lane's shed only when it renders it; the controller renders it at start and refuses."""
+    from tests.unit.collector.degrade.test_preflight import DISJOINT, disjoint_template, envoy_config
+
+    config = envoy_config(tmp_path, disjoint_template(tmp_path))
+    cmd = lanewatch_cmd(
+        "degrade", "serve", "-c", str(config), "--insecure-dev", "--port", str(free_port()),
+        "--state-dir", str(tmp_path / "state"),
+    )  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "would refuse lane fast protected (cap_max_tokens 256; shed batch)" in done.stderr, done.stderr
+    assert DISJOINT in done.stderr and "match no path together" in done.stderr, done.stderr
+    assert time.monotonic() - started < 30  # refused at load: nothing was started
+    assert not (tmp_path / "state").exists() and not (tmp_path / "routes" / "r.yaml").exists()

@@ -220,7 +220,9 @@ async def _held(adapter: Adapter) -> dict[str, LaneDegrade]:
 
 def _failures(metrics: DegradeMetrics, name: str) -> float:
     counter = "lanewatch_degrade_adapter_failures_total"
-    return sum(metrics.registry.get_sample_value(counter, {"adapter": name, "reason": r}) or 0 for r in REASONS)
+    return sum(
+        metrics.registry.get_sample_value(counter, {"adapter": name, "reason": r}) or 0 for r in REASONS
+    )
 
 
 async def _reconcile_once(tmp_path: Path, adapter: Adapter) -> tuple[bool, DegradeMetrics, Store]:

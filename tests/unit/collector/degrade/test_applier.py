@@ -61,7 +61,7 @@ async def started(adapter: GatedAdapter, count: int) -> None:
 
 
 async def test_applies_never_overlap_and_the_newest_waiting_state_replaces_the_rest() -> None:
-    adapter, reports = GatedAdapter(), []
+    adapter, reports = GatedAdapter(), list[Attempt]()
     applier = Applier(adapter, reports.append, deadline_s=30)
     first = applier.want(lanes(50), 1)
     await started(adapter, 1)
@@ -92,7 +92,7 @@ async def test_an_older_revision_asked_for_after_a_newer_one_is_never_applied_af
 
 
 async def test_an_apply_past_its_deadline_is_cancelled_reported_as_a_timeout_and_retried() -> None:
-    adapter, reports = GatedAdapter(), []
+    adapter, reports = GatedAdapter(), list[Attempt]()
     adapter.hang = True
     applier = Applier(adapter, reports.append, deadline_s=0.2)
     done = applier.want(lanes(50), 1)
