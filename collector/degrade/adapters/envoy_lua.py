@@ -1,4 +1,4 @@
-"""The model rewrite of a shift through Envoy: a Lua script on the faster lane's weighted cluster. Pure.
+"""The model rewrite of a shift, and a shed by work, through Envoy: a per-route Lua script. Pure.
 
 Envoy picks a request's weighted cluster when it resolves the route, before the HTTP filters
 run, and a `ClusterWeight`'s `typed_per_filter_config` is the most specific per-route config
@@ -18,16 +18,33 @@ one that opens with `{` but does not walk, or is UTF-16/32, is refused with 400:
 at the faster lane might read a model in it.
 Envoy sets `content-length` to the new body's length. Model names go to the script as JSON
 string literals: the route file is YAML, which would read a bare `y` or `on` as a boolean.
+
+The same script sheds by work: where its config has `shed` ranges (envoy_work.py puts them on a
+lane's routes and cluster weights), it reads the request's work before any rewrite
+(envoy_work_lua.py) and answers 429, `retry-after` and `x-lanewatch-degraded: shed` when the work
+lies in one. A config without `default` asks no rewrite.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any, Final
 
 from lanewatch.collector.common.served_models import ServedModels
 
-__all__ = ["LUA_FILTER", "LUA_PER_ROUTE", "LUA_TYPE", "MODEL_REWRITE_LUA", "needs_rewrite", "rewrite_config"]
+from .envoy_work_lua import WORK_LUA
+
+__all__ = [
+    "LUA_FILTER",
+    "LUA_PER_ROUTE",
+    "LUA_TYPE",
+    "MODEL_REWRITE_LUA",
+    "class_literal",
+    "needs_rewrite",
+    "rewrite_config",
+    "shed_config",
+]
 
 LUA_FILTER: Final = "envoy.filters.http.lua"
 LUA_TYPE: Final = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
@@ -177,9 +194,16 @@ local function settings(h)
   return cfg
 end
 
-local function too_large(limit)
-  return '{"error":{"message":"request body over ' .. limit .. ' bytes: too large to rewrite its model '
-    .. 'for the lane it was shifted to","type":"invalid_request_error","code":413}}'
+-- What a refusal says the script was there for: a shift's rewrite, else a shed by work.
+local function purpose(shift)
+  if shift then return "shift", "rewrite its model for the lane it was shifted to" end
+  return "shed", "read its work for a lane that sheds by work"
+end
+
+local function too_large(limit, shift)
+  local _, why = purpose(shift)
+  return '{"error":{"message":"request body over ' .. limit .. ' bytes: too large to ' .. why
+    .. '","type":"invalid_request_error","code":413}}'
 end
 
 local BOM = "\239\187\191"
@@ -201,27 +225,35 @@ local function unreadable(h)
   h:respond(head, msg)
 end
 
-local function refuse(h, limit)
+local function refuse(h, limit, shift)
   local head = {[":status"] = "413", ["content-type"] = "application/json"}
-  head["x-lanewatch-degraded"] = "shift"
-  h:respond(head, too_large(limit))
+  head["x-lanewatch-degraded"] = purpose(shift)
+  h:respond(head, too_large(limit, shift))
 end
+
+"""
+    + WORK_LUA
+    + r"""
 
 function envoy_on_request(h)
   local cfg = settings(h)
+  local shift = cfg.default ~= nil -- a model rewrite was asked; else only a shed by work
   local limit = tonumber(cfg.max_bytes) or 0
   local length = tonumber(h:headers():get("content-length") or "")
-  if length and length > limit then return refuse(h, limit) end
+  if length and length > limit then return refuse(h, limit, shift) end
   -- Envoy answers a body over the route's buffer limit itself, with a plain-text 413, while this
   -- waits in body(): the mark tells envoy_on_response that such a 413 is Envoy's, to answer ours.
   h:streamInfo():dynamicMetadata():set("lanewatch", "buffering", limit)
+  h:streamInfo():dynamicMetadata():set("lanewatch", "shift", shift and 1 or 0)
   local body = h:body()
   h:streamInfo():dynamicMetadata():set("lanewatch", "buffering", 0)
   if not body then return end
   local n = body:length()
-  if n > limit then return refuse(h, limit) end
+  if n > limit then return refuse(h, limit, shift) end
   local s = body:getBytes(0, n)
   local start = s:sub(1, 3) == BOM and 4 or 1
+  if cfg.shed and shed_by_work(h, cfg, s, start) then return end
+  if not shift then return end
   local spans = model_spans(s, start)
   -- Never on to the other lane un-rewritten when a parser there could read a model in it.
   if not spans and maybe_object(s, start) then return unreadable(h) end
@@ -248,9 +280,10 @@ function envoy_on_response(h)
   local mark = h:streamInfo():dynamicMetadata():get("lanewatch")
   local limit = mark and tonumber(mark.buffering) or 0
   if limit <= 0 then return end -- an upstream's 413, or none of ours
+  local shift = tonumber(mark.shift) ~= 0
   h:headers():replace("content-type", "application/json")
-  h:headers():replace("x-lanewatch-degraded", "shift")
-  h:body():setBytes(too_large(limit))
+  h:headers():replace("x-lanewatch-degraded", (purpose(shift)))
+  h:body():setBytes(too_large(limit, shift))
 end
 """
 )
@@ -280,3 +313,28 @@ def rewrite_config(target: ServedModels, max_bytes: int) -> dict[str, Any]:
             "max_bytes": max_bytes,
         },
     }
+
+
+def shed_config(
+    config: dict[str, Any] | None, sheds: list[list[Any]], max_bytes: int, retry_after_s: int, missing: int
+) -> dict[str, Any]:
+    """`config` (a rewrite's, or None) that also sheds a work in `sheds` ([class literal, min, max or
+    -1, owner lane] each) with 429 and `retry_after_s`; `missing`: an unset chat bound's count."""
+    out: dict[str, Any] = {
+        "@type": LUA_PER_ROUTE,
+        "source_code": {"inline_string": MODEL_REWRITE_LUA},
+        "filter_context": {"max_bytes": max_bytes},
+    }
+    if config is not None:
+        out = copy.deepcopy(config)
+    ctx: dict[str, Any] = out["filter_context"]
+    ctx["shed"] = sheds
+    ctx["retry_after"] = retry_after_s
+    ctx["missing"] = missing
+    ctx["max_bytes"] = max(int(ctx.get("max_bytes", 0)), max_bytes)
+    return out
+
+
+def class_literal(name: str) -> str:
+    """A class name as the script reads it: a JSON string literal (YAML would read `on` as a bool)."""
+    return _literal(name)

@@ -17,6 +17,9 @@ marked `metadata.filter_metadata.lanewatch.lane` and sends to the lane's cluster
   shed route for K before the lane's route takes the shifted share of K (`runtime_fraction`
   under a partial shift), and a route after it keeps the rest of K on the lane's cluster.
 
+- shed class K defined by work (`{work: {min, max}}`): no route; the lane's routes carry the
+  Lua script that reads the body's work and sheds it (envoy_work.py).
+
 The rendered routes carry the same metadata (`shed` names the class), so what Envoy holds
 reads back into lanes (`held_lanes`).
 """
@@ -37,6 +40,7 @@ from lanewatch.collector.common.served_models import ServedModels
 
 from .base import AdapterError
 from .envoy_lua import LUA_FILTER, LUA_TYPE, needs_rewrite, rewrite_config
+from .envoy_work import attach_work_sheds, check_work_rule, held_work_sheds, is_work_class
 
 __all__ = [
     "ROUTE_TYPE",
@@ -157,8 +161,13 @@ def _classes(raw: object) -> dict[str, dict[str, Any]]:
             check_class_name(str(name))
         except ValueError as exc:
             raise _bad(f"classes: {exc}") from None
+        if isinstance(rule, dict) and is_work_class(rule):
+            if (wrong := check_work_rule(str(name), rule)) is not None:
+                raise _bad(wrong)
+            out[str(name)] = rule
+            continue
         if not isinstance(rule, dict) or not rule or set(rule) - _CLASS_KEYS:
-            raise _bad(f"classes.{name}: a match rule of {sorted(_CLASS_KEYS)}")
+            raise _bad(f"classes.{name}: a match rule of {sorted(_CLASS_KEYS)}, or `work: {{min, max}}`")
         if len([k for k in rule if k in _PATH_KEYS]) > 1:
             raise _bad(f"classes.{name}: one path rule at most")
         out[str(name)] = rule
@@ -182,9 +191,22 @@ def render(
             if mark is None or spec is None:
                 out.append(route)
                 continue
-            out += [_shed_route(template, route, mark["lane"], c) for c in spec.shed_classes]
+            out += [
+                _shed_route(template, route, mark["lane"], c)
+                for c in spec.shed_classes
+                if not is_work_class(template.classes[c])
+            ]
             out += _shifted_shed_routes(template, route, mark["lane"], lanes)
             out.append(_shift_route(template, route, mark["lane"], spec, rewrite))
+        max_bytes = rewrite.max_bytes if rewrite is not None else ModelRewrite({}).max_bytes
+        attach_work_sheds(
+            template.classes,
+            template.clusters,
+            out,
+            lanes,
+            max_bytes=max_bytes,
+            retry_after_s=template.retry_after_s,
+        )
         host["routes"] = out
     return rc
 
@@ -234,8 +256,8 @@ def _shifted_shed_routes(
         return []
     out: list[dict[str, Any]] = []
     for cls in there.shed_classes:
-        if cls in spec.shed_classes:
-            continue  # shed on its own lane already, shifted or not
+        if cls in spec.shed_classes or is_work_class(template.classes[cls]):
+            continue  # shed on its own lane already, shifted or not; or by the script on T's weight
         shed = _shed_route(template, route, lane, cls, serving=target)
         if moved >= WEIGHT_TOTAL:
             out.append(shed)
@@ -456,9 +478,12 @@ def validation_bootstrap(route_config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def rewrites_model(rc: Mapping[str, Any]) -> bool:
-    """Some cluster weight of the route configuration carries the model rewrite."""
+    """Some route or cluster weight of the route configuration carries the Lua script (a shift's
+    model rewrite, or a shed by work): Envoy's listener needs the Lua filter."""
     for host in rc.get("virtual_hosts", []):
         for route in host.get("routes", []):
+            if LUA_FILTER in (route.get("typed_per_filter_config") or {}):
+                return True
             for c in ((route.get("route") or {}).get("weighted_clusters") or {}).get("clusters", []):
                 if LUA_FILTER in (c.get("typed_per_filter_config") or {}):
                     return True
@@ -504,6 +529,8 @@ def held_lanes(template: EnvoyTemplate, route_config: Mapping[str, Any]) -> dict
                 continue
             if isinstance(mark.get("shed"), str) and "serving" not in mark:  # a shifted request's
                 shed.setdefault(lane, set()).add(mark["shed"])
+            for owner, cls in held_work_sheds(route):
+                shed.setdefault(owner, set()).add(cls)
             weights = ((route.get("route") or {}).get("weighted_clusters") or {}).get("clusters", [])
             total = sum(int(c.get("weight", 0)) for c in weights)
             for c in weights:

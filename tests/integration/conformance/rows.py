@@ -446,6 +446,13 @@ ROWS: Final[tuple[Row, ...]] = (
         TWO_LANE,
         (_classed(DEFAULT, "header"), DEFAULT, _classed(TO_FAST, "header"), TO_FAST),
     ),
+    Row(
+        "two-lane-work",
+        "slow shifts 100 % to fast while fast sheds `long`: a shifted request whose work is long "
+        "(n 16 x 100) obeys the serving lane's shed; a short one is served by fast",
+        {"slow": SLOW_TO_FAST, "fast": LaneDegrade(shed_classes=("long",))},
+        (replace(DEFAULT, name="n 16 x 100", n=16, max_tokens=100), replace(DEFAULT, name="n 2 x 8", n=2)),
+    ),
     *(_class_row(way) for way in CLASS_WAYS),
     Row(
         "class-by-work",
