@@ -12,11 +12,15 @@ stats to count it: `rds.<name>.update_success` (taken) or `rds.<name>.update_rej
   body's `model` rewritten to one the faster lane serves, by a Lua script on that cluster
   weight (envoy_lua.py); the bootstrap's listener needs the Lua filter, which is checked.
 - Shed: a `direct_response` 429 with `retry-after` for the shed class's requests, ahead of the
-  lane's route; the template's `classes` rules decide the class, nothing else does. A request
-  shifted to a lane obeys that lane's shed too (the serving lane's, as at the gateway).
+  lane's route; the template's `classes` rules decide the class, nothing else does. A class by
+  work (`{work: {min, max}}`) has no route: the Lua script on the lane's routes reads the body's
+  work and sheds it (envoy_work.py). A request shifted to a lane obeys that lane's shed too (the
+  serving lane's, as at the gateway).
+- Cap: the same script bounds the request's work (max_tokens x `n` or `best_of` x prompts) by
+  the smaller cap of the lane and the lane serving it, rewriting `max_tokens` as the gateway does.
 - Read-back: Envoy's `/config_dump` of the route configuration, read into lanes.
-- Cannot: cap max_tokens (stock Envoy cannot rewrite a JSON request body safely); the
-  controller skips it, audits it and counts it.
+- Cannot: class a request by anything else in its body (its model, its prompt's size), or rewrite
+  the model of a request a route (not a shift) sends to a lane that does not serve it.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from .files import find_binary, read_text, run_command, write_atomic
 __all__ = ["EnvoyAdapter", "EnvoySettings"]
 
 log = logging.getLogger("lanewatch.degrade.adapters")
-CAPABILITIES: frozenset[Capability] = frozenset({"shift", "shed", "rewrite_model"})
+CAPABILITIES: frozenset[Capability] = frozenset({"shift", "cap_max_tokens", "shed", "rewrite_model"})
 
 
 class EnvoyAdapter:

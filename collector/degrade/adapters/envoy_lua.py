@@ -43,7 +43,7 @@ __all__ = [
     "class_literal",
     "needs_rewrite",
     "rewrite_config",
-    "shed_config",
+    "work_config",
 ]
 
 LUA_FILTER: Final = "envoy.filters.http.lua"
@@ -194,14 +194,14 @@ local function settings(h)
   return cfg
 end
 
--- What a refusal says the script was there for: a shift's rewrite, else a shed by work.
-local function purpose(shift)
-  if shift then return "shift", "rewrite its model for the lane it was shifted to" end
-  return "shed", "read its work for a lane that sheds by work"
+-- What a refusal says the script was there for: a shift's rewrite, or a shed or cap by work.
+local function purpose(action)
+  if action == "shift" then return action, "rewrite its model for the lane it was shifted to" end
+  return action, "read its work for a lane that sheds or caps by work"
 end
 
-local function too_large(limit, shift)
-  local _, why = purpose(shift)
+local function too_large(limit, action)
+  local _, why = purpose(action)
   return '{"error":{"message":"request body over ' .. limit .. ' bytes: too large to ' .. why
     .. '","type":"invalid_request_error","code":413}}'
 end
@@ -225,10 +225,10 @@ local function unreadable(h)
   h:respond(head, msg)
 end
 
-local function refuse(h, limit, shift)
+local function refuse(h, limit, action)
   local head = {[":status"] = "413", ["content-type"] = "application/json"}
-  head["x-lanewatch-degraded"] = purpose(shift)
-  h:respond(head, too_large(limit, shift))
+  head["x-lanewatch-degraded"] = action
+  h:respond(head, too_large(limit, action))
 end
 
 """
@@ -237,27 +237,38 @@ end
 
 function envoy_on_request(h)
   local cfg = settings(h)
-  local shift = cfg.default ~= nil -- a model rewrite was asked; else only a shed by work
+  local shift = cfg.default ~= nil -- a model rewrite was asked; else only a shed or cap by work
+  local action = shift and "shift" or (cfg.shed and "shed" or "cap_max_tokens")
   local limit = tonumber(cfg.max_bytes) or 0
   local length = tonumber(h:headers():get("content-length") or "")
-  if length and length > limit then return refuse(h, limit, shift) end
+  if length and length > limit then return refuse(h, limit, action) end
   -- Envoy answers a body over the route's buffer limit itself, with a plain-text 413, while this
   -- waits in body(): the mark tells envoy_on_response that such a 413 is Envoy's, to answer ours.
   h:streamInfo():dynamicMetadata():set("lanewatch", "buffering", limit)
-  h:streamInfo():dynamicMetadata():set("lanewatch", "shift", shift and 1 or 0)
+  h:streamInfo():dynamicMetadata():set("lanewatch", "action", action)
   local body = h:body()
   h:streamInfo():dynamicMetadata():set("lanewatch", "buffering", 0)
   if not body then return end
   local n = body:length()
-  if n > limit then return refuse(h, limit, shift) end
+  if n > limit then return refuse(h, limit, action) end
   local s = body:getBytes(0, n)
   local start = s:sub(1, 3) == BOM and 4 or 1
-  if cfg.shed and shed_by_work(h, cfg, s, start) then return end
-  if not shift then return end
+  local read = s
+  if cfg.shed or cfg.caps then
+    s = by_work(h, cfg, s, start)
+    if not s then return end -- answered here
+  end
+  if not shift then
+    if s ~= read then body:setBytes(s) end
+    return
+  end
   local spans = model_spans(s, start)
   -- Never on to the other lane un-rewritten when a parser there could read a model in it.
   if not spans and maybe_object(s, start) then return unreadable(h) end
-  if not spans or #spans == 0 then return end
+  if not spans or #spans == 0 then
+    if s ~= read then body:setBytes(s) end
+    return
+  end
   local serves, map = {}, {}
   for _, m in pairs(cfg.serves or {}) do serves[literal(m)] = true end
   for _, pair in pairs(cfg.map or {}) do map[literal(pair[1])] = pair[2] end
@@ -270,7 +281,10 @@ function envoy_on_request(h)
       at, changed = span[2] + 1, true
     end
   end
-  if not changed then return end
+  if not changed then
+    if s ~= read then body:setBytes(s) end
+    return
+  end
   out[#out + 1] = s:sub(at)
   body:setBytes(table.concat(out))
 end
@@ -280,10 +294,10 @@ function envoy_on_response(h)
   local mark = h:streamInfo():dynamicMetadata():get("lanewatch")
   local limit = mark and tonumber(mark.buffering) or 0
   if limit <= 0 then return end -- an upstream's 413, or none of ours
-  local shift = tonumber(mark.shift) ~= 0
+  local action = type(mark.action) == "string" and mark.action or "shift"
   h:headers():replace("content-type", "application/json")
-  h:headers():replace("x-lanewatch-degraded", (purpose(shift)))
-  h:body():setBytes(too_large(limit, shift))
+  h:headers():replace("x-lanewatch-degraded", action)
+  h:body():setBytes(too_large(limit, action))
 end
 """
 )
@@ -315,11 +329,17 @@ def rewrite_config(target: ServedModels, max_bytes: int) -> dict[str, Any]:
     }
 
 
-def shed_config(
-    config: dict[str, Any] | None, sheds: list[list[Any]], max_bytes: int, retry_after_s: int, missing: int
+def work_config(
+    config: dict[str, Any] | None,
+    sheds: list[list[Any]],
+    caps: list[list[Any]],
+    max_bytes: int,
+    retry_after_s: int,
+    missing: int,
 ) -> dict[str, Any]:
     """`config` (a rewrite's, or None) that also sheds a work in `sheds` ([class literal, min, max or
-    -1, owner lane] each) with 429 and `retry_after_s`; `missing`: an unset chat bound's count."""
+    -1, owner lane] each) with 429 and `retry_after_s`, and bounds the work by the smallest of `caps`
+    ([owner lane, cap] each); `missing`: an unset chat bound's count."""
     out: dict[str, Any] = {
         "@type": LUA_PER_ROUTE,
         "source_code": {"inline_string": MODEL_REWRITE_LUA},
@@ -328,7 +348,10 @@ def shed_config(
     if config is not None:
         out = copy.deepcopy(config)
     ctx: dict[str, Any] = out["filter_context"]
-    ctx["shed"] = sheds
+    if sheds:
+        ctx["shed"] = sheds
+    if caps:
+        ctx["caps"] = caps
     ctx["retry_after"] = retry_after_s
     ctx["missing"] = missing
     ctx["max_bytes"] = max(int(ctx.get("max_bytes", 0)), max_bytes)

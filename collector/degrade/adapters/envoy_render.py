@@ -17,8 +17,8 @@ marked `metadata.filter_metadata.lanewatch.lane` and sends to the lane's cluster
   shed route for K before the lane's route takes the shifted share of K (`runtime_fraction`
   under a partial shift), and a route after it keeps the rest of K on the lane's cluster.
 
-- shed class K defined by work (`{work: {min, max}}`): no route; the lane's routes carry the
-  Lua script that reads the body's work and sheds it (envoy_work.py).
+- shed class K defined by work (`{work: {min, max}}`), and cap: no route; the lane's routes
+  carry the Lua script that reads the body's work and sheds or bounds it (envoy_work.py).
 
 The rendered routes carry the same metadata (`shed` names the class), so what Envoy holds
 reads back into lanes (`held_lanes`).
@@ -40,7 +40,7 @@ from lanewatch.collector.common.served_models import ServedModels
 
 from .base import AdapterError
 from .envoy_lua import LUA_FILTER, LUA_TYPE, needs_rewrite, rewrite_config
-from .envoy_work import attach_work_sheds, check_work_rule, held_work_sheds, is_work_class
+from .envoy_work import attach_work, check_work_rule, held_work, is_work_class
 
 __all__ = [
     "ROUTE_TYPE",
@@ -199,7 +199,7 @@ def render(
             out += _shifted_shed_routes(template, route, mark["lane"], lanes)
             out.append(_shift_route(template, route, mark["lane"], spec, rewrite))
         max_bytes = rewrite.max_bytes if rewrite is not None else ModelRewrite({}).max_bytes
-        attach_work_sheds(
+        attach_work(
             template.classes,
             template.clusters,
             out,
@@ -521,6 +521,7 @@ def held_lanes(template: EnvoyTemplate, route_config: Mapping[str, Any]) -> dict
     lane_of = {cluster: lane for lane, cluster in template.clusters.items()}
     shift: dict[str, tuple[str, float]] = {}
     shed: dict[str, set[str]] = {}
+    caps: dict[str, int] = {}
     for host in route_config.get("virtual_hosts", []):
         for route in host.get("routes", []):
             mark = _mark(route) or {}
@@ -529,8 +530,11 @@ def held_lanes(template: EnvoyTemplate, route_config: Mapping[str, Any]) -> dict
                 continue
             if isinstance(mark.get("shed"), str) and "serving" not in mark:  # a shifted request's
                 shed.setdefault(lane, set()).add(mark["shed"])
-            for owner, cls in held_work_sheds(route):
-                shed.setdefault(owner, set()).add(cls)
+            for owner, held in held_work(route):
+                if isinstance(held, str):
+                    shed.setdefault(owner, set()).add(held)
+                else:
+                    caps[owner] = held
             weights = ((route.get("route") or {}).get("weighted_clusters") or {}).get("clusters", [])
             total = sum(int(c.get("weight", 0)) for c in weights)
             for c in weights:
@@ -538,7 +542,12 @@ def held_lanes(template: EnvoyTemplate, route_config: Mapping[str, Any]) -> dict
                 if total and to not in (None, lane) and int(c.get("weight", 0)) > 0:
                     shift[lane] = (str(to), round(int(c["weight"]) * 100 / total, 1))
     out = {}
-    for lane in sorted({*shift, *shed}):
+    for lane in sorted({*shift, *shed, *caps}):
         to, pct = shift.get(lane, (None, 0))
-        out[lane] = LaneDegrade(shift_to=to, shift_percent=pct, shed_classes=tuple(shed.get(lane, ())))
+        out[lane] = LaneDegrade(
+            shift_to=to,
+            shift_percent=pct,
+            cap_max_tokens=caps.get(lane),
+            shed_classes=tuple(shed.get(lane, ())),
+        )
     return out

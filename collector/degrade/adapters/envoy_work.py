@@ -1,4 +1,4 @@
-"""A shed by work through Envoy: classes the route template defines by a request's work. Pure.
+"""A shed and a cap by work through Envoy: classes by a request's work, and caps that bound it. Pure.
 
 A class in the template's `classes` may be `{work: {min, max}}` instead of a route match: a
 request is of it when its work (max_tokens x `n` or `best_of` x prompts, read from the body as
@@ -7,8 +7,10 @@ read a body, so such a class has no shed route: the Lua script (envoy_lua.py) ri
 route that serves a lane as its per-route config, on the route itself or on each cluster weight
 of a shift, with the ranges of the work classes shed there. As at the gateway, a request routed
 to lane L and served by lane X is shed when L or X sheds its class: a weight to X carries L's
-ranges and X's. The ranges name their class and the lane that sheds it, so what Envoy holds
-reads back into lanes (`held_work_sheds`).
+ranges and X's. A cap (`cap_max_tokens`) rides the same way: the script bounds the work by the
+smaller cap of L and X, as degrade_state.cap_max_tokens does (max_tokens at most floor(cap /
+(sequences x prompts)); sequences x prompts over the cap is a 429). The ranges and caps name the
+lane that set them, so what Envoy holds reads back into lanes (`held_work`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from lanewatch.collector.common.class_rules import ReadingConfig
 from lanewatch.collector.common.degrade_wire import LaneDegrade
 
 from .base import AdapterError
-from .envoy_lua import LUA_FILTER, class_literal, shed_config
+from .envoy_lua import LUA_FILTER, class_literal, work_config
 
-__all__ = ["WORK_KEY", "attach_work_sheds", "check_work_rule", "held_work_sheds", "is_work_class"]
+__all__ = ["WORK_KEY", "attach_work", "check_work_rule", "held_work", "is_work_class"]
 
 WORK_KEY: Final = "work"
 MISSING_MAX_TOKENS: Final = ReadingConfig().missing_max_tokens  # the gateway's default reading
@@ -73,7 +75,11 @@ def _targets(route: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
         yield route, action["cluster"]
 
 
-def attach_work_sheds(
+def _caps(lane: str, spec: LaneDegrade | None) -> list[list[Any]]:
+    return [[lane, spec.cap_max_tokens]] if spec is not None and spec.cap_max_tokens is not None else []
+
+
+def attach_work(
     classes: Mapping[str, Mapping[str, Any]],
     clusters: Mapping[str, str],
     routes: list[dict[str, Any]],
@@ -82,23 +88,29 @@ def attach_work_sheds(
     max_bytes: int,
     retry_after_s: int,
 ) -> None:
-    """Put the shed-by-work script on each lane route in `routes` whose lanes shed a work class."""
+    """Put the script on each lane route in `routes` whose lanes shed a work class or cap the work."""
     lane_of = {cluster: lane for lane, cluster in clusters.items()}
     for route in routes:
         mark = ((route.get("metadata") or {}).get("filter_metadata") or {}).get("lanewatch")
         if not isinstance(mark, dict) or not isinstance(mark.get("lane"), str) or "direct_response" in route:
             continue
-        lane = mark["lane"]
-        own = _ranges(classes, lane, lanes.get(lane))
+        lane: str = mark["lane"]
+        own, own_cap = _ranges(classes, lane, lanes.get(lane)), _caps(lane, lanes.get(lane))
         read = False
         for target, cluster in _targets(route):
-            serving = lane_of.get(cluster)
-            there = _ranges(classes, serving, lanes.get(serving)) if serving not in (None, lane) else []
-            if not own and not there:
+            serving: str = lane_of.get(cluster, lane)
+            there = _ranges(classes, serving, lanes.get(serving)) if serving != lane else []
+            there_cap = _caps(serving, lanes.get(serving)) if serving != lane else []
+            if not (own or there or own_cap or there_cap):
                 continue
             per = target.setdefault("typed_per_filter_config", {})
-            per[LUA_FILTER] = shed_config(
-                per.get(LUA_FILTER), own + there, max_bytes, retry_after_s, MISSING_MAX_TOKENS
+            per[LUA_FILTER] = work_config(
+                per.get(LUA_FILTER),
+                own + there,
+                own_cap + there_cap,
+                max_bytes,
+                retry_after_s,
+                MISSING_MAX_TOKENS,
             )
             read = True
         if read:  # the script reads the body whole: the route buffers it (see envoy_render._shift_route)
@@ -107,8 +119,9 @@ def attach_work_sheds(
             route["request_body_buffer_limit"] = max(need, int(held)) if isinstance(held, int) else need
 
 
-def held_work_sheds(route: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """(lane, class) of each shed by work a route (as Envoy's config dump shows it) holds."""
+def held_work(route: Mapping[str, Any]) -> Iterator[tuple[str, str | int]]:
+    """(lane, class) of each shed by work, and (lane, cap) of each cap, a route (as Envoy's config
+    dump shows it) holds."""
     configs = [route.get("typed_per_filter_config") or {}]
     weights = ((route.get("route") or {}).get("weighted_clusters") or {}).get("clusters") or []
     configs += [w.get("typed_per_filter_config") or {} for w in weights if isinstance(w, dict)]
@@ -122,3 +135,6 @@ def held_work_sheds(route: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                     raise AdapterError(
                         f"unreadable shed by work in Envoy's routes: {entry!r}", retryable=True
                     ) from None
+        for entry in ctx.get("caps") or []:
+            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int | float):
+                yield str(entry[0]), int(entry[1])

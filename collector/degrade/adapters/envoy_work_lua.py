@@ -21,14 +21,14 @@ from typing import Final
 __all__ = ["WORK_LUA"]
 
 WORK_LUA: Final = r"""
--- The work a request asks for (collector/common/request_reading.py): each top-level key's last
--- value span; nil when the body is not an object the walk reads.
+-- Each top-level key's last value span, and where the object closes; nil when the body is not an
+-- object the walk reads.
 local function top_level(s, start)
   local i = skip_ws(s, start)
   if s:sub(i, i) ~= '{' then return nil end
   local values = {}
   i = skip_ws(s, i + 1)
-  if s:sub(i, i) == '}' then return values end
+  if s:sub(i, i) == '}' then return values, i end
   while true do
     if s:sub(i, i) ~= '"' then return nil end
     local key, after = read_string(s, i)
@@ -43,7 +43,7 @@ local function top_level(s, start)
     local c = s:sub(i, i)
     if c == '}' then
       if skip_ws(s, i + 1) <= #s then return nil end
-      return values
+      return values, i
     end
     if c ~= ',' then return nil end
     i = skip_ws(s, i + 1)
@@ -111,8 +111,8 @@ local function bad_count(h, field)
   h:respond({[":status"] = "400", ["content-type"] = "application/json"}, msg)
 end
 
--- The request's work, or nil and the field vLLM would refuse.
-local function work_of(s, values, completions, missing)
+-- The request's bound and units (sequences x prompts), or nil and the field vLLM would refuse.
+local function reading(s, values, completions, missing)
   local bound
   if completions then
     bound = count(s, values.max_tokens, true)
@@ -133,34 +133,88 @@ local function work_of(s, values, completions, missing)
   if completions then
     units = units * math.max(1, prompts(s, values.prompt_embeds) + prompts(s, values.prompt))
   end
-  return bound * units
+  return bound, units
 end
 
--- True when the request was answered here: shed (its work lies in a range of cfg.shed) or refused.
-local function shed_by_work(h, cfg, s, start)
-  local values = top_level(s, start)
-  if not values then return false end -- not an object: vLLM answers it 400 without work
+local function answer(h, cfg, status, action, message)
+  local msg = '{"error":{"message":"' .. message .. '","type":"rate_limit_error","code":' .. status .. '}}'
+  h:respond({
+    [":status"] = tostring(status),
+    ["content-type"] = "application/json",
+    ["retry-after"] = tostring(cfg.retry_after or 30),
+    ["x-lanewatch-degraded"] = action,
+  }, msg)
+end
+
+-- `s` with the bound vLLM reads at most `per` (degrade_state.cap_max_tokens): a count over it, or
+-- one vLLM does not read there, becomes `per`; a bound left unset or over it sets max_tokens.
+local function capped(s, values, close, completions, per)
+  local edits, after = {}, {}
+  for _, key in ipairs({"max_tokens", "max_completion_tokens"}) do
+    local v = values[key]
+    local n = count(s, v, true)
+    if v and (n == false or (n and n > per)) then
+      edits[key], n = {v[1], v[2]}, per
+    end
+    after[key] = n or nil
+  end
+  local bound = after.max_tokens or (completions and 16) or nil
+  if not completions and after.max_completion_tokens ~= nil then bound = after.max_completion_tokens end
+  if bound == nil or bound > per then
+    local v = values.max_tokens
+    edits.max_tokens = v and {v[1], v[2]} or {close, close - 1}
+  end
+  local spans = {}
+  for key, e in pairs(edits) do
+    local text = tostring(math.floor(per))
+    if e[2] < e[1] then -- no max_tokens key: one more member before the object closes
+      text = (next(values) and ',' or '') .. '"max_tokens":' .. text
+    end
+    spans[#spans + 1] = {e[1], e[2], text}
+  end
+  table.sort(spans, function(a, b) return a[1] < b[1] end)
+  local out, at = {}, 1
+  for _, e in ipairs(spans) do
+    out[#out + 1] = s:sub(at, e[1] - 1)
+    out[#out + 1] = e[3]
+    at = e[2] + 1
+  end
+  out[#out + 1] = s:sub(at)
+  return table.concat(out)
+end
+
+-- The body to send on, or nil when the request was answered here: shed (its work lies in a
+-- range of cfg.shed), over the cap (cfg.caps: the smallest counts) or a count vLLM refuses.
+local function by_work(h, cfg, s, start)
+  local values, close = top_level(s, start)
+  if not values then return s end -- not an object: vLLM answers it 400 without work
   local path = (h:headers():get(":path") or ""):gsub('%?.*$', '')
   local completions = path:match('/completions$') ~= nil and path:match('/chat/completions$') == nil
-  local work, field = work_of(s, values, completions, tonumber(cfg.missing) or 1000000)
-  if not work then
-    bad_count(h, field)
-    return true
+  local bound, units = reading(s, values, completions, tonumber(cfg.missing) or 1000000)
+  if not bound then
+    bad_count(h, units)
+    return nil
   end
-  for _, rule in pairs(cfg.shed) do
+  local work = bound * units
+  for _, rule in pairs(cfg.shed or {}) do
     local lo, hi = tonumber(rule[2]) or 0, tonumber(rule[3]) or -1
     if work >= lo and (hi < 0 or work <= hi) then
-      local msg = '{"error":{"message":"shed by lanewatch degrade: class ' .. literal(rule[1])
-        .. '","type":"rate_limit_error","code":429}}'
-      h:respond({
-        [":status"] = "429",
-        ["content-type"] = "application/json",
-        ["retry-after"] = tostring(cfg.retry_after or 30),
-        ["x-lanewatch-degraded"] = "shed",
-      }, msg)
-      return true
+      answer(h, cfg, 429, "shed", "shed by lanewatch degrade: class " .. literal(rule[1]))
+      return nil
     end
   end
-  return false
+  local cap
+  for _, entry in pairs(cfg.caps or {}) do
+    local c = tonumber(entry[2])
+    if c and (not cap or c < cap) then cap = c end
+  end
+  if not cap then return s end
+  if units > cap then
+    answer(h, cfg, 429, "cap_max_tokens", "this lane caps a request's work at " .. math.floor(cap)
+      .. " tokens for now; its n (or best_of) x prompts ask for " .. math.floor(units)
+      .. " sequences, more than the cap at one token each: ask for fewer, or retry later")
+    return nil
+  end
+  return capped(s, values, close, completions, math.floor(cap / units))
 end
 """

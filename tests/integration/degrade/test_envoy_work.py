@@ -1,4 +1,4 @@
-"""A shed by work through the real Envoy: its Lua script reads a body's work as the gateway does.
+"""A shed and a cap by work through the real Envoy: its Lua script reads a body's work as the gateway does.
 
 The route template defines `long` by work (`{work: {min: 1000}}`) and the fast lane sheds it. Each
 body is read twice: by Envoy's script (what the client gets) and by lanewatch's own reading
@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from lanewatch.collector.common.degrade_state import WorkOverCap, cap_max_tokens
 from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.common.request_reading import ReadingError, read_work
 from lanewatch.collector.degrade.adapters.envoy import EnvoySettings
@@ -114,3 +115,52 @@ async def test_envoy_sheds_by_work_as_the_gateway_reads_it(tmp_path: Path) -> No
         await adapter.apply({}, 2)
         async with s.post(router.url + CHAT, data=_chat(max_tokens=100, n=16)) as r:
             assert r.status == 200
+
+
+CAP = 64
+CAPPED: list[tuple[str, bytes]] = [
+    (CHAT, _chat(max_tokens=100)),
+    (CHAT, _chat(max_tokens=8)),  # under the cap: sent as it came
+    (CHAT, _chat(max_tokens=64, n=64)),
+    (CHAT, _chat(max_tokens=100, n=4)),
+    (CHAT, _chat(n=3)),  # no bound: max_tokens set
+    (CHAT, _chat(max_tokens=None, n=2)),
+    (CHAT, _chat(max_completion_tokens=100, max_tokens=50, n=2)),
+    (CHAT, _chat(max_completion_tokens=10, max_tokens=500)),
+    (CHAT, _chat(max_tokens="100", best_of=4)),
+    (CHAT, _chat(max_tokens=1, n=65)),  # 65 sequences: over the cap at one token each
+    (CHAT, b'{"model":"m","messages":[] ,"max_tokens":100 , "n" : 2 }'),
+    (CHAT, b'{"model": "m", "messages": [], "max_tokens": 10, "max_tokens": 2000}'),
+    (COMPLETIONS, _done(prompt=["a"] * 8)),  # the default 16 each: 128
+    (COMPLETIONS, _done(max_tokens=100, n=2, best_of=4)),
+    (COMPLETIONS, _done(max_tokens=10, prompt=["a"] * 6)),  # 60: under the cap
+    (COMPLETIONS, _done(max_tokens=100, max_completion_tokens="x")),  # vLLM does not read it there
+]
+
+
+def _capped(path: str, body: bytes) -> tuple[int, dict[str, Any] | None]:
+    """What the gateway sends on (or 429) under the cap: degrade_state.cap_max_tokens."""
+    sent = json.loads(body)
+    try:
+        cap_max_tokens(sent, CAP, "completions" if path == COMPLETIONS else "chat")
+    except WorkOverCap:
+        return 429, None
+    return 200, sent
+
+
+async def test_envoy_caps_the_work_as_the_gateway_caps_it(tmp_path: Path) -> None:
+    async with router_setup("envoy", tmp_path) as (ups, router, adapter, s):
+        await adapter.apply({"fast": LaneDegrade(cap_max_tokens=CAP)}, 1)
+        view = await adapter.read_back()
+        assert view is not None and view.lanes == {"fast": LaneDegrade(cap_max_tokens=CAP)}
+        for path, body in CAPPED:
+            before = len(ups["fast"].requests)
+            async with s.post(
+                router.url + path, data=body, headers={"content-type": "application/json"}
+            ) as r:
+                await r.read()
+                got = (r.status, r.headers.get("x-lanewatch-degraded"))
+            status, sent = _capped(path, body)
+            assert got == (status, "cap_max_tokens" if status == 429 else None), body
+            served = list(ups["fast"].requests.values())[before:]
+            assert [log.body for log in served] == ([sent] if sent is not None else []), body

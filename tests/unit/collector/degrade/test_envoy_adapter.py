@@ -82,5 +82,5 @@ async def test_an_envoy_without_the_route_configuration_says_which_name_to_check
     assert not route_file.exists()  # nothing is written before Envoy can be asked
 
 
-def test_the_envoy_adapter_cannot_cap_max_tokens() -> None:
-    assert EnvoySettings.capabilities == frozenset({"shift", "shed", "rewrite_model"})
+def test_the_envoy_adapter_caps_the_work_through_its_lua_script() -> None:
+    assert EnvoySettings.capabilities == frozenset({"shift", "cap_max_tokens", "shed", "rewrite_model"})

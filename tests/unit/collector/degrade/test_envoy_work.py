@@ -104,3 +104,23 @@ def test_a_bad_work_rule_is_refused_naming_it(rule: str, message: str) -> None:
     text = TEMPLATE.replace("long:\n    work: {min: 1000}", f"long: {rule}", 1)
     with pytest.raises(AdapterError, match=message):
         parse_template(text)
+
+
+def test_a_cap_rides_on_the_lanes_routes_with_the_serving_lanes_cap_and_reads_back() -> None:
+    t = parse_template(TEMPLATE)
+    state = {
+        "slow": LaneDegrade(shift_to="fast", shift_percent=50, cap_max_tokens=256),
+        "fast": LaneDegrade(cap_max_tokens=3),
+    }
+    rc = render(t, state)
+    routes = _routes(rc)
+    own, moved = routes["slow"]["route"]["weighted_clusters"]["clusters"]
+    assert own["typed_per_filter_config"][LUA_FILTER]["filter_context"]["caps"] == [["slow", 256]]
+    # served by fast: the smaller of the two caps holds (the script takes the least)
+    assert moved["typed_per_filter_config"][LUA_FILTER]["filter_context"]["caps"] == [
+        ["slow", 256],
+        ["fast", 3],
+    ]
+    assert "shed" not in moved["typed_per_filter_config"][LUA_FILTER]["filter_context"]
+    assert routes["fast"]["typed_per_filter_config"][LUA_FILTER]["filter_context"]["caps"] == [["fast", 3]]
+    assert held_lanes(t, rc) == state

@@ -14,8 +14,8 @@ def test_a_router_that_cannot_rewrite_the_model_still_shifts_and_reports_the_rew
     assert dropped == [("slow", "cap_max_tokens"), ("slow", "rewrite_model")]
 
 
-def test_envoy_rewrites_the_model_of_a_shift() -> None:
-    assert restrict(SHIFT, EnvoySettings.capabilities)[1] == [("slow", "cap_max_tokens")]
+def test_envoy_rewrites_the_model_of_a_shift_and_caps() -> None:
+    assert restrict(SHIFT, EnvoySettings.capabilities) == (SHIFT, [])
 
 
 def test_no_rewrite_is_skipped_where_nothing_shifts() -> None:
