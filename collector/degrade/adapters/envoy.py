@@ -131,15 +131,15 @@ class EnvoyAdapter:
             )
 
     async def _check_lua_filter(self) -> None:
-        """AdapterError unless Envoy's listeners run the Lua filter that the model rewrite rides on."""
+        """AdapterError unless Envoy's listeners run the Lua filter the rewrite and the work ride on."""
         if self._has_lua:
             return
         listeners = await self._admin_get("/config_dump", resource="static_listeners")
         if f'"{LUA_TYPE}"' not in listeners:
             raise AdapterError(
-                "the shift rewrites the model, but Envoy's listener has no Lua filter "
-                "(envoy.filters.http.lua before the router in http_filters, as deploy/envoy/bootstrap.yaml "
-                "has it): a shifted request would reach the faster lane naming a model it does not serve",
+                "the routes carry lanewatch's Lua script (a shift's model rewrite, or a shed or cap by "
+                "work), but Envoy's listener has no Lua filter (envoy.filters.http.lua before the router "
+                "in http_filters, as deploy/envoy/bootstrap.yaml has it): Envoy would skip the script",
                 retryable=False,
             )
         self._has_lua = True
