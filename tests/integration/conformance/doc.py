@@ -21,13 +21,14 @@ HEAD = """\
 <!-- generated from tests/integration/conformance/ by `python -m tests.integration.conformance.doc` -->
 
 One table of degrade states × requests runs against lanewatch's gateway (the reference
-semantics), a real Envoy and a real nginx, each in front of the same two test upstreams
-(lanes `fast` and `slow`), as part of `make test` (`tests/integration/conformance/`, marked
-`integration`). Per request it checks what a user sees: the status (a `429` shed or a work
-over a cap, with `Retry-After: 30`, or a `200`), which upstream served it, the `model` and
-`max_tokens` that upstream received, and the `x-lanewatch-*` response headers. Before its requests, each row
-applies its state through the router's adapter, less the actions the adapter does not declare
-(`restrict()`, as the controller applies it), and reads back what the router holds.
+semantics), a real Envoy, a real nginx and a real LiteLLM proxy with lanewatch's handler, each
+in front of the same two test upstreams (lanes `fast` and `slow`), as part of `make test`
+(`tests/integration/conformance/`, marked `integration`). Per request it checks what a user
+sees: the status (a `429` shed or a work over a cap, with `Retry-After: 30`, or a `200`),
+which upstream served it, the `model` and `max_tokens` that upstream received, and the
+`x-lanewatch-*` response headers. Before its requests, each row applies its state through the
+router's adapter, less the actions the adapter does not declare (`restrict()`, as the
+controller applies it), and reads back what the router holds.
 
 A router is expected to do what the gateway does, less what it declares it cannot: the
 actions its adapter's settings lack (`capabilities`, as in [degrade.md](../degrade.md#adapters)),
@@ -42,7 +43,8 @@ How each router is set up to choose: a lane by the `x-lanewatch-lane` header (`f
 the model (`small-x`, `big-x`), `long` by a work of 1000 tokens or more (`max_tokens` × `n`,
 or `best_of` when larger, × the prompts of a `/v1/completions` prompt list), `huge` by a prompt
 of 2000 characters or more, `bulk` by the path `/v1/completions`, `chat` by the path
-`/v1/chat/completions`, else `interactive`. The lanes serve
+`/v1/chat/completions`, else `interactive` (Envoy's template classes `long` by work, which
+its Lua script reads from the body; nginx's maps read no body). The lanes serve
 different models (`fast`: `small`, `small-x`; `slow`: `big`, `big-x`), so a request that
 reaches a lane not serving its model shows whether the router rewrote it. A cap bounds a
 request's work: `max_tokens` becomes at most floor(cap / (sequences × prompts)), and a request
