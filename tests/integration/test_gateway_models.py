@@ -182,11 +182,14 @@ async def test_the_compose_config_as_shipped_shifts_to_the_fast_model(
     fast, slow = sims
     token_file = tmp_path / "gateway-admin-token"
     token_file.write_text(TOKEN + "\n")
+    ingest_file = tmp_path / "ingest-token"
+    ingest_file.write_text("models-ingest-token\n")
     # Only addresses change, through the config's environment overrides: the upstreams (compose's
-    # service names do not resolve here) and the admin token's path (a compose secret).
+    # service names do not resolve here) and the tokens' paths (compose secrets and its volume).
     monkeypatch.setenv("LANEWATCH__GATEWAY__LANES__FAST__UPSTREAMS", f'["{fast.url}"]')
     monkeypatch.setenv("LANEWATCH__GATEWAY__LANES__SLOW__UPSTREAMS", f'["{slow.url}"]')
     monkeypatch.setenv("LANEWATCH__GATEWAY__ADMIN_TOKEN_FILE", str(token_file))
+    monkeypatch.setenv("LANEWATCH__GATEWAY__COLLECTOR_TOKEN_FILE", str(ingest_file))
     cfg = load_config(COMPOSE_CONFIG).gateway
     assert cfg.lanes["fast"].models == [fast.model] and cfg.lanes["slow"].models == [slow.model]
     async with _gateway_of(cfg) as g:
