@@ -85,7 +85,7 @@ class LanewatchHandler(CustomLogger):  # type: ignore[misc]  # litellm is untype
                 settings.token(),
                 settings.progress_interval_s,
                 settings.timeout_s,
-                prefix="litellm",
+                prefix=settings.reporter_name,
             )
         self.degrade = DegradeHolder(settings.order())
         self.lane_groups = settings.groups()

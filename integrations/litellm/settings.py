@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from lanewatch.collector.common.names import check_class_name
 __all__ = ["CONFIG_ENV", "HandlerSettings", "load_settings"]
 
 CONFIG_ENV = "LANEWATCH_LITELLM_CONFIG"
+_REPORTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,16}$")  # as the gateway's reporter_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,9 @@ class HandlerSettings:
     # often while it waits, with the token above (None: no reports, and the guard judges no LiteLLM
     # request unless `guard.record_sources` lists `litellm`).
     progress_interval_s: float | None = 0.1
+    # Its reports' reporter ids start `<reporter_name>-`: the name of the collector's
+    # `ingest.reporters` credential whose token `token_file` holds, when the collector gives each its own.
+    reporter_name: str = "litellm"
     progress_max_flights: int = 10_000  # streamed requests tracked at once; past it one is not reported
     progress_max_age_s: float = 300.0  # a request tracked longer than this is dropped unseen
     # degrade: the state endpoint the controller's `litellm` adapter PUTs to (None: no degrade)
@@ -119,6 +124,8 @@ def _check_bounds(out: HandlerSettings) -> None:
     interval = out.progress_interval_s
     if interval is not None and not (_number(interval) and 0 < interval <= 10):
         raise ValueError("progress_interval_s: null, or seconds in (0, 10]")
+    if not (isinstance(out.reporter_name, str) and _REPORTER_NAME.match(out.reporter_name)):
+        raise ValueError("reporter_name: 1-16 characters of A-Z a-z 0-9 . _ -")
     if not (_whole(out.progress_max_flights) and out.progress_max_flights >= 1):
         raise ValueError("progress_max_flights: a whole number of at least 1")
     if not (_number(out.progress_max_age_s) and 1 <= out.progress_max_age_s <= 600):

@@ -228,10 +228,14 @@ async def test_records_and_progress_hold_to_the_evidence_contract(tmp_path: Path
         record = records[s.call_id]
         assert (record.source, record.lane, record.status) == ("litellm", "fast", 200)
         first = FIRST_S if s.streamed else None
-        kw = {"streamed": s.streamed, "upload_s": s.upload_s, "upstream_first_token_s": first}
-        breaches += check_evidence(record, **kw, tolerance_s=TOLERANCE_S)
         events = events_of.get(s.call_id, [])
-        breaches += check_progress(events, **kw, tolerance_s=TOLERANCE_S)
+        up, tol = s.upload_s, TOLERANCE_S
+        breaches += check_evidence(
+            record, streamed=s.streamed, upload_s=up, upstream_first_token_s=first, tolerance_s=tol
+        )
+        breaches += check_progress(
+            events, streamed=s.streamed, upload_s=up, upstream_first_token_s=first, tolerance_s=tol
+        )
         if s.streamed:  # reported while it waited, and its first token once
             assert sum(e.first_token for e in events) == 1 and not events[0].first_token, events
         print(

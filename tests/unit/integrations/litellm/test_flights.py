@@ -1,11 +1,15 @@
-"""The handler's in-flight table: what a report says of each streamed request, and its bounds."""
+"""The handler's in-flight table: what a report says of each streamed request, its bounds, and the
+settings of progress reports and the degrade endpoint."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from lanewatch.collector.common.inflight import Progress
 from lanewatch.integrations.litellm.flights import Flights, has_content
+from lanewatch.integrations.litellm.settings import settings_from
 
 
 def test_a_waiting_request_reports_its_age_then_its_first_token_once() -> None:
@@ -58,3 +62,29 @@ def test_answer_text_counts_as_content_a_role_or_an_empty_delta_does_not() -> No
     assert has_content(chunk(choices=[chunk(delta=chunk(content=None, reasoning_content="hm"))]))
     assert has_content({"choices": [{"text": "x"}]})  # a completion's chunk
     assert not has_content({"choices": []}) and not has_content(object())
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("progress_interval_s", 0),
+        ("progress_interval_s", "0.1"),
+        ("progress_max_flights", 0),
+        ("progress_max_age_s", 900),  # past the guard's memory of a judged request
+        ("reporter_name", "a b"),
+        ("reporter_name", "x" * 17),
+        ("admin_timeout_s", 0),
+        ("admin_max_connections", 0),
+        ("admin_max_connections", True),
+    ],
+)
+def test_a_setting_out_of_its_bounds_is_refused_by_name(key: str, value: object) -> None:
+    with pytest.raises(ValueError, match=key):
+        settings_from({key: value})
+
+
+def test_the_defaults_report_every_tenth_of_a_second_and_bound_the_endpoint() -> None:
+    s = settings_from({"progress_interval_s": None, "reporter_name": "litellm-eu.1"})
+    assert (s.progress_interval_s, s.reporter_name) == (None, "litellm-eu.1")
+    d = settings_from({})
+    assert (d.progress_interval_s, d.admin_timeout_s, d.admin_max_connections) == (0.1, 5.0, 16)
