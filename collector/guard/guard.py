@@ -62,7 +62,7 @@ class FastGuard:
         self,
         alerts: Iterable[GuardAlert],
         rule: GuardRule,
-        record_sources: Iterable[str] = ("envoy", "litellm"),
+        record_sources: Iterable[str] = ("envoy",),
         resend_s: float = 5.0,
         generator_url: str = "",
         clock: Callable[[], float] = time.monotonic,
