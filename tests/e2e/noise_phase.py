@@ -1,0 +1,119 @@
+"""The fast guard's noise matrix on real components: two minutes of what real clients do, with no
+fault, fire nothing.
+
+Shared by the fast guard's e2e tests (through the gateway and behind Envoy). The traffic is the
+demo's mix with noise: half of it asks for whole answers (no stream: no first token to judge),
+10 % of the clients hold their body for 1.5 s (an upload is not the lane's wait), 5 % leave early,
+and every 30 s a burst of client 4xx. None of it says a lane is slow, so the guard posts no
+alert and the controller fires nothing, while it still judges the streamed requests (a guard
+that judged nothing would pass this vacuously).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from lanewatch.collector.common.headers import LANE_HEADER
+from lanewatch.collector.demo import Stack
+from lanewatch.collector.demo.configs import MODEL
+from lanewatch.collector.demo.traffic import Noise
+from lanewatch.exporters.names import GUARD_ALERT_POSTS_TOTAL, GUARD_FIRING, GUARD_VERDICTS_TOTAL
+from tests.e2e.fault_trials import audit_of
+
+__all__ = [
+    "NOISE",
+    "PROBE_OVERLAP",
+    "QUIET_S",
+    "QuietFigures",
+    "client_error_burst",
+    "guard_sample",
+    "quiet_phase",
+]
+
+NOISE = Noise(non_streamed=0.5, slow_upload=0.1, upload_s=1.5, disconnect=0.05, disconnect_after_s=0.5)
+QUIET_S = 120.0
+# With half the traffic unstreamed, the guard's evidence on the slow lane is about one streamed
+# request a second, and the probes: one probe of a lane and class at a time is sent once per
+# answer under the 3 s fault, two at once (`probe.overlap`) about every 1.5 s. Behind Envoy, whose
+# entries reach the collector in batches, one at a time put the median shift at 4.65 s on an idle
+# machine; four at once (as behind nginx) shifted in 3.5-4.1 s, but their long probes broke the
+# slow lane's TPOT SLO with no fault, and the rules degraded it.
+PROBE_OVERLAP = 2
+BURST_EVERY_S = 30.0
+BURST_S = 5.0
+
+
+@dataclass(frozen=True)
+class QuietFigures:
+    """What the quiet phase saw: the guard's verdicts and posts, the controller's firings, the 4xx."""
+
+    met: float
+    missed: float
+    posts: float
+    fired: list[dict[str, Any]]
+    client_errors: int
+
+
+async def guard_metrics(collector_url: str) -> str:
+    """The collector's /metrics text."""
+    async with httpx.AsyncClient(timeout=5.0) as client:
+        return (await client.get(f"{collector_url}/metrics")).text
+
+
+def guard_sample(text: str, name: str, **labels: str) -> float:
+    """The sum of `name`'s samples whose labels include `labels` (0 when none)."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        series, value = line.rsplit(" ", 1)
+        if all(f'{k}="{v}"' in series for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+async def client_error_burst(traffic_url: str, seconds: float, lane: str = "slow") -> int:
+    """Requests the server refuses as the client's mistake (max_tokens 0: a 400), as fast as one
+    client sends them, for `seconds`."""
+    sent = 0
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}
+    deadline = time.monotonic() + seconds
+    async with httpx.AsyncClient(base_url=traffic_url, timeout=5.0) as client:
+        while time.monotonic() < deadline:
+            r = await client.post("/v1/chat/completions", json=body, headers={LANE_HEADER: lane})
+            assert 400 <= r.status_code < 500, (r.status_code, r.text)
+            sent += 1
+    return sent
+
+
+async def quiet_phase(
+    stack: Stack, traffic_url: str, audit_since: float, seconds: float = QUIET_S
+) -> QuietFigures:
+    """Run `seconds` of noisy traffic (already flowing) plus 4xx bursts; what the guard saw, and
+    the controller's firings since `audit_since` (Unix)."""
+    collector = stack.layout.collector_url
+    before = await guard_metrics(collector)
+    errors = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        errors += await client_error_burst(traffic_url, min(BURST_S, max(deadline - time.monotonic(), 0.0)))
+        await asyncio.sleep(min(BURST_EVERY_S - BURST_S, max(deadline - time.monotonic(), 0.0)))
+    after = await guard_metrics(collector)
+
+    def delta(name: str, **labels: str) -> float:
+        return guard_sample(after, name, **labels) - guard_sample(before, name, **labels)
+
+    fired = [e for e in audit_of(stack) if e["event"] == "fired" and e["at"] > audit_since]
+    assert guard_sample(after, GUARD_FIRING) == 0.0, "a lane's guard is firing after the quiet phase"
+    return QuietFigures(
+        met=delta(GUARD_VERDICTS_TOTAL, verdict="met"),
+        missed=delta(GUARD_VERDICTS_TOTAL, verdict="missed"),
+        posts=delta(GUARD_ALERT_POSTS_TOTAL),
+        fired=fired,
+        client_errors=errors,
+    )
