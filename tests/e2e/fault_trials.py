@@ -35,6 +35,7 @@ __all__ = [
     "envoy_first_shift",
     "fired_after",
     "gateway_first_shift",
+    "records_first_shift",
     "slow_degraded",
     "sustained_fault",
     "until",
@@ -75,9 +76,10 @@ def gateway_first_shift(traffic: Traffic) -> FirstShift:
     return first
 
 
-def envoy_first_shift(records: Path) -> FirstShift:
-    """The first request of a slow-routed class that the fast lane served, by Envoy's records (the
-    cluster that served it and when Envoy took it: Envoy sends no lane header)."""
+def records_first_shift(records: Path, source: str) -> FirstShift:
+    """The first request of a slow-routed class that the fast lane served, by a router's records
+    (the lane that served it and when the router took it), for a router that sends no lane header
+    the traffic can read the shift by: Envoy, or LiteLLM's handler."""
 
     def first(since: float) -> float | None:
         if not records.exists():
@@ -87,7 +89,7 @@ def envoy_first_shift(records: Path) -> FirstShift:
             with contextlib.suppress(ValueError):
                 r = json.loads(line)
                 if (
-                    r.get("source") == "envoy"
+                    r.get("source") == source
                     and r.get("lane") == "fast"
                     and r.get("request_class") in SLOW_CLASSES
                     and r["started_at"] > since
@@ -96,6 +98,12 @@ def envoy_first_shift(records: Path) -> FirstShift:
         return min(starts) if starts else None
 
     return first
+
+
+def envoy_first_shift(records: Path) -> FirstShift:
+    """The first slow-routed request the fast lane served, by Envoy's records (Envoy sends no lane
+    header)."""
+    return records_first_shift(records, "envoy")
 
 
 async def slow_degraded(stack: Stack) -> bool:
