@@ -32,7 +32,9 @@ async def test_n_best_of_and_a_prompt_list_pass_no_batch_shed() -> None:
         gateway_server({"fast": [fast_url], "slow": [slow_url]}, admin_insecure=True) as g,
         aiohttp.ClientSession() as s,
     ):
-        async with s.put(f"{g.url}/admin/degrade", json={"lanes": {"slow": {"shed_classes": ["batch"]}}}) as r:
+        async with s.put(
+            f"{g.url}/admin/degrade", json={"lanes": {"slow": {"shed_classes": ["batch"]}}}
+        ) as r:
             assert r.status == 200
         # the default rules: a work of 1024 tokens or more is batch; 1000 alone is not
         assert (await _post(s, g, CHAT, chat_body(max_tokens=1000, stream=False)))[0] == 200
