@@ -43,6 +43,7 @@ def test_a_waiting_stream_is_its_age_and_one_with_its_first_byte_its_ttft() -> N
     assert is_periodic(entry().attributes)
     assert progress_from_log(entry()) == Progress(progress_id(RID), "slow", 1.2, False)
     first = progress_from_log(entry(ttft_us="1002839", duration_ms="1400"))
+    assert first is not None
     assert (first.id, first.lane, first.first_token) == (progress_id(RID), "slow", True)
     assert first.age_s == pytest.approx(1.002839)
 
