@@ -47,7 +47,7 @@ from tests.e2e.fault_trials import (
     slow_degraded,
     sustained_fault,
 )
-from tests.e2e.noise_phase import NOISE, PROBE_OVERLAP, quiet_phase
+from tests.e2e.noise_phase import NOISE, quiet_phase, ttft_firings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.timeout(780)]  # timing: not beside other tests
 
@@ -105,13 +105,7 @@ def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() 
             with Supervisor() as supervisor:
                 stack = Stack(layout, supervisor, tools)
                 try:
-                    await stack.start(
-                        probe_interval_s=1.0,
-                        production=True,
-                        act_on=(MITIGATE,),
-                        guard=True,
-                        probe_overlap=PROBE_OVERLAP,
-                    )
+                    await stack.start(probe_interval_s=1.0, production=True, act_on=(MITIGATE,), guard=True)
                     traffic = Traffic(layout.gateway_url, MODEL, rate_per_s=RATE_PER_S, seed=13, noise=NOISE)
                     stop = asyncio.Event()
                     sending = asyncio.create_task(traffic.run(stop))
@@ -136,6 +130,6 @@ def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() 
     assert max(figures["to_restore_s"]) <= HOLD_S + RESTORE_MARGIN_S, figures
     # one shift and one restore at most
     assert figures["blip_changes"] in ([False], [False, True, False]), figures
-    fired = [e for e in audit if e["event"] == "fired" and e["lane"] == "slow"]
+    fired = ttft_firings(audit)
     assert fired, audit
     assert all(e["detail"]["source"] == "guard" for e in fired), fired  # the rules never got there first

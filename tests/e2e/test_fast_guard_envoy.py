@@ -47,7 +47,7 @@ from tests.e2e.fault_trials import (
     fired_after,
     sustained_fault,
 )
-from tests.e2e.noise_phase import NOISE, PROBE_OVERLAP, QuietFigures, quiet_phase
+from tests.e2e.noise_phase import NOISE, PROBE_OVERLAP, QuietFigures, quiet_phase, ttft_firings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.timeout(720)]  # timing: not beside other tests
 
@@ -118,5 +118,5 @@ def test_behind_envoy_the_guard_shifts_a_sustained_breach_within_seconds() -> No
     assert statistics.median(shifts) <= MEDIAN_WITHIN_S, figures
     assert max(shifts) <= WORST_WITHIN_S, figures
     assert max(figures["to_restore_s"]) <= HOLD_S + RESTORE_MARGIN_S, figures
-    fired = [e for e in audit if e["event"] == "fired" and e["lane"] == "slow"]
+    fired = ttft_firings(audit)
     assert fired and all(e["detail"]["source"] == "guard" for e in fired), fired
