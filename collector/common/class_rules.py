@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from lanewatch.collector.common.names import ClassName
-from lanewatch.collector.common.request_reading import ReadApi, read_max_tokens, read_prompt, read_sequences
+from lanewatch.collector.common.request_reading import ReadApi, read_work
 
 __all__ = [
     "DEFAULT_CLASS_RULES",
@@ -146,11 +146,9 @@ def measure(body: Mapping[str, Any], api: ReadApi, reading: ReadingConfig) -> Me
     """A chat or completions body's measures as vLLM reads them (a missing chat bound counts
     reading.missing_max_tokens); ReadingError for a field vLLM would refuse."""
     model = body.get("model")
-    max_tokens = read_max_tokens(body, api)
-    prompt = read_prompt(body, api)
-    bound = reading.missing_max_tokens if max_tokens is None else max_tokens
+    work = read_work(body, api, reading.missing_max_tokens)
     return Measures(
         model if isinstance(model, str) else None,
-        bound * read_sequences(body, api) * prompt.count,
-        prompt.chars + reading.chars_per_token * prompt.tokens,
+        work.total,
+        work.prompt.chars + reading.chars_per_token * work.prompt.tokens,
     )

@@ -157,17 +157,19 @@ class WorkOverCap(ProtocolViolation, ValueError):
         self.units = units
 
 
-def cap_max_tokens(body: dict[str, Any], cap: int, api: ReadApi = "chat") -> bool:
+def cap_max_tokens(body: dict[str, Any], cap: int, api: ReadApi = "chat", units: int | None = None) -> bool:
     """Bound the request's work by `cap`: clamp the output bound vLLM reads (and the other field, if
     larger) to floor(cap / (sequences x prompts)); True when changed. WorkOverCap when that is 0.
 
     The body was read already (common/request_reading.py), so its counts are readable; a string
-    or float count under the cap is left as it is, vLLM reads it so.
+    or float count under the cap is left as it is, vLLM reads it so. `units`: the body's sequences
+    x prompts where the caller read them already (common/request_reading.py's `WorkReading`).
     """
-    try:
-        units = work_units(body, api)
-    except ReadingError:  # a count vLLM refuses (the gateway answered it 400 before): no work to bound
-        units = 1
+    if units is None:
+        try:
+            units = work_units(body, api)
+        except ReadingError:  # a count vLLM refuses (the gateway answered it 400 before): no work to bound
+            units = 1
     if units > cap:
         raise WorkOverCap(cap, units)
     cap //= units

@@ -38,6 +38,7 @@ __all__ = [
     "COMPLETIONS_DEFAULT_MAX_TOKENS",
     "PromptReading",
     "ReadingError",
+    "WorkReading",
     "read_max_tokens",
     "read_prompt",
     "read_sequences",
@@ -124,15 +125,32 @@ def read_sequences(body: Mapping[str, Any], api: ReadApi) -> int:
     return n if best_of is None else max(n, best_of)
 
 
+@dataclass(frozen=True, slots=True)
+class WorkReading:
+    """A request's work as vLLM runs it: its bound x its sequences x its prompts."""
+
+    bound: int  # the output bound vLLM reads; unset: the reader's `missing_max_tokens`
+    units: int  # sequences x prompts: what one token of the bound costs the engine
+    prompt: PromptReading
+
+    @property
+    def total(self) -> int:
+        """The tokens the request may have the engine generate."""
+        return self.bound * self.units
+
+
+def read_work(body: Mapping[str, Any], api: ReadApi, missing_max_tokens: int) -> WorkReading:
+    """The request's bound (unset: `missing_max_tokens`), prompt and sequences, each read once;
+    ReadingError naming the first field vLLM would refuse."""
+    bound = read_max_tokens(body, api)
+    prompt = read_prompt(body, api)
+    units = read_sequences(body, api) * prompt.count
+    return WorkReading(missing_max_tokens if bound is None else bound, units, prompt)
+
+
 def work_units(body: Mapping[str, Any], api: ReadApi) -> int:
     """Sequences x prompts: what one token of the bound costs the engine (the work's multiplier)."""
     return read_sequences(body, api) * read_prompt(body, api).count
-
-
-def read_work(body: Mapping[str, Any], api: ReadApi, missing_max_tokens: int) -> int:
-    """The request's work: its bound (unset: `missing_max_tokens`) x sequences x prompts."""
-    bound = read_max_tokens(body, api)
-    return (missing_max_tokens if bound is None else bound) * work_units(body, api)
 
 
 def _count(value: Any, field: str) -> int | None:

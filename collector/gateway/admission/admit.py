@@ -95,7 +95,8 @@ def _admit(gw: Gateway, request: Request, api: Api, peer: str | None) -> Admissi
     if rewritten:
         body["model"] = served  # re-encoded below, with any other change, in one dumps
     try:
-        if decision.cap_max_tokens is not None and cap_max_tokens(body, decision.cap_max_tokens, api):
+        cap = decision.cap_max_tokens
+        if cap is not None and cap_max_tokens(body, cap, api, info.work_units):
             actions = (*actions, "cap_max_tokens")
             changed = True
     except WorkOverCap as exc:  # n x prompts alone exceed the cap: refused while the cap holds

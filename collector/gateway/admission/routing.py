@@ -20,7 +20,7 @@ import re2  # type: ignore[import-untyped]
 
 from lanewatch.collector.common.class_rules import ReadingConfig
 from lanewatch.collector.common.errors import ProtocolViolation
-from lanewatch.collector.common.request_reading import ReadApi, read_max_tokens, read_prompt, read_sequences
+from lanewatch.collector.common.request_reading import ReadApi, read_work
 from lanewatch.collector.config import GatewayConfig
 
 from .lane_models import LaneModels
@@ -42,6 +42,7 @@ class RouteInput:
     prompt_chars: int = 0  # text characters + chars_per_token per token id
     # the work: the bound vLLM reads (unset: reading.missing_max_tokens) x sequences x prompts
     work: int | None = None
+    work_units: int = 1  # sequences x prompts: what a cap divides by
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,14 +129,14 @@ def route_input(
     """What routing needs of a chat or completions body; ReadingError for a field vLLM would refuse."""
     rd = reading or ReadingConfig()
     model = body.get("model")
-    max_tokens = read_max_tokens(body, api)
-    prompt = read_prompt(body, api)
-    sequences = read_sequences(body, api)
+    work = read_work(body, api, rd.missing_max_tokens)
+    prompt = work.prompt
     last = prompt.last_user
     return RouteInput(
         header_lane=header_lane,
         model=model if isinstance(model, str) else None,
         last_user_message=last[: rd.regex_max_chars] if last is not None else None,
         prompt_chars=prompt.chars + rd.chars_per_token * prompt.tokens,
-        work=(rd.missing_max_tokens if max_tokens is None else max_tokens) * sequences * prompt.count,
+        work=work.total,
+        work_units=work.units,
     )

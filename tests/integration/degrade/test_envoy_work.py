@@ -79,7 +79,7 @@ BODIES: list[tuple[str, bytes]] = [
 def _reference(path: str, body: bytes) -> int:
     """What the gateway's reading says the request gets while `long` is shed."""
     try:
-        work = read_work(json.loads(body), "completions" if path == COMPLETIONS else "chat", 1_000_000)
+        work = read_work(json.loads(body), "completions" if path == COMPLETIONS else "chat", 1_000_000).total
     except ReadingError:
         return 400
     return 429 if work >= LONG else 200

@@ -111,7 +111,10 @@ def test_explicit_default_lane() -> None:
             RouteInput(last_user_message="abc", prompt_chars=3, work=1),
         ),
         # two prompts, each to 16 tokens: the work is 32
-        ({"prompt": ["ab", "cde"]}, RouteInput(last_user_message="cde", prompt_chars=5, work=32)),
+        (
+            {"prompt": ["ab", "cde"]},
+            RouteInput(last_user_message="cde", prompt_chars=5, work=32, work_units=2),
+        ),
         # token ids: no text, each counts reading.chars_per_token (4) chars
         ({"prompt": [1, 2, 3], "model": 7}, RouteInput(prompt_chars=12, work=16)),
     ],
