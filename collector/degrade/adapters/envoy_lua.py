@@ -153,14 +153,15 @@ local function skip_value(s, i)
   return j
 end
 
--- The spans (first, last) of every top-level "model" string value, with its decoded text; the
--- object starts at s[start] (after a UTF-8 byte order mark, which JSON parsers read past).
-local function model_spans(s, start)
+-- Calls visit(key, first, last) with each top-level member's value span of the object that starts
+-- at s[start] (after a UTF-8 byte order mark, which JSON parsers read past); returns where the
+-- object closes, nil when the body is not an object the walk reads. The model rewrite and the work
+-- reading (envoy_work_lua.py) both walk the body with it.
+local function each_member(s, start, visit)
   local i = skip_ws(s, start)
   if s:sub(i, i) ~= '{' then return nil end
-  local spans = {}
   i = skip_ws(s, i + 1)
-  if s:sub(i, i) == '}' then return spans end
+  if s:sub(i, i) == '}' then return i end
   while true do
     if s:sub(i, i) ~= '"' then return nil end
     local key, after = read_string(s, i)
@@ -170,18 +171,28 @@ local function model_spans(s, start)
     i = skip_ws(s, i + 1)
     local stop = skip_value(s, i)
     if not stop then return nil end
-    if key == 'model' and s:sub(i, i) == '"' then
-      spans[#spans + 1] = {i, stop - 1, (read_string(s, i))}
-    end
+    visit(key, i, stop - 1)
     i = skip_ws(s, stop)
     local c = s:sub(i, i)
     if c == '}' then
       if skip_ws(s, i + 1) <= #s then return nil end
-      return spans
+      return i
     end
     if c ~= ',' then return nil end
     i = skip_ws(s, i + 1)
   end
+end
+
+-- The spans (first, last) of every top-level "model" string value, with its decoded text.
+local function model_spans(s, start)
+  local spans = {}
+  local close = each_member(s, start, function(key, first, last)
+    if key == 'model' and s:sub(first, first) == '"' then
+      spans[#spans + 1] = {first, last, (read_string(s, first))}
+    end
+  end)
+  if not close then return nil end
+  return spans
 end
 
 local function literal(text)

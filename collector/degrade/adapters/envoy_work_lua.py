@@ -10,8 +10,8 @@ int: a JSON integer, an integral float, a string of one (spaces around, `_` betw
 `.0` tail), a bool for a bound only. Anything else, and an `n` or `best_of` below 1, is a 400
 naming the field, as the gateway answers; a body that is no JSON object the walk reads goes on
 unshed (vLLM answers it 400 without work). The last of a repeated top-level key counts, as
-Python's JSON reader keeps it. Uses the JSON walk of envoy_lua.py (`skip_ws`, `skip_value`,
-`read_string`, `literal`), which comes before it in the script.
+Python's JSON reader keeps it. Uses the JSON walk of envoy_lua.py (`each_member`, `skip_ws`,
+`skip_value`, `read_string`, `literal`), which comes before it in the script.
 """
 
 from __future__ import annotations
@@ -24,30 +24,10 @@ WORK_LUA: Final = r"""
 -- Each top-level key's last value span, and where the object closes; nil when the body is not an
 -- object the walk reads.
 local function top_level(s, start)
-  local i = skip_ws(s, start)
-  if s:sub(i, i) ~= '{' then return nil end
   local values = {}
-  i = skip_ws(s, i + 1)
-  if s:sub(i, i) == '}' then return values, i end
-  while true do
-    if s:sub(i, i) ~= '"' then return nil end
-    local key, after = read_string(s, i)
-    if not key then return nil end
-    i = skip_ws(s, after)
-    if s:sub(i, i) ~= ':' then return nil end
-    i = skip_ws(s, i + 1)
-    local stop = skip_value(s, i)
-    if not stop then return nil end
-    values[key] = {i, stop - 1}
-    i = skip_ws(s, stop)
-    local c = s:sub(i, i)
-    if c == '}' then
-      if skip_ws(s, i + 1) <= #s then return nil end
-      return values, i
-    end
-    if c ~= ',' then return nil end
-    i = skip_ws(s, i + 1)
-  end
+  local close = each_member(s, start, function(key, first, last) values[key] = {first, last} end)
+  if not close then return nil end
+  return values, close
 end
 
 -- A whole number in pydantic's lax reading of a string: spaces around, `_` between digits, a `.0` tail.
