@@ -174,11 +174,6 @@ def caller(metadata: Any, keys: IngestKeys) -> Credential | None:
     return as_auth(keys).identify(header)
 
 
-def authorized(metadata: Any, token: IngestKeys) -> bool:
-    """True without a token, or when the call's `authorization` metadata carries a configured one."""
-    return caller(metadata, token) is not None
-
-
 @dataclass(frozen=True, slots=True)
 class GrpcLimits:
     """What bounds one sender: see the module docstring."""

@@ -29,7 +29,6 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.bodies import read_limited
 from lanewatch.collector.common.headers import AUTHORIZATION
 from lanewatch.collector.record.batch import BatchError, ParsedBatch, Refused, parse_batch
@@ -55,11 +54,6 @@ def _answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = 
 def _error(status: int, message: str, **detail: Any) -> Response:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return _answer(status, {"error": {"message": message, **detail}}, headers)
-
-
-def authorized(header: str | None, token: str | None) -> bool:
-    """True when no token is configured or `header` is `Bearer <token>` (constant-time compare)."""
-    return token is None or bearer_ok(header, token)
 
 
 @dataclass(frozen=True, slots=True)

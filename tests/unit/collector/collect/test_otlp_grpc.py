@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from lanewatch.collector.collect.otlp_grpc import authorized, grpc_endpoint_url, handle_grpc_export, peer_host
+from lanewatch.collector.collect.otlp_grpc import caller, grpc_endpoint_url, handle_grpc_export, peer_host
 from lanewatch.collector.config import OtlpReceiverConfig
 from tests.unit.collector.collect.test_otlp import protobuf_body, sdk_spans
+
+
+def authorized(metadata: Any, token: str | None) -> bool:
+    """Whether the call's `authorization` metadata carries a configured token (none: open)."""
+    return caller(metadata, token) is not None
 
 
 def test_a_valid_request_is_ok_with_its_llm_request_spans() -> None:

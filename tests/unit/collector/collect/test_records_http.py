@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from lanewatch.collector.collect.credentials import IngestAuth
 from lanewatch.collector.collect.otlp import ServerSpan
-from lanewatch.collector.collect.records_http import RECORDS_PATH, authorized
+from lanewatch.collector.collect.records_http import RECORDS_PATH
 from lanewatch.collector.record.batch import encode_batch, encode_record
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names
@@ -153,6 +154,11 @@ def test_ingest_can_be_turned_off(tmp_path: Path, clock: Clock) -> None:
     client, _svc, _seen = client_for(tmp_path, clock, ingest={"enabled": False})
     with client:
         assert client.post(RECORDS_PATH, content=batch(tap(0)), headers=JSON).status_code == 404
+
+
+def authorized(header: str | None, token: str | None) -> bool:
+    """Whether the ingest's credentials (one shared token, or none: open) take this header."""
+    return IngestAuth(token).identify(header) is not None
 
 
 def test_authorized() -> None:
