@@ -20,13 +20,19 @@ PACKAGES = ("collector", "exporters", "simulator", "alerts", "dashboards")
 SECRET = re.compile(r"token(?!s)|secret|api_?key|passw|signature|credential|authoriz", re.IGNORECASE)
 TIMING_UNSAFE = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 # Where a token is compared; the collector's APIs share collector/common/bearer.py (the simulator
-# imports nothing of lanewatch, so it keeps its own).
+# imports nothing of lanewatch, so it keeps its own). The collector's ingest paths (records,
+# progress, OTLP) ask credentials.py, which checks every configured token with it.
 AUTH_SITES = ("collector/common/bearer.py", "simulator/app.py")
 BEARER_USERS = (
     "collector/gateway/front/admin.py",
     "collector/degrade/server.py",
-    "collector/collect/records_http.py",
     "collector/collect/credentials.py",
+)
+INGEST_EDGES = (
+    "collector/collect/records_http.py",
+    "collector/collect/progress_http.py",
+    "collector/collect/otlp_http.py",
+    "collector/collect/otlp_grpc.py",
 )
 
 
@@ -77,3 +83,8 @@ def test_every_auth_check_uses_compare_digest(site: str) -> None:
 @pytest.mark.parametrize("site", BEARER_USERS)
 def test_every_collector_api_checks_its_token_with_bearer_ok(site: str) -> None:
     assert "bearer_ok(" in (ROOT / site).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("site", INGEST_EDGES)
+def test_every_ingest_edge_asks_the_credentials(site: str) -> None:
+    assert "as_auth(" in (ROOT / site).read_text(encoding="utf-8")
