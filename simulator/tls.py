@@ -81,7 +81,10 @@ def _san(host: str) -> x509.GeneralName:
 def write_cert(pair: CertPair, path: Path) -> None:
     """Write the certificate (never the key) to `path`, creating its folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(pair.cert_pem)
+    # Whole or not at all: a client polls for the file and trusts it the moment it exists.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(pair.cert_pem)
+    os.replace(tmp, path)
 
 
 def private_key_file(pair: CertPair) -> Path:

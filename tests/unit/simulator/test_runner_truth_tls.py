@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import time
+from pathlib import Path
 
+import pytest
 from cryptography import x509
 
 from lanewatch.simulator import tls
@@ -98,3 +101,25 @@ def test_certificate_names_loopback_and_is_its_own_ca() -> None:
     finally:
         key_file.unlink()
         key_file.parent.rmdir()
+
+
+def test_the_certificate_file_appears_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The demo polls for the file and loads it the moment it exists: a half-written one failed
+    # its start ("no certificate found") on a loaded machine.
+    pair = tls.self_signed()
+    path = tmp_path / "certs" / "slow-cert.pem"
+    seen: list[bytes | None] = []
+    replace = os.replace
+
+    def watch(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        seen.append(path.read_bytes() if path.exists() else None)  # what a reader sees just before
+        assert Path(src).read_bytes() == pair.cert_pem  # the whole certificate is in place first
+        replace(src, dst)
+
+    monkeypatch.setattr(tls.os, "replace", watch)
+    tls.write_cert(pair, path)
+    tls.write_cert(pair, path)  # again over the first
+    assert seen == [None, pair.cert_pem]
+    assert path.read_bytes() == pair.cert_pem and sorted(p.name for p in path.parent.iterdir()) == [path.name]
