@@ -101,6 +101,8 @@ class ProbeConfig(Section):
     # still runs is skipped. Behind a router that reports nothing per request (nginx), the fast
     # guard's only evidence is the probes, and on a lane whose answers take longer than the
     # interval, skipped turns starve it: allow a few more (`concurrency` still caps them all).
+    # The extra ones run only while every probe of the job still waits for its first token: a
+    # lane that answers gets one long probe at a time, as with 1.
     overlap: int = Field(default=1, ge=1, le=64)
     connection: Literal["warm", "cold"] = "warm"
     timeouts: Timeouts = Timeouts()

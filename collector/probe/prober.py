@@ -14,6 +14,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from types import TracebackType
@@ -114,6 +115,7 @@ class _Run:
         self.attrs: dict[str, str] = {}
         self.text = text  # the response text, kept only with record_content
         self.flight: int | None = None  # its id in the fast guard's in-flight table, once sent
+        self.on_first_token: Callable[[], None] | None = None  # the caller's, told at the first token
 
     def offset(self, t: float | None) -> float | None:
         return None if t is None else t - self.t0
@@ -185,6 +187,8 @@ class _Reader:
                 if len(content) == 1 and run.first_content is None:
                     run.first_content = now
                     self.conn.wake()  # from now on the probe waits under the stall limit
+                    if run.on_first_token is not None:
+                        run.on_first_token()
                 elif len(content) > MAX_ITL_SAMPLES:
                     run.fold()
             elif kind is ChunkKind.DONE:
@@ -275,8 +279,14 @@ class Prober:
         """Close kept-alive connections."""
         self._conns.close()
 
-    async def probe(self, spec: ProbeSpec, timeouts: Timeouts | None = None) -> RequestTiming:
-        """Send one streamed request and measure it (`timeouts` overrides the prober's)."""
+    async def probe(
+        self,
+        spec: ProbeSpec,
+        timeouts: Timeouts | None = None,
+        on_first_token: Callable[[], None] | None = None,
+    ) -> RequestTiming:
+        """Send one streamed request and measure it (`timeouts` overrides the prober's; `on_first_token`
+        is called when its first token comes)."""
         started_at, start_ns = time.time(), time.time_ns()
         tracer, span = self._tracer, None
         trace_id: str | None
@@ -299,6 +309,7 @@ class Prober:
         sent_id = f"lanewatch-probe-{uuid.uuid4().hex}"
         headers[REQUEST_ID] = sent_id
         run = _Run(time.perf_counter(), start_ns, StreamedText() if self.record_content else None)
+        run.on_first_token = on_first_token
         try:
             await self._exchange(spec, run, headers, timeouts or self.timeouts)
         except Exception as exc:  # every failure becomes an error kind, never a crash

@@ -31,7 +31,8 @@ from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 log = logging.getLogger(__name__)
 
 Sink = Callable[[RequestTiming], None]
-RunProbe = Callable[["ProbeJob", int], Awaitable[RequestTiming]]
+Answered = Callable[[], None]  # a probe calls it when its first token comes
+RunProbe = Callable[["ProbeJob", int, Answered], Awaitable[RequestTiming]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,17 @@ class ProbeJob:
     def key(self) -> tuple[str, str]:
         """(target name, class name)."""
         return (self.target.name, self.request_class.name)
+
+
+@dataclass(slots=True)
+class _Flight:
+    """A probe under way, as the scheduler sees it: whether the lane has answered it yet."""
+
+    answered: bool = False
+
+    def answer(self) -> None:
+        """Mark the probe's first token come."""
+        self.answered = True
 
 
 def parse_shard(value: str | None) -> tuple[int, int] | None:
@@ -78,7 +90,7 @@ def plan(cfg: LanewatchConfig) -> list[ProbeJob]:
 
 class Scheduler:
     """Runs every job each `interval_s` (± jitter_ratio), at most `concurrency` at once and at most
-    `overlap` of one job."""
+    `overlap` of one job, the extra ones only while every probe of the job still waits."""
 
     def __init__(
         self,
@@ -106,9 +118,9 @@ class Scheduler:
         self._stop = asyncio.Event()
         self._stopper: asyncio.Task[Literal[True]] | None = None
         self._overlap = overlap
-        self._inflight: dict[int, set[asyncio.Task[None]]] = {}
+        self._inflight: dict[int, dict[asyncio.Task[None], _Flight]] = {}
         self.started = 0  # probes started
-        self.skipped = 0  # ticks skipped because `overlap` of the job's probes still ran
+        self.skipped = 0  # ticks skipped: `overlap` of the job's probes ran, or one had its answer
         self.on_start: Callable[[float], None] | None = None  # gets each probe's start delay
         self.on_skip: Callable[[], None] | None = None
         self._seq = [0] * len(jobs)
@@ -152,8 +164,11 @@ class Scheduler:
         return self._stop.is_set()
 
     def _launch(self, i: int, due: float) -> None:
-        running = self._inflight.setdefault(i, set())
-        if len(running) >= self._overlap:
+        running = self._inflight.setdefault(i, {})
+        # A probe beside the job's last one is evidence only while the lane keeps them all waiting
+        # (the fast guard's, behind a router that reports nothing); once one has its first token
+        # the lane is answering, and another probe of a long answer would only add its load.
+        if len(running) >= self._overlap or any(f.answered for f in running.values()):
             self.skipped += 1
             if self.on_skip is not None:
                 self.on_skip()
@@ -161,20 +176,21 @@ class Scheduler:
         self.started += 1
         seq = self._seq[i]
         self._seq[i] += 1
-        task = asyncio.create_task(self._one(i, seq, due))
-        running.add(task)
+        flight = _Flight()
+        task = asyncio.create_task(self._one(i, seq, due, flight))
+        running[task] = flight
         task.add_done_callback(functools.partial(self._done, i))
 
     def _done(self, i: int, task: asyncio.Task[None]) -> None:
-        self._inflight.get(i, set()).discard(task)
+        self._inflight.get(i, {}).pop(task, None)
 
-    async def _one(self, i: int, seq: int, due: float) -> None:
+    async def _one(self, i: int, seq: int, due: float, flight: _Flight) -> None:
         job = self.jobs[i]
         async with self._sem:
             if self.on_start is not None:
                 self.on_start(self._clock() - due)
             try:
-                record = await self._run_probe(job, seq)
+                record = await self._run_probe(job, seq, flight.answer)
             except Exception:  # a prober bug must not stop the schedule; count it as OTHER
                 log.exception("probe %s/%s raised", *job.key)
                 record = _failed(job)
@@ -242,9 +258,9 @@ class ProbeSuite:
             rng=rng,
         )
 
-    async def _probe(self, job: ProbeJob, seq: int) -> RequestTiming:
+    async def _probe(self, job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
         prober = self._probers[job.target.name]
-        return await prober.probe(spec_for(job.request_class, job.target, seq))
+        return await prober.probe(spec_for(job.request_class, job.target, seq), on_first_token=answered)
 
     async def run(self) -> None:
         """Probe until `shutdown()`, then close every connection."""

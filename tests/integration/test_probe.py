@@ -111,6 +111,20 @@ async def test_ttft_is_taken_at_the_read_that_delivers_the_first_content() -> No
     assert -0.001 < client_first_content - (written_first_content - started) < 0.5
 
 
+async def test_the_caller_hears_of_the_first_token_as_it_comes_not_at_the_answers_end() -> None:
+    # The scheduler runs a probe beside another only while that one still waits on the lane; it
+    # learns of the first token from this call, while the rest of the answer still streams (1 s).
+    told: list[float] = []
+    reply = Reply(parts=chat_stream(2, first_delay=0.3, gap=1.0))
+    async with ScriptedServer(lambda r: reply) as srv, Prober(target(srv.url()), timeouts=FAST) as p:
+        r = await p.probe(SHORT, on_first_token=lambda: told.append(time.perf_counter()))
+        ended = time.perf_counter()
+    assert len(told) == 1
+    assert told[0] >= srv.received[0].written[1]  # not before the first content was written
+    assert ended - told[0] >= 0.9  # ... and not at the end: the second token came 1 s later
+    assert r.output_tokens == 2 and r.error is None
+
+
 async def test_completions_api_counts_text_chunks_when_usage_is_missing() -> None:
     def reply(_: Received) -> Reply:
         chunk = {"object": "text_completion", "choices": [{"index": 0, "text": "x", "finish_reason": None}]}

@@ -9,7 +9,7 @@ import pytest
 
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.config import LanewatchConfig, ProbeConfig, RequestClass, Target
-from lanewatch.collector.probe.suites import ProbeJob, Scheduler, parse_shard, plan, shard_of
+from lanewatch.collector.probe.suites import Answered, ProbeJob, Scheduler, parse_shard, plan, shard_of
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 
@@ -99,7 +99,7 @@ async def test_each_job_runs_every_interval_with_bounded_jitter() -> None:
     seen: dict[tuple[str, str], list[float]] = defaultdict(list)
     seqs: dict[tuple[str, str], list[int]] = defaultdict(list)
 
-    async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+    async def probe(job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
         seen[job.key].append(t.now)
         seqs[job.key].append(seq)
         return record(job)
@@ -124,7 +124,7 @@ async def test_overlap_lets_a_slow_jobs_turns_run_beside_its_last_probe() -> Non
     per_job: dict[tuple[str, str], int] = defaultdict(int)
     peak: dict[tuple[str, str], int] = defaultdict(int)
 
-    async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+    async def probe(job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
         per_job[job.key] += 1
         peak[job.key] = max(peak[job.key], per_job[job.key])
         await gate.wait()  # every probe hangs: a lane slower than the interval
@@ -145,13 +145,50 @@ async def test_overlap_lets_a_slow_jobs_turns_run_beside_its_last_probe() -> Non
     await asyncio.wait_for(task, 5)
 
 
+async def test_overlap_runs_beside_waiting_probes_only_once_the_lane_answers_one_turn_at_a_time() -> None:
+    t = FakeTime()
+    answer = asyncio.Event()  # the lane answers: every probe in flight gets its first token
+    finish = asyncio.Event()  # the long answers end
+    in_flight = 0
+    peak = 0
+
+    async def probe(job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await answer.wait()
+        answered()
+        await finish.wait()  # a long answer streams for many intervals
+        in_flight -= 1
+        return record(job)
+
+    s = Scheduler(jobs(1), probe, lambda r: None, interval_s=1, concurrency=16, overlap=3, clock=t.clock,
+                  sleep=t.sleep, rng=random.Random(1))  # fmt: skip
+    task = asyncio.create_task(s.run())
+    await advance_to(t, 1010)
+    assert peak == 3 and s.started == 3  # all waiting: the overlap is the evidence the guard needs
+    answer.set()
+    await advance_to(t, 1011)
+    finish.set()  # the three answers end together
+    await advance_to(t, 1012)
+    finish.clear()  # from here each answer streams until told
+    started = s.started
+    await advance_to(t, 1030)
+    # The next probe got its first token at once and streamed on: no turn ran beside it, as
+    # with overlap 1 (before, three long answers at a time: three times a healthy lane's load).
+    assert s.started == started + 1 and in_flight == 1
+    finish.set()
+    s.shutdown()
+    await asyncio.wait_for(task, 5)
+
+
 async def test_concurrency_cap_and_overlapping_ticks_are_skipped() -> None:
     t = FakeTime()
     gate = asyncio.Event()
     running = 0
     peak = 0
 
-    async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+    async def probe(job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
@@ -177,7 +214,7 @@ async def test_a_raising_probe_or_sink_does_not_stop_the_schedule() -> None:
     t = FakeTime()
     calls = Counter[str]()
 
-    async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+    async def probe(job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
         calls["probe"] += 1
         if seq % 2 == 0:
             raise RuntimeError("bug")
@@ -199,7 +236,7 @@ async def test_a_raising_probe_or_sink_does_not_stop_the_schedule() -> None:
 async def test_stop_cancels_probes_in_flight_and_returns() -> None:
     started, cancelled = asyncio.Event(), asyncio.Event()
 
-    async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+    async def probe(job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
         started.set()
         try:
             await asyncio.sleep(3600)
@@ -220,7 +257,7 @@ async def test_start_delays_count_the_wait_for_a_concurrency_slot() -> None:
     t = FakeTime()
     gate = asyncio.Event()
 
-    async def probe(job: ProbeJob, seq: int) -> RequestTiming:
+    async def probe(job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
         if job.target.name == "t0":
             await gate.wait()  # holds the only slot
         return record(job)
