@@ -118,7 +118,7 @@ def test_the_certificate_file_appears_whole_or_not_at_all(
         assert Path(src).read_bytes() == pair.cert_pem  # the whole certificate is in place first
         replace(src, dst)
 
-    monkeypatch.setattr(tls.os, "replace", watch)
+    monkeypatch.setattr(os, "replace", watch)
     tls.write_cert(pair, path)
     tls.write_cert(pair, path)  # again over the first
     assert seen == [None, pair.cert_pem]
