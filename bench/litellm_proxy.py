@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from lanewatch.collector.demo.litellm import HANDLER, LITELLM_VERSION, link_tree, litellm_env
+from lanewatch.collector.demo.litellm import HANDLER, HANDLER_NEEDS, LITELLM_VERSION, link_tree, litellm_env
 from lanewatch.integrations.litellm.settings import CONFIG_ENV
 from tests.servers import free_port, started, wait_http
 
@@ -75,30 +75,39 @@ def venv_dir(version: str = LITELLM_VERSION) -> Path:
 
 
 def ensure_litellm(version: str = LITELLM_VERSION) -> Path:
-    """The `litellm` command of the pinned version, installing it first when absent; RuntimeError
-    (with pip's last words) when the install fails."""
+    """The `litellm` command of the pinned version with what lanewatch's handler needs beside it
+    (HANDLER_NEEDS), installing them first when absent; RuntimeError (with pip's last words) when
+    the install fails."""
     done = venv_dir(version)
     command = done / "bin" / "litellm"
     if command.is_file():
+        if not _has_handler_needs(done):  # a venv made before the handler needed them
+            _pip(done, [str(done / "bin" / "python"), "-m", "pip", "install", "-q", *HANDLER_NEEDS])
         return command
     partial = done.with_name(done.name + ".partial")
     CACHE.mkdir(parents=True, exist_ok=True)
-    steps = [
-        [sys.executable, "-m", "venv", "--clear", str(partial)],
-        [str(partial / "bin" / "python"), "-m", "pip", "install", "-q", f"litellm[proxy]=={version}"],
-    ]
-    for step in steps:
-        try:
-            r = subprocess.run(step, capture_output=True, text=True, timeout=_INSTALL_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired as e:
-            raise RuntimeError(
-                f"installing litellm[proxy]=={version}: timed out after {e.timeout:.0f} s"
-            ) from e
-        if r.returncode != 0:
-            tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-            raise RuntimeError(f"installing litellm[proxy]=={version} failed: {' '.join(tail)[:300]}")
+    _pip(done, [sys.executable, "-m", "venv", "--clear", str(partial)])
+    install = [f"litellm[proxy]=={version}", *HANDLER_NEEDS]
+    _pip(done, [str(partial / "bin" / "python"), "-m", "pip", "install", "-q", *install])
     partial.rename(done)  # venv scripts keep the .partial path in their shebang: call them through python
     return command
+
+
+def _has_handler_needs(venv: Path) -> bool:
+    names = [need.split(">", 1)[0].split("=", 1)[0] for need in HANDLER_NEEDS]
+    probe = [str(venv / "bin" / "python"), "-c", f"import {', '.join(names)}"]
+    return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
+
+
+def _pip(venv: Path, step: list[str]) -> None:
+    what = f"installing {' '.join(step[step.index('-q') + 1 :]) if '-q' in step else venv.name}"
+    try:
+        r = subprocess.run(step, capture_output=True, text=True, timeout=_INSTALL_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"{what}: timed out after {e.timeout:.0f} s") from e
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"{what} failed: {' '.join(tail)[:300]}")
 
 
 def handler_settings(sink_url: str, admin_port: int, admin_token_file: Path) -> dict[str, Any]:

@@ -292,7 +292,7 @@ class ShippingConfig(Section):
     """How the gateway's tap ships its records to the collector (gateway.collector_url)."""
 
     batch_records: int = Field(default=256, ge=1, le=100_000)  # a batch goes out at this many
-    batch_bytes: int = Field(default=1024 * 1024, ge=1024)  # or once its JSON reaches this size
+    batch_bytes: int = Field(default=1024 * 1024, ge=1024)  # or at this much JSON (DEFAULT_BATCH_BYTES)
     interval_s: float = Field(default=1.0, gt=0)  # or this long after the last send
     queue_records: int = Field(default=20_000, ge=1)  # held while the collector is slow; then the oldest go
     timeout_s: float = Field(default=5.0, gt=0)  # one send

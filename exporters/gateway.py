@@ -165,7 +165,7 @@ def _model_families(v: GatewayView) -> Iterator[Metric]:
 
 
 class ShippingView(Protocol):
-    """What the collector reads of the record shipper (collector/gateway/ship/shipper.py ShipStats)."""
+    """What the collector reads of the record shipper (ShipStats, collector/record/shipping.py)."""
 
     @property
     def shipped(self) -> int: ...

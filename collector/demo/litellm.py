@@ -31,6 +31,7 @@ from .configs import LANES, Layout
 from .engines import vllm_cache
 
 __all__ = [
+    "HANDLER_NEEDS",
     "LANE_HEADER",
     "LITELLM_VERSION",
     "LitellmInstall",
@@ -49,6 +50,9 @@ LITELLM_VERSION: Final = "1.106.12"  # the newest whose [proxy] extra resolves f
 HANDLER: Final = "lanewatch.integrations.litellm.handler"  # what the proxy config names
 # The parts of lanewatch the handler imports inside LiteLLM's venv.
 IN_PROXY: Final = ("lanewatch.collector", "lanewatch.integrations")
+# What the handler imports beyond the standard library and LiteLLM's own dependencies: the record
+# codec's encoder (collector/record/codec.py), which every record sender ships with.
+HANDLER_NEEDS: Final = ("msgspec>=0.19",)
 # LiteLLM names the deployment that served a request in this response header: the demo's
 # deployment ids are the lanes' names, so it names the lane.
 LANE_HEADER: Final = "x-litellm-model-id"

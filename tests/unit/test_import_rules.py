@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from lanewatch.collector.demo.litellm import HANDLER_NEEDS
 from tests.gateway_path import GATEWAY, face_text
 from tests.gateway_path import rooms as path_rooms
 from tests.layout import ROOT, module_name, package_dirs
@@ -221,17 +222,65 @@ def test_only_the_cli_imports_the_cli() -> None:
 
 
 def test_integrations_import_only_records_common_and_the_stdlib_or_their_host() -> None:
-    """Code that runs inside another process (the LiteLLM proxy's venv) has none of lanewatch's deps."""
-    allowed = ("lanewatch.integrations", "lanewatch.collector.record.timing", "lanewatch.collector.common")
+    """Code that runs inside another process (the LiteLLM proxy's venv) has none of lanewatch's deps
+    but HANDLER_NEEDS (the docs' set-up installs them there), in anything it imports, at any depth."""
+    allowed = (
+        "lanewatch.integrations",
+        "lanewatch.collector.record.timing",
+        "lanewatch.collector.record.shipping",
+        "lanewatch.collector.common",
+    )
     assert _violations("integrations", allowed) == []
-    hosts = {"litellm", "lanewatch", "__future__"}
+    needs = {need.split(">", 1)[0].split("=", 1)[0] for need in HANDLER_NEEDS}
+    # LiteLLM's own dependencies the handler leans on: pydantic (the class rules' settings) and
+    # aiohttp (the progress reporter, collector/common/progress_report.py).
+    hosts = {"litellm", "pydantic", "aiohttp", "lanewatch", "__future__", *needs}
     bad = [
         f"{p.relative_to(ROOT)} imports {name}"
-        for p in _files("integrations")
+        for p in _reached_from("integrations")
         for name in _third_party_imports(p)
         if name not in hosts and name not in sys.stdlib_module_names
     ]
     assert bad == []
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of a lanewatch module, or of the module `name` is an attribute of."""
+    parts = name.split(".")
+    roots = package_dirs()
+    for end in range(len(parts), 1, -1):
+        top = ".".join(parts[:2])
+        if top not in roots:
+            return None
+        base = ROOT / roots[top] / Path(*parts[2:end]) if end > 2 else ROOT / roots[top]
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if end > 2 and candidate.is_file():
+                return candidate
+        if end == 2 and (base / "__init__.py").is_file():
+            return base / "__init__.py"
+    return None
+
+
+def _reached_from(folder: str) -> list[Path]:
+    """Every lanewatch source file the folder's files import at run time, at any depth (and theirs)."""
+    seen: set[Path] = set()
+    todo = _files(folder)
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _runtime_imports(path):
+            found = _module_file(name)
+            if found is not None and found not in seen:
+                todo.append(found)
+    return sorted(seen)
+
+
+def test_the_proxys_reach_is_followed_through_the_shipping_core() -> None:
+    reached = {str(p.relative_to(ROOT)) for p in _reached_from("integrations")}
+    assert {"collector/record/shipping.py", "collector/record/codec.py"} <= reached
+    assert "msgspec" in _third_party_imports(ROOT / "collector" / "record" / "codec.py")
 
 
 # The gateway's rooms along the request path, in the order a request reaches them (read from the

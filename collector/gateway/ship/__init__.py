@@ -1,5 +1,5 @@
 """Shipping: the tap's records to the collector's `POST /v1/records`, in batches from a background
-task (shipper.py), when and what to send and what a failed send leaves (policy.py, pure).
+task (shipper.py), running the core every record sender shares (collector/record/shipping.py).
 
 The last room on the request path: it imports no other room of the gateway.
 """

@@ -5,12 +5,10 @@ task). Everything else runs in the task: batches by count, size or time, encoded
 records per loop turn so no stream waits long behind it; a failed send puts the records
 back and backs off; a full queue drops the oldest. `close` sends what is left, within
 `shutdown_s`. The collector joins the records to vLLM's spans and exports them.
-The collector takes a batch's good records and names the ones it refused (200 with
-`refused_count`): those count as dropped `refused`, the rest as shipped. A record built here
-has passed the same checks the collector makes (RequestTiming's own), so that stays at zero
-unless the two run different versions. Each record goes with a `record_id`, a digest of its
-own JSON (record/batch.py): a batch sent again after an answer was lost names its records as
-before, and the collector acknowledges those it took already without taking them twice.
+What a batch holds and what each answer means (a refused record, a retry, a rejection) is the
+one core every record sender runs (collector/record/shipping.py). A record built here has
+passed the same checks the collector makes (RequestTiming's own), so the collector's refusals
+stay at zero unless the two run different versions.
 """
 
 from __future__ import annotations
@@ -19,26 +17,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import aiohttp
 
 from lanewatch.collector.common.headers import AUTHORIZATION
 from lanewatch.collector.config import ShippingConfig
-from lanewatch.collector.record.batch import encode_batch, encode_record
+from lanewatch.collector.record.shipping import RECORDS_PATH, ShipQueue, ShipStats, backoff_s, due
 from lanewatch.collector.record.timing import RequestTiming
-
-from .policy import backoff_s, due, refused_in, requeue, take, verdict
 
 __all__ = ["HttpPost", "Post", "RecordShipper", "ShipStats"]
 
 log = logging.getLogger("lanewatch.gateway.ship")
-RECORDS_PATH = "/v1/records"  # the collector's (collector/collect/records_http.py)
 _MAX_ANSWER_BYTES = 64 * 1024  # the collector lists at most 100 refused records
-_ENCODE_SLICE = 8  # records encoded between loop turns: ~0.2 ms of JSON at a time
 
 
 class Post(Protocol):
@@ -50,33 +42,15 @@ class Post(Protocol):
         """Release connections."""
 
 
-@dataclass(slots=True)
-class ShipStats:
-    """Counters since start; the queue length is read live."""
-
-    shipped: int = 0  # records the collector accepted
-    send_failures: int = 0  # sends that got no answer or a status worth retrying
-    dropped: Counter[str] = field(default_factory=Counter)  # reason -> records
-    queue: deque[RequestTiming] = field(default_factory=deque)
-    sending: int = 0  # records of the batch on its way
-
-    @property
-    def queued(self) -> int:
-        """Records not yet shipped: waiting, and on their way."""
-        return len(self.queue) + self.sending
-
-
 class RecordShipper:
-    """A bounded queue of records and the task that sends it in batches."""
+    """A bounded queue of records (record/shipping.py) and the task that sends it in batches."""
 
     def __init__(self, cfg: ShippingConfig, post: Post, clock: Callable[[], float] = time.monotonic) -> None:
         self.cfg = cfg
         self._post = post
         self._clock = clock
-        self._queue: deque[RequestTiming] = deque(maxlen=cfg.queue_records)
-        self._max = cfg.queue_records
-        self._batch = cfg.batch_records
-        self.stats = ShipStats(queue=self._queue)
+        self._ship = ShipQueue(cfg.queue_records, cfg.batch_records, cfg.batch_bytes)
+        self.stats = self._ship.stats
         self._wake = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
@@ -85,11 +59,7 @@ class RecordShipper:
 
     def append(self, record: RequestTiming) -> None:
         """Queue a record (the data path's sink): never waits, drops the oldest when full."""
-        q = self._queue
-        if len(q) == self._max:
-            self.stats.dropped["queue_full"] += 1
-        q.append(record)
-        if len(q) == self._batch:
+        if self._ship.append(record):
             self._wake.set()
 
     def start(self) -> None:
@@ -105,7 +75,7 @@ class RecordShipper:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         deadline = self._clock() + self.cfg.shutdown_s
-        while self._queue and self._clock() < deadline:
+        while self._ship and self._clock() < deadline:
             left = deadline - self._clock()
             try:
                 async with asyncio.timeout(left):
@@ -114,10 +84,8 @@ class RecordShipper:
                 ok = False
             if not ok:
                 break
-        if self._queue:
-            self.stats.dropped["shutdown"] += len(self._queue)
-            log.warning("dropped %d records the collector did not take before exit", len(self._queue))
-            self._queue.clear()
+        if dropped := self._ship.drain("shutdown"):
+            log.warning("dropped %d records the collector did not take before exit", dropped)
         await self._post.close()
 
     async def _run(self) -> None:
@@ -140,9 +108,9 @@ class RecordShipper:
         while not self._closing:
             now = self._clock()
             waited = now - self._last_send
-            if due(len(self._queue), waited, cfg.batch_records, cfg.interval_s):
+            if due(len(self._ship), waited, cfg.batch_records, cfg.interval_s):
                 return
-            if not self._queue and waited >= cfg.interval_s:
+            if not self._ship and waited >= cfg.interval_s:
                 self._last_send, waited = now, 0.0  # idle: the next record waits one interval at most
             self._wake.clear()
             await self._pause(cfg.interval_s - waited)
@@ -155,59 +123,43 @@ class RecordShipper:
 
     async def _send_batch(self) -> bool:
         """Send one batch of the oldest records; False when it must be tried again later."""
-        batch, bodies = await self._encode(take(self._queue, self._batch))
-        if not batch:
+        ship = self._ship
+        batch = None
+        for step in ship.encode(ship.take()):
+            if step is None:
+                await asyncio.sleep(0)  # a slice at a time: no stream waits long behind the encoding
+            else:
+                batch = step
+        assert batch is not None  # encode always ends with the batch
+        ship.put_back(batch.left)
+        if not batch.records:
             return True
         self._last_send = self._clock()
-        self.stats.sending = len(batch)
+        self.stats.sending = len(batch.records)
         try:
-            status, answer = await self._post(encode_batch(bodies))
+            status, answer = await self._post(batch.body())
         finally:
             self.stats.sending = 0
-        outcome = verdict(status)
-        if outcome == "sent":
-            refused, why = refused_in(answer, len(batch))
-            if refused:
-                self.stats.dropped["refused"] += refused
-                log.error("the collector refused %d of %d records (%s); dropped", refused, len(batch), why)
-            self.stats.shipped += len(batch) - refused
+        outcome = ship.settle(batch, status, answer)
+        n = len(batch.records)
+        if outcome.verdict == "sent":
+            if outcome.refused:
+                log.error(
+                    "the collector refused %d of %d records (%s); dropped", outcome.refused, n, outcome.why
+                )
             if self._failing:
                 log.info("the collector takes records again")
                 self._failing = False
             return True
-        if outcome == "rejected":
-            self.stats.dropped["rejected"] += len(batch)
-            log.error("the collector rejected %d records with HTTP %s; dropped", len(batch), status)
+        if outcome.verdict == "rejected":
+            log.error("the collector rejected %d records with HTTP %s; dropped", n, status)
             return True
-        self.stats.send_failures += 1
         if not self._failing:
             log.warning(
                 "cannot ship records to the collector (%s); retrying with backoff", status or "no answer"
             )
             self._failing = True
-        self.stats.dropped["queue_full"] += requeue(self._queue, batch)
         return False
-
-    async def _encode(self, records: list[RequestTiming]) -> tuple[list[RequestTiming], list[bytes]]:
-        """Encode a batch, a slice per loop turn; what passes `batch_bytes` goes back to the queue."""
-        batch: list[RequestTiming] = []
-        bodies: list[bytes] = []
-        size = 0
-        for i, record in enumerate(records):
-            if i and i % _ENCODE_SLICE == 0:
-                await asyncio.sleep(0)
-            try:
-                body = encode_record(record, with_id=True)
-            except ValueError:  # a NaN or infinity: the collector would refuse the whole batch
-                self.stats.dropped["unencodable"] += 1
-                continue
-            if batch and size + len(body) > self.cfg.batch_bytes:
-                self.stats.dropped["queue_full"] += requeue(self._queue, records[i:])
-                break
-            batch.append(record)
-            bodies.append(body)
-            size += len(body) + 1
-        return batch, bodies
 
 
 class HttpPost:

@@ -13,7 +13,7 @@ from lanewatch.collector.record.batch import parse_batch
 from lanewatch.collector.record.timing import ErrorKind
 from lanewatch.integrations.litellm import UNROUTED, load_settings, record_of
 from lanewatch.integrations.litellm.settings import settings_from
-from lanewatch.integrations.litellm.shipping import RecordShipper, batch_body
+from lanewatch.integrations.litellm.shipping import RecordShipper
 
 LANES = {"fast": "fast", "slow-deployment": "slow"}
 
@@ -117,14 +117,6 @@ def test_settings_read_from_the_file_the_environment_names(tmp_path: Path) -> No
         settings_from({"queue_records": 0})
 
 
-def test_the_batch_body_is_what_the_collector_parses_with_stable_ids() -> None:
-    r = record_of(payload(), LANES, "litellm", "other")
-    assert r is not None
-    parsed = parse_batch(batch_body([r, r]))
-    assert parsed.records == [r, r] and not parsed.refused
-    assert parsed.ids[0] == parsed.ids[1]  # the same record names itself the same way every time
-
-
 class FakePost:
     """Answers each POST with the next scripted status; keeps the bodies."""
 
@@ -175,6 +167,34 @@ def test_no_answer_puts_the_batch_back_and_a_refusal_drops_it() -> None:
     assert r is not None
     s.append(r)
     assert s.send_once() and s.stats.dropped["rejected"] == 1
+
+
+def test_a_sent_batch_is_what_the_collector_parses_with_stable_ids() -> None:
+    post = FakePost(200)
+    s = shipper(post)
+    s._thread = object()  # type: ignore[assignment]
+    r = record_of(payload(), LANES, "litellm", "other")
+    assert r is not None
+    s.append(r)
+    s.append(r)
+    assert s.send_once()
+    parsed = parse_batch(post.bodies[0])
+    assert parsed.records == [r, r] and not parsed.refused
+    assert parsed.ids[0] == parsed.ids[1]  # the same record names itself the same way every time
+
+
+def test_too_early_is_retried_and_a_batch_stays_under_its_bytes_as_the_gateways() -> None:
+    post = FakePost(425, 200, 200)
+    records = [record_of(payload(litellm_call_id=f"c{i}"), LANES, "l", "o") for i in range(2)]
+    size = max(len(json.dumps(r.to_json())) for r in records if r is not None)
+    s = RecordShipper("http://c/", "tok", batch_records=2, batch_bytes=int(size * 1.5), post=post)
+    s._thread = object()  # type: ignore[assignment]
+    for r in records:
+        assert r is not None
+        s.append(r)
+    assert not s.send_once() and s.queued == 2  # 425: the collector may take it later (it was dropped)
+    assert s.send_once() and s.send_once() and s.stats.shipped == 2
+    assert [len(json.loads(b)["records"]) for b in post.bodies] == [1, 1, 1]  # one record fits the bound
 
 
 def test_the_thread_ships_and_close_sends_what_is_left() -> None:

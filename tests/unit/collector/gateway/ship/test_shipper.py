@@ -1,15 +1,14 @@
-"""The tap's record shipper: batching policy, drop-oldest, retry with backoff, flush at close."""
+"""The tap's record shipper: batches by count and time, drop-oldest, retry with backoff, flush at close
+(what a batch holds and what each answer means: tests/unit/collector/record/test_shipping.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import deque
 
 import pytest
 
 from lanewatch.collector.config import ShippingConfig
-from lanewatch.collector.gateway.ship.policy import backoff_s, due, refused_in, requeue, take, verdict
 from lanewatch.collector.gateway.ship.shipper import RecordShipper
 from lanewatch.collector.record.batch import parse_batch
 from lanewatch.collector.record.timing import RequestTiming
@@ -20,30 +19,6 @@ from lanewatch.exporters.gateway import ShipperCollector
 def rec(i: int, **kw: object) -> RequestTiming:
     return RequestTiming(source="tap", target="u", lane="fast", request_class="c", model="m",
                          request_id=f"r{i}", status=200, e2e_s=0.1, **kw)  # type: ignore[arg-type]  # fmt: skip
-
-
-def test_due_by_count_or_by_time_with_something_queued() -> None:
-    assert due(256, 0.0, 256, 1.0) and due(1, 1.0, 256, 1.0)
-    assert not due(255, 0.5, 256, 1.0) and not due(0, 5.0, 256, 1.0)
-
-
-def test_take_and_requeue_keep_order_and_drop_the_oldest() -> None:
-    q: deque[int] = deque(range(10), maxlen=10)
-    batch = take(q, 4)
-    assert batch == [0, 1, 2, 3] and list(q) == [4, 5, 6, 7, 8, 9]
-    assert requeue(q, batch) == 0 and list(q) == list(range(10))
-    batch = take(q, 4)
-    q.extend([10, 11, 12])  # the data path went on appending meanwhile: room for one of four
-    assert requeue(q, batch) == 3 and list(q) == [3, *range(4, 13)]
-    q.extend([13])  # full: the deque itself drops the oldest
-    assert q[0] == 4 and take(q, 100) == list(range(4, 14)) and take(q, 1) == []
-
-
-def test_verdict_and_backoff() -> None:
-    assert [verdict(s) for s in (200, 204, None, 500, 503, 429, 408, 400, 401, 413)] == [
-        "sent", "sent", "retry", "retry", "retry", "retry", "retry", "rejected", "rejected", "rejected",
-    ]  # fmt: skip
-    assert [backoff_s(n, 0.2, 1.0) for n in (1, 2, 3, 4, 99)] == [0.2, 0.4, 0.8, 1.0, 1.0]
 
 
 class FakeCollector:
@@ -169,15 +144,6 @@ async def test_records_the_collector_refuses_are_dropped_alone() -> None:
     assert shipper.stats.dropped["refused"] == 2 and shipper.stats.dropped["rejected"] == 0
     assert post.ids == [f"r{i}" for i in range(8) if i not in (1, 2)]
     await shipper.shutdown()
-
-
-def test_refused_in_reads_the_answer_and_an_older_collectors_answer() -> None:
-    refused = [{"index": 2, "field": "e2e_s", "reason": "negative"}]
-    answer = {"accepted": 3, "refused": refused, "refused_count": 1}
-    assert refused_in(json.dumps(answer).encode(), 4) == (1, "records[2].e2e_s: negative")
-    assert refused_in(b'{"accepted": 4}', 4) == (0, "")  # an older collector took the batch whole
-    assert refused_in(b"not json", 4) == (0, "")
-    assert refused_in(b'{"refused_count": 99}', 4)[0] == 4  # never more than were sent
 
 
 async def test_close_with_the_collector_down_counts_what_is_left_and_returns_in_time() -> None:
