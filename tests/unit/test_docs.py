@@ -44,6 +44,14 @@ def test_readme_is_a_front_page() -> None:
     assert size < README_LIMIT, f"README.md is {size} bytes; move detail into docs/ (limit {README_LIMIT})"
 
 
+def test_the_readmes_diagram_names_every_adapter_kind() -> None:
+    from lanewatch.collector.degrade.adapters import REGISTRY
+
+    (line,) = [ln for ln in (ROOT / "README.md").read_text().splitlines() if "── adapters ──►" in ln]
+    missing = [kind for kind in REGISTRY.kinds() if kind not in line.lower()]
+    assert missing == [], f"the README's diagram misses {missing}"
+
+
 def test_docs_pages_exist() -> None:
     found = {p.name for p in PAGES}
     expected = {"metrics.md", "gateway.md", "degrade.md", "slo-spec.md", "runbooks.md", "deploy.md"}

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.degrade.adapters import REGISTRY
 
 from .doc import DOC, declarations, render
-from .routers import ROUTERS
+from .routers import NOT_ROUTERS, ROUTERS
 from .rows import GAPS, REFERENCE, ROWS, Declared, Request, exercised, expect, share_bounds
+
+
+def test_every_adapter_kind_joins_the_suite_or_says_why_not() -> None:
+    assert not set(ROUTERS) & set(NOT_ROUTERS)
+    assert set(ROUTERS) | set(NOT_ROUTERS) == set(REGISTRY.kinds())
 
 
 def test_every_declared_gap_is_a_named_one_and_shows_in_some_row() -> None:
