@@ -25,7 +25,7 @@ import operator
 from typing import Final
 
 from lanewatch.collector.record.rules import RecordError
-from lanewatch.collector.record.timing import CLIENT_PHASES, SERVER_PHASES, RequestTiming
+from lanewatch.collector.record.timing import CLIENT_PHASES, COUNT_FIELDS, SERVER_PHASES, RequestTiming
 
 __all__ = [
     "BOUNDED_FIELDS",
@@ -66,7 +66,6 @@ _BOUNDED: Final = operator.attrgetter(*BOUNDED_FIELDS)
 # no more than 1e8: 90 million of them before it stops counting single tokens (2**53), where one
 # record of 2**63 - 1 did it at once. Also far below int64, so every count fits every reader.
 MAX_TOKENS: Final = 100_000_000
-COUNT_FIELDS: Final = ("prompt_tokens", "cached_prompt_tokens", "output_tokens")
 _COUNTS: Final = operator.attrgetter(*COUNT_FIELDS)
 # HTTP's status-code is three digits (RFC 9110 section 15): the gateway records whatever three digits
 # its upstream's status line held, so any of them passes; Envoy's 0 (no response) is None by then.

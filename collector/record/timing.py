@@ -166,11 +166,7 @@ class RequestTiming:
             _bound_itl(self)
         if bad_duration(self.started_at):
             raise RecordError("started_at", "not a finite, non-negative Unix time")
-        if (
-            (self.prompt_tokens or 0) < 0
-            or (self.output_tokens or 0) < 0
-            or (self.cached_prompt_tokens or 0) < 0
-        ):
+        if any(count is not None and count < 0 for count in _COUNTS(self)):
             raise RecordError(_negative_count(self), "negative")
         for (name, limit), value in zip(_TEXT_FIELDS, _TEXTS(self), strict=True):
             if value is not None and (len(value) > limit or not value.isascii()):
@@ -284,10 +280,15 @@ def _bound_itl(record: RequestTiming) -> None:
 
 def _negative_count(record: RequestTiming) -> str:
     """The first token count that is negative."""
-    return next(name for name in _COUNT_FIELDS if (getattr(record, name) or 0) < 0)
+    return next(name for name in COUNT_FIELDS if (getattr(record, name) or 0) < 0)
 
 
-_COUNT_FIELDS: tuple[str, ...] = ("prompt_tokens", "cached_prompt_tokens", "output_tokens")
+# Every token count of a record is a `*_tokens` field: a new one is checked (here, and against its
+# bound in plausible.py) with nothing else to edit.
+COUNT_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(RequestTiming) if f.name.endswith("_tokens")
+)
+_COUNTS = operator.attrgetter(*COUNT_FIELDS)
 
 
 def _bad_field(record: RequestTiming) -> str:
