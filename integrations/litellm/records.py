@@ -3,10 +3,12 @@
 The payload (`kwargs["standard_logging_object"]` of a success or failure event) carries the
 request's wall-clock `startTime` (LiteLLM began the call), `completionStartTime` (the first chunk
 from the upstream, of any kind; without a stream, the end) and `endTime`, the
-`model_group` the client asked for and the deployment (`model_id`) that served it, the usage and,
-on failure, `error_information.error_code` (the HTTP status as text). Its `trace_id` is the
-client's W3C `traceparent` trace id when the client sent one (else a LiteLLM uuid, which is no
-trace id and is left out).
+`model_group` the client asked for and the deployment (`model_id`) that served it, the usage
+(its counts at the top, and the upstream's whole usage object as `metadata.usage_object`, which
+the one usage reader, collector/common/usage.py, reads as it reads the gateway's and the prober's:
+`cached_prompt_tokens` comes from there) and, on failure, `error_information.error_code` (the
+HTTP status as text). Its `trace_id` is the client's W3C `traceparent` trace id when the client
+sent one (else a LiteLLM uuid, which is no trace id and is left out).
 
 The first token is the first chunk that carries answer text, as the handler's streaming hook saw
 it pass (`first_at`): LiteLLM's `completionStartTime` is its first chunk of any kind, a role alone
@@ -30,6 +32,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from lanewatch.collector.common.usage import parse_usage, usage_fields
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 
 __all__ = ["API_OF_CALL", "UNROUTED", "record_of"]
@@ -108,7 +111,13 @@ def record_of(
     ttft = _span(start, first) if payload.get("stream") else None
     if ttft is not None and e2e is not None:
         ttft = min(ttft, e2e)
-    completion = _int(payload.get("completion_tokens"))
+    usage = parse_usage(_usage_object(payload))
+    counts = usage_fields(usage)  # every usage field a record takes, None where the object gave none
+    if counts.get("prompt_tokens") is None:
+        counts["prompt_tokens"] = _int(payload.get("prompt_tokens"))
+    completion = usage.completion_tokens if usage is not None else None
+    if completion is None:
+        completion = _int(payload.get("completion_tokens"))
     trace = payload.get("trace_id")
     deployment = payload.get("model_id")
     message = None if ok else str(payload.get("error_str") or "")[:_MAX_ERROR_CHARS] or None
@@ -127,8 +136,13 @@ def record_of(
         error_message=message,
         ttft_s=ttft if ok or (ttft is not None and ttft < (e2e or 0.0)) else None,
         e2e_s=e2e,
-        prompt_tokens=_int(payload.get("prompt_tokens")),
         output_tokens=completion if ok else None,
         tokens_from_usage=ok and completion is not None,
         attrs={"deployment": deployment} if isinstance(deployment, str) and deployment else {},
+        **counts,
     )
+
+
+def _usage_object(payload: Mapping[str, Any]) -> object:
+    metadata = payload.get("metadata")
+    return metadata.get("usage_object") if isinstance(metadata, Mapping) else None

@@ -32,6 +32,8 @@ pytestmark = pytest.mark.integration
 TOKEN = "litellm-ingest-token"
 MAX_TOKENS = 12
 PER_GROUP = {"fast": 8, "slow": 4, "spare": 2}
+# ~200 tokens in the simulator's tokenizer: sent twice, the second finds whole 16-token blocks cached
+REPEATED = " ".join(f"word{i}" for i in range(200))
 
 
 @asynccontextmanager
@@ -61,15 +63,15 @@ async def collector(port: int, tmp_path: Path) -> AsyncIterator[list[RequestTimi
         await asyncio.wait_for(task, 15)
 
 
-def chat(group: str, stream: bool = True) -> dict[str, object]:
+def chat(group: str, stream: bool = True, content: str = "hello there") -> dict[str, object]:
     """A chat request for a model group."""
-    messages = [{"role": "user", "content": "hello there"}]
+    messages = [{"role": "user", "content": content}]
     return {"model": group, "max_tokens": MAX_TOKENS, "stream": stream, "messages": messages}
 
 
-async def streamed(client: httpx.AsyncClient, group: str) -> tuple[str, float]:
+async def streamed(client: httpx.AsyncClient, group: str, content: str = "hello there") -> tuple[str, float]:
     """One streamed chat request for `group`: LiteLLM's call id and the client's TTFT (first content)."""
-    body = chat(group)
+    body = chat(group, content=content)
     start = time.perf_counter()
     ttft = None
     async with client.stream("POST", "/v1/chat/completions", json=body) as r:
@@ -86,7 +88,7 @@ async def test_every_request_is_one_litellm_record_with_the_clients_ttft(tmp_pat
     litellm_python()
     port = free_port()
     with (
-        start_simulator(tmp_path, profile="fast", model="fast") as fast,
+        start_simulator(tmp_path, profile="fast", model="fast", enable_prompt_tokens_details=True) as fast,
         start_simulator(tmp_path, profile="slow", model="slow") as slow,
     ):
         upstreams = {
@@ -112,7 +114,8 @@ async def test_every_request_is_one_litellm_record_with_the_clients_ttft(tmp_pat
                             client_ttft[call_id] = (group, ttft)
                     gone = await client.post("/v1/chat/completions", json=chat("gone", stream=False))
                     assert gone.status_code == 404
-                total = sum(PER_GROUP.values()) + 2
+                    repeats = [(await streamed(client, "fast", REPEATED))[0] for _ in range(2)]
+                total = sum(PER_GROUP.values()) + 4
                 await eventually_async(
                     lambda: len(seen) >= total, 30, f"{total} records from LiteLLM ({proxy.log_path})"
                 )
@@ -127,6 +130,12 @@ async def test_every_request_is_one_litellm_record_with_the_clients_ttft(tmp_pat
     )
     assert failed.error_message and "no-such-model" in failed.error_message
     by_id = {r.request_id: r for r in seen}
+    # The upstream's usage reaches the record whole: vLLM's prompt_tokens_details.cached_tokens
+    # (absent on a cold cache) through LiteLLM's usage object.
+    first, again = (by_id[call_id] for call_id in repeats)
+    assert first.cached_prompt_tokens is None and first.prompt_tokens is not None
+    assert again.cached_prompt_tokens is not None and again.prompt_tokens == first.prompt_tokens
+    assert 0 < again.cached_prompt_tokens <= again.prompt_tokens and again.cached_prompt_tokens % 16 == 0
     gaps = []
     for call_id, (group, ttft) in client_ttft.items():
         r = by_id[call_id]

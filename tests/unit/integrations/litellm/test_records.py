@@ -59,6 +59,16 @@ def test_a_streamed_success_is_a_record_with_its_ttft_lane_and_tokens() -> None:
     )
 
 
+def test_the_usage_object_is_read_by_the_one_usage_reader_cached_tokens_and_all() -> None:
+    usage = {"prompt_tokens": 200, "completion_tokens": 12, "prompt_tokens_details": {"cached_tokens": 192}}
+    r = record_of(payload(metadata={"usage_object": usage}), LANES, "litellm", "other")
+    assert r is not None
+    assert (r.prompt_tokens, r.cached_prompt_tokens, r.output_tokens) == (200, 192, 12)
+    # Without the object (an older LiteLLM), the top-level counts, and no cached count to claim.
+    bare = record_of(payload(metadata={"usage_object": None}), LANES, "litellm", "other")
+    assert bare is not None and (bare.prompt_tokens, bare.cached_prompt_tokens) == (9, None)
+
+
 def test_the_bodys_end_starts_the_clock_when_it_is_earlier() -> None:
     r = record_of(payload(), LANES, "litellm", "other", body_at=1_699_999_999.95)
     assert r is not None and r.started_at == 1_699_999_999.95
