@@ -24,17 +24,22 @@ from lanewatch.collector.demo import Stack
 from lanewatch.collector.demo.configs import policy_config
 from lanewatch.collector.demo.events import lane_actions
 from lanewatch.collector.demo.traffic import Traffic
+from lanewatch.collector.guard.settings import GuardConfig
 
 __all__ = [
     "FAULT",
     "HOLD_S",
+    "MEDIAN_REACTION_S",
     "MITIGATE",
     "RATE_PER_S",
+    "WORST_REACTION_S",
     "Trial",
     "audit_of",
     "envoy_first_shift",
+    "evidence_after",
     "fired_after",
     "gateway_first_shift",
+    "reactions",
     "records_first_shift",
     "slow_degraded",
     "sustained_fault",
@@ -157,3 +162,51 @@ def fired_after(audit: list[dict[str, Any]], since: float, lane: str = "slow") -
     """Seconds from `since` (Unix) to the controller's first `fired` of `lane` after it."""
     times = [e["at"] for e in audit if e["event"] == "fired" and e["lane"] == lane and e["at"] > since]
     return min(times) - since if times else None
+
+
+# From the moment the guard's evidence was complete (`evidence_after`) to the first shifted request:
+# the guard's tick and report, Alertmanager's group_wait and group_interval (1 s each), the
+# controller's apply and the next slow-routed arrival. Measured from the evidence, not the fault:
+# on a loaded machine the traffic and the probes that make the evidence come later, and the guard
+# cannot judge sooner than the requests it judges.
+MEDIAN_REACTION_S = 3.0
+WORST_REACTION_S = 5.0
+SLOW_TTFT_SLO_S = 2.0  # the slow lane's TTFT SLO in the specs the stacks load (alerts/slos*.yaml)
+FIRING_RATIO = 0.5  # their mitigation ratio: the specs declare no `mitigate` windows
+
+
+def evidence_after(records: Path, since: float, lane: str = "slow") -> float | None:
+    """Seconds from `since` (Unix) until a judge with the guard's rule could first have fired on the
+    requests the router and the prober sent to `lane`, by their records; None if it never could.
+
+    The rule is GuardConfig's defaults: at least `min_judged` requests judged in the last
+    `fire_window_s`, `min_missed` of them missed, more than FIRING_RATIO of them missed. A request
+    is judged at its first token, or missed once its age passes the SLO. This is what the machine
+    gave the guard, not what it should have given: on a loaded machine the traffic and the probes
+    start later, and the guard can only be as quick as the requests it judges. A record without a
+    TTFT (an unstreamed answer, a failure) is left out: the guard sees no first token of it."""
+    rule = GuardConfig()
+    slo = SLOW_TTFT_SLO_S
+    judged: list[tuple[float, bool]] = []  # (when, missed)
+    for line in records.read_text().splitlines() if records.exists() else []:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            r = json.loads(line)
+            if r.get("lane") == lane and r.get("ttft_s") is not None:
+                missed = float(r["ttft_s"]) > slo
+                judged.append((float(r["started_at"]) + (slo if missed else float(r["ttft_s"])), missed))
+    judged.sort()
+    for i, (when, _) in enumerate(judged):
+        if when <= since:
+            continue
+        window = [missed for at, missed in judged[: i + 1] if at > when - rule.fire_window_s]
+        n_missed, n_judged = sum(window), len(window)
+        if n_missed >= rule.min_missed and n_judged >= rule.min_judged and n_missed / n_judged > FIRING_RATIO:
+            return when - since
+    return None
+
+
+def reactions(to_shift_s: list[float], to_evidence_s: list[float]) -> list[float]:
+    """Each trial's seconds from the guard's complete evidence to the first shifted request; fails
+    on a trial whose lane never gave the guard its evidence."""
+    assert all(e >= 0 for e in to_evidence_s), f"a fault without the evidence to fire on: {to_evidence_s}"
+    return [round(s - e, 2) for s, e in zip(to_shift_s, to_evidence_s, strict=True)]

@@ -14,7 +14,10 @@ slow uploads, 5 % early disconnects.
 1. Two minutes with no fault, with bursts of client 4xx: the guard judges the streamed requests
    and fires nothing.
 2. Five trials of a sustained fault: from the fault to the first slow-routed request the fast
-   lane served; then the fault clears, and the controller restores within its hold plus 15 s.
+   lane served, held to a goal counted from the moment the guard's evidence was complete (the
+   lane's requests, by their records: fault_trials.evidence_after), so a loaded machine that
+   sends them late moves the goal with them; then the fault clears, and the controller restores
+   within its hold plus 15 s.
 3. A 15 s blip: at most one shift and one restore.
 
 The figures are printed (docs/slo.md quotes them). The run takes about 6 minutes.
@@ -39,11 +42,15 @@ from tests.conftest import require_binary
 from tests.e2e.fault_trials import (
     FAULT,
     HOLD_S,
+    MEDIAN_REACTION_S,
     MITIGATE,
     RATE_PER_S,
+    WORST_REACTION_S,
     audit_of,
+    evidence_after,
     fired_after,
     gateway_first_shift,
+    reactions,
     slow_degraded,
     sustained_fault,
 )
@@ -53,8 +60,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.serial, pytest.mark.timeout(780)]  # 
 
 TRIALS = 5
 WARMUP_S = 15.0
-MEDIAN_WITHIN_S = 5.0  # fault to the first shifted request
-WORST_WITHIN_S = 8.0
 SHIFT_LIMIT_S = 30.0  # a trial that has not shifted by then has failed
 RESTORE_MARGIN_S = 15.0  # restore within the policy's hold plus this, from the fault's end
 BLIP_S = 15.0
@@ -110,7 +115,12 @@ def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() 
                     stop = asyncio.Event()
                     sending = asyncio.create_task(traffic.run(stop))
                     try:
-                        return await _scenario(stack, traffic), audit_of(stack)
+                        figures = await _scenario(stack, traffic)
+                        records = layout.records("collector")
+                        figures["to_evidence_s"] = [
+                            round(evidence_after(records, f) or -1.0, 2) for f in figures["faults"]
+                        ]
+                        return figures, audit_of(stack)
                     finally:
                         stop.set()
                         with contextlib.suppress(Exception):
@@ -120,13 +130,14 @@ def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() 
 
         figures, audit = asyncio.run(run())
     figures["to_fired_s"] = [round(fired_after(audit, f) or -1.0, 2) for f in figures.pop("faults")]
-    print(f"fast guard: {figures}")
     quiet = figures["quiet"]
     assert not quiet.fired and quiet.posts == 0, quiet  # the noise moved nothing
     assert quiet.met >= MIN_JUDGED_QUIET, quiet  # ... while the guard judged the streamed requests
-    shifts = figures["to_shift_s"]
-    assert statistics.median(shifts) <= MEDIAN_WITHIN_S, figures
-    assert max(shifts) <= WORST_WITHIN_S, figures
+    figures["reaction_s"] = reacted = reactions(figures["to_shift_s"], figures["to_evidence_s"])
+    print(f"fast guard: {figures}")
+    assert min(reacted) > 0, figures  # no shift came before the evidence for it
+    assert statistics.median(reacted) <= MEDIAN_REACTION_S, figures
+    assert max(reacted) <= WORST_REACTION_S, figures
     assert max(figures["to_restore_s"]) <= HOLD_S + RESTORE_MARGIN_S, figures
     # one shift and one restore at most
     assert figures["blip_changes"] in ([False], [False, True, False]), figures
