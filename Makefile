@@ -2,9 +2,12 @@
 # Both bootstrap .venv from a fresh clone; nothing else is needed but python3 and make.
 
 PYTHON ?= python3
-VENV := .venv
+# An activated virtual environment that already has lanewatch installed is used as it is, with
+# nothing reinstalled; otherwise .venv, bootstrapped from pyproject.toml.
+ACTIVE_VENV := $(if $(VIRTUAL_ENV),$(shell "$(VIRTUAL_ENV)/bin/python" -c 'import lanewatch.collector' >/dev/null 2>&1 && echo "$(VIRTUAL_ENV)"))
+VENV := $(or $(ACTIVE_VENV),.venv)
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+STAMP := $(if $(ACTIVE_VENV),,$(VENV)/.installed-stamp)
 # "lanewatch.collector=collector ...": the import name and folder of each package, from pyproject's
 # [tool.setuptools.package-dir] (the one place the mapping is written).
 PKG_DIRS := $(shell $(PYTHON) -c 'import tomllib; m = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; print(*(f"{k}={v}" for k, v in m.items()))')
@@ -12,12 +15,14 @@ DEBIAN_TOOLS := prometheus prometheus-alertmanager prometheus-blackbox-exporter 
 
 .PHONY: run run-vllm test lint typecheck tools generate docs golden check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
 
+ifeq ($(ACTIVE_VENV),)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	$(MAKE) --no-print-directory .mypy-tree
 	touch $(STAMP)
+endif
 
 # Prometheus 2.42, Alertmanager 0.25, Chromium (renders the report in a test), nginx (the reference
 # proxy in bench/), blackbox_exporter 0.23 (the reference prober in bench/) and curl (the prober's
