@@ -66,6 +66,7 @@ from typing import Any, Final
 from lanewatch.collector.common.inflight import Progress
 from lanewatch.collector.common.names import CLASS_NAME_PATTERN, LANE_NAME_PATTERN
 from lanewatch.collector.common.progress_wire import MAX_AGE_S
+from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.plausible import check_plausible
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
@@ -176,7 +177,7 @@ def record_from_log(
     else:  # a body that never fully arrived never waited on the lane (or an older format: as it is)
         e2e = None if _logged(attrs, "upload") else duration
     started_at = entry.time_unix_nano / 1e9 + (upload or 0.0) if entry.time_unix_nano > 0 else 0.0
-    record = RequestTiming(
+    record = RecordBuilder(
         source="envoy",
         target=_text(attrs, "upstream_host") or lane,
         lane=lane,
@@ -193,7 +194,7 @@ def record_from_log(
         ttft_s=_duration(attrs, "ttft") if _streamed(attrs) is not False else None,
         e2e_s=e2e,
         attrs=extras,
-    )
+    ).build()
     check_plausible(record, received_at)
     return record
 

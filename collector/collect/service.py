@@ -52,6 +52,7 @@ from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.goodput import Goodput
 from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
 from lanewatch.collector.record.join import Joiner, JoinStats
+from lanewatch.collector.record.sink import FanOut, RecordSink
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.collector.record.window import Window
 from lanewatch.exporters import otlp as otlp_export
@@ -73,7 +74,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Sink = Callable[[RequestTiming], None]
 WINDOW_REFRESH_S = 1.0  # the window's quantiles on /metrics are this old at most (more for a big window)
 
 
@@ -87,10 +87,10 @@ class RecordSource(Protocol):
         """Ask `run` to return."""
 
 
-SourceFactory = Callable[[LanewatchConfig, Sink, Tracer | None], RecordSource]
+SourceFactory = Callable[[LanewatchConfig, RecordSink, Tracer | None], RecordSource]
 
 
-def probe_suite(cfg: LanewatchConfig, sink: Sink, tracer: Tracer | None) -> RecordSource:
+def probe_suite(cfg: LanewatchConfig, sink: RecordSink, tracer: Tracer | None) -> RecordSource:
     """The configured probe suite (collector/probe/suites.py)."""
     from lanewatch.collector.probe.suites import ProbeSuite
 
@@ -239,7 +239,7 @@ class CollectorService:
         self._tracer = tracer if tracer is not None or provider is None else provider.get_tracer(TRACER_NAME)
         self._provider = provider
         self._source_factory = source_factory
-        self._listeners: list[Sink] = []
+        self._deliver = FanOut([self._write])  # what the metrics counted, to the file and listeners
         self._auth = ingest_auth if ingest_auth is not None else IngestAuth(ingest_token)
         self._span_calls = 0
         # OTLP log records taken as records, and refused (not access-log entries, bad values, past the bound)
@@ -363,9 +363,9 @@ class CollectorService:
         if self.joiner is not None:
             self._emit_all(self.joiner.expire(self.clock()))
 
-    def add_listener(self, sink: Sink) -> None:
+    def add_listener(self, sink: RecordSink) -> None:
         """Also hand every emitted record to `sink` (e.g. a test or the report)."""
-        self._listeners.append(sink)
+        self._deliver.add(sink)
 
     def add_snapshot(self, snap: ServerSnapshot) -> None:
         """A scrape result for its target's window."""
@@ -385,13 +385,11 @@ class CollectorService:
         # they cannot count never reaches the window's quantiles either.
         self.metrics.observe(capped)
         self.window.add(capped, self.clock())
-        if self._writer is not None:
-            try:
-                self._writer.write(record)  # the file keeps the record as measured, uncapped
-            except (OSError, ValueError) as exc:
-                log.error("cannot write record to %s: %s", self._writer.path, exc)
-        for sink in self._listeners:
-            sink(record)
+        self._deliver(record)  # the file keeps the record as measured, uncapped
+
+    def _write(self, record: RequestTiming) -> None:
+        if self._writer is not None:  # until the service closes it
+            self._writer.write(record)
 
     @property
     def ingest_auth(self) -> IngestAuth:

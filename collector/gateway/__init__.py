@@ -27,10 +27,11 @@ workers of `--workers N`).
 from __future__ import annotations
 
 from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, parse_degrade
+from lanewatch.collector.record.sink import RecordSink
 
 from .admission.routing import RouteInput, RouteTable, choose_lane
 from .server import GatewayServer
-from .state import Gateway, RecordSink
+from .state import Gateway
 from .tap.exchange import DEGRADED_HEADER, LANE_HEADER
 
 __all__ = [

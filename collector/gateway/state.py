@@ -18,6 +18,7 @@ from lanewatch.collector.common.inflight import InFlight
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.upstream import UpstreamClient
 from lanewatch.collector.config import GatewayConfig, LaneConfig
+from lanewatch.collector.record.sink import RecordSink
 from lanewatch.collector.record.timing import RequestTiming
 
 from .admission.classify import Classifier
@@ -33,10 +34,9 @@ from .tap.stream_scan import StreamTap
 from .tap.tracing import GatewayTracing
 from .upstream.pool import LanePool, Upstream
 
-__all__ = ["Gateway", "RecordSink"]
+__all__ = ["Gateway"]
 
 log = logging.getLogger("lanewatch.gateway")
-RecordSink = Callable[[RequestTiming], None]
 
 
 class Gateway:

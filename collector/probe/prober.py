@@ -27,16 +27,17 @@ from lanewatch.collector.common.error_detail import error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, DEGRADED_HEADER, LANE_HEADER, REQUEST_ID
 from lanewatch.collector.common.http1 import HttpError, ResponseHead
 from lanewatch.collector.common.inflight import InFlight
-from lanewatch.collector.common.response_metrics import ResponseMetrics, with_response_metrics
+from lanewatch.collector.common.response_metrics import ResponseMetrics
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk
 from lanewatch.collector.common.upstream import UpstreamConn, UpstreamGone
-from lanewatch.collector.common.usage import Usage, usage_fields
+from lanewatch.collector.common.usage import Usage
 from lanewatch.collector.config import RequestClass, Target, Timeouts
 from lanewatch.collector.probe.errors import failure_kind, failure_message
 from lanewatch.collector.probe.prompts import prompt_text
 from lanewatch.collector.probe.spans import finish_probe_span, start_probe_span, trace_headers
 from lanewatch.collector.probe.transport import ConnectTimes, ProbeConnections, ssl_context
+from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.content import StreamedText, truncate
 from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, Gaps, GapSampler
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
@@ -449,10 +450,6 @@ class Prober:
     def _record(
         self, spec: ProbeSpec, run: _Run, started_at: float, trace_id: str | None, sent_id: str
     ) -> RequestTiming:
-        usage, (itl_s, itl_stats) = run.usage, run.gaps()
-        from_usage = usage is not None and usage.completion_tokens is not None
-        chunks = run.folded + len(run.content)  # content chunks seen
-        tokens = usage.completion_tokens if usage is not None and from_usage else chunks
         connected = run.connect_at is not None
         reused = not connected and run.send_at is not None  # no connection.* events: pooled
         tls_at, tls_end = run.conn.tls_started, run.conn.tls_ended
@@ -460,7 +457,7 @@ class Prober:
             tls_s: float | None = tls_end - tls_at
         else:  # reused, or plain HTTP once the request went out; unknown if it failed before
             tls_s = 0.0 if run.send_at is not None else None
-        record = RequestTiming(
+        b = RecordBuilder(
             source="probe",
             target=self.target.name,
             lane=self.target.lane,
@@ -472,7 +469,7 @@ class Prober:
             trace_id=trace_id,
             status=run.status,
             error=run.error,
-            error_message=run.error_message if run.error is not None else None,
+            error_message=run.error_message,
             dns_s=run.conn.dns_s if connected else (0.0 if reused else None),
             connect_s=run.conn.connect_s if connected and run.conn.address else (0.0 if reused else None),
             tls_s=tls_s,
@@ -480,17 +477,16 @@ class Prober:
             ttfb_s=run.offset(run.headers_at),
             ttft_s=run.offset(run.first_content),
             e2e_s=run.offset(run.end),
-            itl_s=itl_s,
-            itl_stats=itl_stats,
-            output_tokens=tokens,
-            tokens_from_usage=from_usage,
+            usage=run.usage,
+            counted_tokens=run.folded + len(run.content),  # content chunks seen
+            metrics=run.metrics,
             attrs=run.attrs,
             prompt_text=truncate(spec.prompt) if self.record_content else None,
             # no response at all (it failed before one came) is no text rather than empty text
             response_text=run.text.text() if run.text is not None and run.status is not None else None,
-            **usage_fields(usage),  # prompt_tokens, cached_prompt_tokens, ...: as the usage object gave them
         )
-        return with_response_metrics(record, run.metrics)
+        b.itl_s, b.itl_stats = run.gaps()
+        return b.build()
 
 
 def read_api_key(target: Target) -> str | None:

@@ -26,11 +26,12 @@ from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.inflight import InFlight
 from lanewatch.collector.config import LanewatchConfig, RequestClass, Target
 from lanewatch.collector.probe.prober import Prober, spec_for
+from lanewatch.collector.record.builder import RecordBuilder
+from lanewatch.collector.record.sink import RecordSink
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 log = logging.getLogger(__name__)
 
-Sink = Callable[[RequestTiming], None]
 Answered = Callable[[], None]  # a probe calls it when its first token comes
 RunProbe = Callable[["ProbeJob", int, Answered], Awaitable[RequestTiming]]
 
@@ -96,7 +97,7 @@ class Scheduler:
         self,
         jobs: list[ProbeJob],
         run_probe: RunProbe,
-        sink: Sink,
+        sink: RecordSink,
         *,
         interval_s: float,
         jitter_ratio: float = 0.0,
@@ -208,7 +209,7 @@ class Scheduler:
 
 
 def _failed(job: ProbeJob) -> RequestTiming:
-    return RequestTiming(
+    return RecordBuilder(
         source="probe",
         target=job.target.name,
         lane=job.target.lane,
@@ -217,7 +218,7 @@ def _failed(job: ProbeJob) -> RequestTiming:
         api=job.target.api,
         started_at=time.time(),
         error=ErrorKind.OTHER,
-    )
+    ).build()
 
 
 class ProbeSuite:
@@ -226,7 +227,7 @@ class ProbeSuite:
     def __init__(
         self,
         cfg: LanewatchConfig,
-        sink: Sink,
+        sink: RecordSink,
         *,
         tracer: Tracer | None = None,
         rng: random.Random | None = None,

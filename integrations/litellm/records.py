@@ -28,11 +28,13 @@ Only a streamed answer has an observable first token: a non-streamed record has 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from lanewatch.collector.common.usage import parse_usage, usage_fields
+from lanewatch.collector.common.usage import Usage, parse_usage
+from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 
 __all__ = ["API_OF_CALL", "UNROUTED", "record_of"]
@@ -82,6 +84,10 @@ def lane_of(payload: Mapping[str, Any], lanes: Mapping[str, str]) -> str:
     return UNROUTED
 
 
+def _either(first: int | None, second: int | None) -> int | None:
+    return second if first is None else first
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -111,17 +117,20 @@ def record_of(
     ttft = _span(start, first) if payload.get("stream") else None
     if ttft is not None and e2e is not None:
         ttft = min(ttft, e2e)
-    usage = parse_usage(_usage_object(payload))
-    counts = usage_fields(usage)  # every usage field a record takes, None where the object gave none
-    if counts.get("prompt_tokens") is None:
-        counts["prompt_tokens"] = _int(payload.get("prompt_tokens"))
-    completion = usage.completion_tokens if usage is not None else None
-    if completion is None:
-        completion = _int(payload.get("completion_tokens"))
+    usage = parse_usage(_usage_object(payload)) or Usage(None, None)
+    # LiteLLM's own copies of the counts fill what the usage object left out; a failure produced
+    # no answer whose tokens could be counted.
+    usage = dataclasses.replace(
+        usage,
+        prompt_tokens=_either(usage.prompt_tokens, _int(payload.get("prompt_tokens"))),
+        completion_tokens=_either(usage.completion_tokens, _int(payload.get("completion_tokens")))
+        if ok
+        else None,
+    )
     trace = payload.get("trace_id")
     deployment = payload.get("model_id")
     message = None if ok else str(payload.get("error_str") or "")[:_MAX_ERROR_CHARS] or None
-    return RequestTiming(
+    return RecordBuilder(
         source="litellm",
         target=target,
         lane=lane_of(payload, lanes),
@@ -136,11 +145,9 @@ def record_of(
         error_message=message,
         ttft_s=ttft if ok or (ttft is not None and ttft < (e2e or 0.0)) else None,
         e2e_s=e2e,
-        output_tokens=completion if ok else None,
-        tokens_from_usage=ok and completion is not None,
+        usage=usage,
         attrs={"deployment": deployment} if isinstance(deployment, str) and deployment else {},
-        **counts,
-    )
+    ).build()
 
 
 def _usage_object(payload: Mapping[str, Any]) -> object:

@@ -227,6 +227,7 @@ def test_integrations_import_only_records_common_and_the_stdlib_or_their_host() 
     allowed = (
         "lanewatch.integrations",
         "lanewatch.collector.record.timing",
+        "lanewatch.collector.record.builder",
         "lanewatch.collector.record.shipping",
         "lanewatch.collector.common",
     )

@@ -20,11 +20,11 @@ from lanewatch.collector.common.errors import ConfigError, StartupError
 from lanewatch.collector.common.secrets import read_secret_or_none
 from lanewatch.collector.config import ExportConfig, GatewayConfig
 from lanewatch.collector.record.files import RecordsWriter
-from lanewatch.collector.record.timing import RequestTiming
+from lanewatch.collector.record.sink import FanOut, RecordSink
 
 from ..server import GatewayServer
 from ..ship.shipper import RecordShipper
-from ..state import Gateway, RecordSink
+from ..state import Gateway
 from .per_worker import records_path, worker_count
 
 __all__ = [
@@ -167,7 +167,7 @@ def build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None
     writer = RecordsWriter(records) if records is not None else None
     if writer is not None:
         sinks.append(writer.write)
-    on_record = sinks[0] if len(sinks) == 1 else _fan_out(sinks)
+    on_record = sinks[0] if len(sinks) == 1 else FanOut(sinks)
     gw = Gateway(
         cfg,
         on_record=on_record,
@@ -191,11 +191,3 @@ def _shipper(cfg: GatewayConfig) -> RecordShipper | None:
     token = read_secret_or_none(cfg.collector_token_file, "collector_token_file")
     post = HttpPost(cfg.collector_url, token, cfg.shipping.timeout_s)
     return RecordShipper(cfg.shipping, post)
-
-
-def _fan_out(sinks: list[RecordSink]) -> RecordSink:
-    def on_record(record: RequestTiming) -> None:
-        for sink in sinks:
-            sink(record)
-
-    return on_record

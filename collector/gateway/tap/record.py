@@ -6,8 +6,7 @@ from __future__ import annotations
 from opentelemetry.util.types import AttributeValue
 
 from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
-from lanewatch.collector.common.response_metrics import with_response_metrics
-from lanewatch.collector.common.usage import usage_fields
+from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
@@ -81,15 +80,12 @@ def tap_record(ex: Exchange) -> RequestTiming:
     """The tap's record of one proxied request; times are offsets from the gateway receiving it."""
     leg, tap, t0 = ex.leg, ex.tap, ex.t0
     up = ex.upstream
-    tokens_from_usage = tap is not None and tap.has_usage
-    output = (tap.completion_tokens if tokens_from_usage else tap.content_events) if tap is not None else None
     attrs = {"routed_lane": ex.decision.routed_lane, "degraded": ",".join(ex.actions) or "none"}
     if ex.requested_model is not None:
         attrs["requested_model"] = ex.requested_model[:200]
     if up is not None:
         attrs["upstream"] = up.name
-    itl = tap.itl() if tap is not None else ((), None)
-    record = RequestTiming(
+    b = RecordBuilder(
         source="tap",
         target=up.name if up is not None else ex.decision.served_lane,
         lane=ex.decision.served_lane,
@@ -108,18 +104,16 @@ def tap_record(ex: Exchange) -> RequestTiming:
         tls_s=leg.tls_s,
         send_s=leg.send_s,
         ttfb_s=None if leg.headers is None else leg.headers - t0,
-        ttft_s=None if tap is None or tap.first_content_at is None else tap.first_content_at - t0,
         e2e_s=None if ex.end is None else ex.end - t0,
-        itl_s=itl[0],
-        itl_stats=itl[1],
-        output_tokens=output,
-        tokens_from_usage=tokens_from_usage,
         attrs=attrs,
         prompt_text=prompt_text(ex.prompt) if ex.prompt is not None else None,
-        response_text=tap.content.text() if isinstance(tap, ContentTap) else None,
-        **usage_fields(tap.usage if tap is not None else None),  # prompt_tokens, cached_prompt_tokens, ...
     )
-    return with_response_metrics(record, tap.metrics) if tap is not None else record
+    if tap is not None:
+        b.ttft_s = None if tap.first_content_at is None else tap.first_content_at - t0
+        b.itl_s, b.itl_stats = tap.itl()
+        b.usage, b.counted_tokens, b.metrics = tap.usage, tap.content_events, tap.metrics
+        b.response_text = tap.content.text() if isinstance(tap, ContentTap) else None
+    return b.build()
 
 
 def _error_message(ex: Exchange) -> str | None:

@@ -1,0 +1,110 @@
+"""The one record builder every source fills as its request's life goes on.
+
+A source (the prober, the gateway's tap, Envoy's access log, LiteLLM's handler) creates one
+`RecordBuilder` when it knows where the request went, sets what it learns as it learns it (the
+connection's phases, the response head, the first token, the end), hands over the answer's usage
+object, counted content chunks and per-request metrics, and calls `build()` once. The answer's
+derived fields are decided here alone, the same for every source:
+
+- `output_tokens`: the usage object's `completion_tokens` when it gave one (`tokens_from_usage`),
+  else the content chunks the source counted;
+- every other usage field a record takes (`prompt_tokens`, `cached_prompt_tokens`, ...), through
+  the one usage reader, so a new usage field reaches every source's records with no source touched;
+- the response's per-request metrics, and the phases they give when no span gave them.
+
+Times are offsets in seconds from the request's start; `started_at` alone is Unix seconds.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lanewatch.collector.common.response_metrics import ResponseMetrics, with_response_metrics
+from lanewatch.collector.common.usage import Usage, usage_fields
+from lanewatch.collector.record.itl import ItlStats
+from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, Source, error_kind_for_status
+
+__all__ = ["RecordBuilder"]
+
+
+@dataclass(slots=True)
+class RecordBuilder:
+    """One request's record as far as its source knows it yet."""
+
+    source: Source
+    target: str
+    lane: str
+    request_class: str
+    model: str
+    api: Api = "chat"
+    started_at: float = 0.0
+    request_id: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+    status: int | None = None
+    error: ErrorKind | None = None
+    error_message: str | None = None
+    dns_s: float | None = None
+    connect_s: float | None = None
+    tls_s: float | None = None
+    send_s: float | None = None
+    ttfb_s: float | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: tuple[float, ...] = ()
+    itl_stats: ItlStats | None = None
+    usage: Usage | None = None  # the answer's usage object, as the one usage reader read it
+    counted_tokens: int | None = None  # content chunks the source counted, for an answer without usage
+    metrics: ResponseMetrics | None = None  # vLLM's per-request metrics, from the response
+    attrs: dict[str, str] = field(default_factory=dict)
+    prompt_text: str | None = None  # opt-in content (export.record_content)
+    response_text: str | None = None
+
+    def head(self, status: int, ttfb_s: float | None = None) -> None:
+        """The response head arrived: its status, and its error kind unless one is already known."""
+        self.status = status
+        self.ttfb_s = ttfb_s
+        if self.error is None:
+            self.error = error_kind_for_status(status)
+
+    def failed(self, kind: ErrorKind, message: str | None = None) -> None:
+        """The request failed: why, and the server's or the router's reason if it gave one."""
+        self.error = kind
+        self.error_message = message
+
+    def build(self) -> RequestTiming:
+        """The record; RecordError (record/rules.py) naming the field no real request could have."""
+        usage = self.usage
+        completion = usage.completion_tokens if usage is not None else None
+        record = RequestTiming(
+            source=self.source,
+            target=self.target,
+            lane=self.lane,
+            request_class=self.request_class,
+            model=self.model,
+            api=self.api,
+            started_at=self.started_at,
+            request_id=self.request_id,
+            trace_id=self.trace_id,
+            span_id=self.span_id,
+            status=self.status,
+            error=self.error,
+            error_message=self.error_message if self.error is not None else None,
+            dns_s=self.dns_s,
+            connect_s=self.connect_s,
+            tls_s=self.tls_s,
+            send_s=self.send_s,
+            ttfb_s=self.ttfb_s,
+            ttft_s=self.ttft_s,
+            e2e_s=self.e2e_s,
+            itl_s=self.itl_s,
+            itl_stats=self.itl_stats,
+            output_tokens=self.counted_tokens if completion is None else completion,
+            tokens_from_usage=completion is not None,
+            attrs=self.attrs,
+            prompt_text=self.prompt_text,
+            response_text=self.response_text,
+            **usage_fields(usage),  # prompt_tokens, cached_prompt_tokens, ...
+        )
+        return with_response_metrics(record, self.metrics)
