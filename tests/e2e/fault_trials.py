@@ -181,10 +181,12 @@ def evidence_after(records: Path, since: float, lane: str = "slow") -> float | N
 
     The rule is GuardConfig's defaults: at least `min_judged` requests judged in the last
     `fire_window_s`, `min_missed` of them missed, more than FIRING_RATIO of them missed. A request
-    is judged at its first token, or missed once its age passes the SLO. This is what the machine
-    gave the guard, not what it should have given: on a loaded machine the traffic and the probes
-    start later, and the guard can only be as quick as the requests it judges. A record without a
-    TTFT (an unstreamed answer, a failure) is left out: the guard sees no first token of it."""
+    is judged at its first token, or missed once its age passes the SLO; a record without a TTFT
+    (an unstreamed answer, a failure) is left out: no router tells the guard of its first token.
+    The figure is a model, good to a few tenths of a second (the routers report ages in ticks, a
+    judged request may reach the guard a little before its record's stamps say). It is what the
+    machine gave the guard, not what it should have given: on a loaded machine the traffic and
+    the probes start later, and the guard can only be as quick as the requests it judges."""
     rule = GuardConfig()
     slo = SLOW_TTFT_SLO_S
     judged: list[tuple[float, bool]] = []  # (when, missed)
