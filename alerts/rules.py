@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lanewatch.collector.common.names import repeats
+from lanewatch.collector.common.validation import repeats
 from lanewatch.collector.common.yamlfile import ConfigIssue
 from lanewatch.exporters import names
 

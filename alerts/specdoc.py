@@ -18,7 +18,7 @@ from pydantic import AfterValidator, BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from lanewatch.collector.common.names import LANE_NAME_PATTERN
+from lanewatch.collector.common.validation import LANE_NAME_PATTERN
 
 from . import spec
 

@@ -17,7 +17,7 @@ _PROBE_PROFILE = (
     "(~25 %); receiving the simulator's spans through FastAPI (~9 %); the window's quantiles "
     "summarised for /metrics every second whether or not anyone scraped (~7 %); the SSE parse "
     "(~5 %). Removed: the prober now sends on the gateway's bare-asyncio HTTP/1.1 connection "
-    "(collector/common/upstream.py), whose read callback stamps and parses each read with no "
+    "(collector/http1/client.py), whose read callback stamps and parses each read with no "
     "task switch; `collect` and `probe` run on uvloop, as the gateway does; the window is "
     "summarised when a scrape asks, at most once a second. Removed before: the client span when "
     "no exporter is configured (a W3C traceparent still goes out, so the server span still "

@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 
 from bench.machine import machine_facts, part_facts
-from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from lanewatch.collector.record.window import summarize
 from tests.integration.conformance.routers import ROUTERS, Conformant
 from tests.integration.gateway_harness import upstream_server

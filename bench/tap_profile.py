@@ -40,7 +40,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the record: built, encoded, shipped", ("record", "ship", "json/", "__create_fn__")),
     (
         "the request: head, route, send upstream",
-        ("http1.py", "front/connection.py", "upstream.py", "forward.py"),
+        ("http1/", "front/connection.py", "forward.py"),
     ),
     ("the event loop (uvloop, in C)", ("Runner.run", "uvloop", "asyncio/")),
     ("the gateway's other code", ("collector/",)),

@@ -21,20 +21,20 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from lanewatch.collector.classify_config import HintsConfig, check_prompt_regex
-from lanewatch.collector.common.class_rules import DEFAULT_CLASS_RULES, ClassRule, ReadingConfig
+from lanewatch.collector.classify.hints import HintsConfig, check_prompt_regex
+from lanewatch.collector.classify.rules import DEFAULT_CLASS_RULES, ClassRule, ReadingConfig
 from lanewatch.collector.common.headers import CLASS_HEADER
 from lanewatch.collector.common.listen import is_loopback, parse_listen
-from lanewatch.collector.common.names import ClassName, HttpUrl, LaneName, check_unique
-from lanewatch.collector.common.served_models import ServedModels
 from lanewatch.collector.common.settings import Section
 from lanewatch.collector.common.settings import ServerConfig as ServerConfig
+from lanewatch.collector.common.validation import ClassName, HttpUrl, LaneName, check_unique
 
 # ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
 from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
 from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
 from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_issues
 from lanewatch.collector.degrade.settings import DegradeConfig as DegradeConfig
+from lanewatch.collector.degrade_state.served_models import ServedModels
 from lanewatch.collector.diagnose.settings import DiagnoseConfig
 from lanewatch.collector.guard.settings import GuardConfig
 
@@ -279,7 +279,8 @@ class RoutingRules(Section):
     models: dict[str, LaneName] = Field(default_factory=dict)  # exact model name -> lane
     message_regex: list[RegexRoute] = Field(default_factory=list)
     prompt_chars: list[RangeRoute] = Field(default_factory=list)  # characters of all prompt text
-    # over the work: max_tokens / max_completion_tokens x n (or best_of) x prompts (request_reading.py)
+    # over the work: max_tokens / max_completion_tokens x n (or best_of) x prompts
+    # (openai_api/request_reading.py)
     max_tokens: list[RangeRoute] = Field(default_factory=list)
 
     def lanes_named(self) -> list[str]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lanewatch.collector.common.inflight import Progress
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.plausible import TTFT_SLACK_S
 from lanewatch.collector.record.timing import CLIENT_PHASES, RequestTiming
 

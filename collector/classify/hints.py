@@ -5,7 +5,7 @@ class is what shedding acts on and what every request metric is labelled with, s
 the operator decides it, not the client: the `x-lanewatch-class` and `x-lanewatch-lane`
 headers are honoured only from a trusted network or with the hint token, and otherwise
 the first matching class rule names the class (then `gateway.default_class`). The rules
-themselves live in common/class_rules.py, which the LiteLLM handler shares.
+themselves live in classify/rules.py, which the LiteLLM handler shares.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import re2  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from lanewatch.collector.common.names import ClassName
+from lanewatch.collector.common.validation import ClassName
 
 __all__ = ["HintsConfig", "check_prompt_regex"]
 

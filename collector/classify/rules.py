@@ -3,10 +3,10 @@
 One implementation for every place lanewatch classes a request (the gateway's `gateway.classes`,
 the LiteLLM handler's `classes`): a rule names a class, and a request matching every criterion
 it gives is of that class; the first matching rule wins, else the default class. The measures
-are what vLLM reads of the body (common/request_reading.py), so a client cannot leave a batch
+are what vLLM reads of the body (openai_api/request_reading.py), so a client cannot leave a batch
 class by leaving out a header, and a `max_tokens` range holds the request's work (its bound x
 `n` or `best_of` x its prompts), so no client leaves it by asking for many short answers at
-once. No regular expressions here (the gateway's RE2 routes live in classify_config.py), so the
+once. No regular expressions here (the gateway's RE2 routes live in classify/hints.py), so the
 module imports in any environment that has pydantic.
 """
 
@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from lanewatch.collector.common.names import ClassName
-from lanewatch.collector.common.request_reading import ReadApi, read_work
+from lanewatch.collector.common.validation import ClassName
+from lanewatch.collector.openai_api.request_reading import ReadApi, read_work
 
 __all__ = [
     "DEFAULT_CLASS_RULES",
@@ -73,7 +73,7 @@ class ClassRule(_Section):
     models: list[str] = Field(default_factory=list)  # the requested model is one of these
     api: Literal["chat", "completions"] | None = None  # the route: /v1/chat/completions or /v1/completions
     # the work: the output bound vLLM reads (unset: reading.missing_max_tokens) x the sequences
-    # (`n`, or `best_of` when larger) x the prompts (common/request_reading.py)
+    # (`n`, or `best_of` when larger) x the prompts (openai_api/request_reading.py)
     max_tokens: IntRange | None = None
     prompt_chars: IntRange | None = None  # characters of all prompt text, + chars_per_token per token id
 

@@ -105,8 +105,8 @@ def serve(
     import asyncio
     import logging
 
-    from lanewatch.collector.common.names import check_http_url
     from lanewatch.collector.common.overrides import Flag, OverrideError, override
+    from lanewatch.collector.common.validation import check_http_url
     from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.degrade.adapters import choose
     from lanewatch.collector.degrade.runner import SetupError
@@ -245,8 +245,8 @@ def status(
     """
     import json
 
-    from lanewatch.collector.common.names import check_http_url
     from lanewatch.collector.common.secrets import read_secret
+    from lanewatch.collector.common.validation import check_http_url
     from lanewatch.collector.degrade.readback import exit_status, report_lines
     from lanewatch.collector.degrade.routers_client import ControllerError, fetch_routers
 

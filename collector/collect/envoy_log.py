@@ -63,9 +63,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lanewatch.collector.common.inflight import Progress
-from lanewatch.collector.common.names import CLASS_NAME_PATTERN, LANE_NAME_PATTERN
-from lanewatch.collector.common.progress_wire import MAX_AGE_S
+from lanewatch.collector.common.validation import CLASS_NAME_PATTERN, LANE_NAME_PATTERN
+from lanewatch.collector.progress.inflight import Progress
+from lanewatch.collector.progress.wire import MAX_AGE_S
 from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.plausible import check_plausible
 from lanewatch.collector.record.rules import RecordError

@@ -48,7 +48,7 @@ from lanewatch.collector.collect.otlp_wire import (
     json_list,
     json_value,
 )
-from lanewatch.collector.common.inflight import Progress
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import RequestTiming
 

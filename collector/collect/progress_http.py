@@ -1,4 +1,4 @@
-"""The fast guard's ingest edge: `POST /v1/progress`, a reporter's in-flight events (common/progress_wire.py).
+"""The fast guard's ingest edge: `POST /v1/progress`, a reporter's in-flight events (progress/wire.py).
 
 Read bounded, behind the same bearer tokens as `POST /v1/records` (credentials.py): without a
 known token 401; a reporter's own token that may not send progress, or a report whose
@@ -17,8 +17,8 @@ from fastapi import Request, Response
 
 from lanewatch.collector.common.bodies import read_limited
 from lanewatch.collector.common.headers import AUTHORIZATION
-from lanewatch.collector.common.inflight import Progress
-from lanewatch.collector.common.progress_wire import PROGRESS_PATH, ProgressError, parse_progress
+from lanewatch.collector.progress.inflight import Progress
+from lanewatch.collector.progress.wire import PROGRESS_PATH, ProgressError, parse_progress
 
 from .credentials import IngestKeys, as_auth
 

@@ -44,10 +44,10 @@ from lanewatch.collector.collect.progress_http import PROGRESS_PATH, progress_en
 from lanewatch.collector.collect.records_http import RECORDS_PATH, records_endpoint
 from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.common.inflight import Progress
 from lanewatch.collector.config import LanewatchConfig, Target, ingest_auth_problem
 from lanewatch.collector.guard import FastGuard, GuardAlert, GuardRule
 from lanewatch.collector.probe.spans import TRACER_NAME
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.goodput import Goodput
 from lanewatch.collector.record.goodput import from_spec as goodput_from_spec

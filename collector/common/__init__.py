@@ -1,1 +1,2 @@
-"""Small shared pieces: the error tree, SSE parsing, bearer checks, bounded bodies, secrets, YAML."""
+"""Small shared utilities: the error tree, name and URL checks, bearer checks, bounded bodies,
+secret files, YAML loading, settings overrides, the event loop."""

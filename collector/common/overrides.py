@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings
 
-from .errors import ConfigError
+from lanewatch.collector.common.errors import ConfigError
 
 __all__ = ["Flag", "OverrideError", "override"]
 

@@ -6,7 +6,7 @@ import functools
 from importlib import resources
 from pathlib import Path
 
-from .errors import ConfigError, StartupError
+from lanewatch.collector.common.errors import ConfigError, StartupError
 
 __all__ = ["NoCheckoutError", "PackageDataError", "checkout_root", "data_path", "source_checkout"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ConfigError
+from lanewatch.collector.common.errors import ConfigError
 
 __all__ = ["SecretError", "read_secret", "read_secret_or_none"]
 

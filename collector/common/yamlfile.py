@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError
+from lanewatch.collector.common.errors import ConfigError
 
 __all__ = [
     "ConfigError",

@@ -18,7 +18,7 @@ A policy file is YAML; every key is optional and the default needs no file. The 
     alert_retention_s: 86400        # resolved alerts are remembered this long (replay guard)
     firing_stale_after_s: 1800      # a firing alert not re-sent this long counts as gone (null: never)
 
-Lane and class names follow the gateway's rules (collector/common/names.py: a lane is
+Lane and class names follow the gateway's rules (collector/common/validation.py: a lane is
 letters, digits, `_.-`, 1 to 32; a class a lowercase letter, then `a-z0-9_-`, up to 32), so a
 policy the gateway would refuse fails at load, naming the field and its line.
 
@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lanewatch.collector.common.names import ClassName, LaneName, check_unique
+from lanewatch.collector.common.validation import ClassName, LaneName, check_unique
 from lanewatch.collector.common.yamlfile import load_yaml_model
 
 __all__ = ["DEFAULT_POLICY", "Policy", "PolicySpec", "ProtectStep", "load_policy"]

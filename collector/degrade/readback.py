@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from .adapters.base import RouterView
 from .state import lanes_to_json

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, PlainValidator, SerializeAsAny, field_validator, model_validator
 
-from lanewatch.collector.common.names import HttpUrl, check_unique
 from lanewatch.collector.common.settings import Section, ServerConfig
+from lanewatch.collector.common.validation import HttpUrl, check_unique
 
 from .adapters.base import AdapterSettings
 from .adapters.registry import REGISTRY

@@ -2,7 +2,7 @@
 
 Pure data with a JSON codec (the store keeps the tracks as one JSON document and each alert
 record as a row of its own) and the projection to the router's declarative degrade state
-(the gateway admin API's body, docs/gateway.md; the model is collector/common/degrade_wire.py).
+(the gateway admin API's body, docs/gateway.md; the model is collector/degrade_state/wire.py).
 Times are Unix seconds, so a restarted controller keeps counting holds and cooldowns where it
 stopped.
 """
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lanewatch.collector.common.degrade_wire import ACTIONS, ActionName, LaneDegrade, wire_body
+from lanewatch.collector.degrade_state.wire import ACTIONS, ActionName, LaneDegrade, wire_body
 
 __all__ = [
     "ACTIONS",

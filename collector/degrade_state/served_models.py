@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .names import check_unique
+from lanewatch.collector.common.validation import check_unique
 
 __all__ = ["ServedModels", "serve_as_declared"]
 

@@ -1,7 +1,7 @@
 """Per-lane degrade state (the admin API's body, docs/gateway.md) and its application to one request. Pure.
 
 Shared by the gateway and the LiteLLM handler (integrations/litellm/), so both apply one meaning.
-The wire model (one lane's degrade, the PUT body's checks) is collector/common/degrade_wire.py,
+The wire model (one lane's degrade, the PUT body's checks) is collector/degrade_state/wire.py,
 shared with the degrade controller. The state is declarative: a PUT replaces it whole, a lane
 absent from it has no degrade. A PUT carrying a revision older than the last one taken is
 refused (`is_stale`), and so is a shift to a lane whose models the gateway does not know
@@ -20,7 +20,8 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .degrade_wire import (
+from lanewatch.collector.common.errors import ProtocolViolation
+from lanewatch.collector.degrade_state.wire import (
     ACTIONS,
     ActionName,
     DegradeError,
@@ -28,9 +29,14 @@ from .degrade_wire import (
     LaneDegrade,
     parse_put,
 )
-from .degrade_wire import parse_lanes as parse_degrade
-from .errors import ProtocolViolation
-from .request_reading import ReadApi, ReadingError, read_max_tokens, read_tokens, work_units
+from lanewatch.collector.degrade_state.wire import parse_lanes as parse_degrade
+from lanewatch.collector.openai_api.request_reading import (
+    ReadApi,
+    ReadingError,
+    read_max_tokens,
+    read_tokens,
+    work_units,
+)
 
 __all__ = [
     "ACTIONS",
@@ -161,9 +167,9 @@ def cap_max_tokens(body: dict[str, Any], cap: int, api: ReadApi = "chat", units:
     """Bound the request's work by `cap`: clamp the output bound vLLM reads (and the other field, if
     larger) to floor(cap / (sequences x prompts)); True when changed. WorkOverCap when that is 0.
 
-    The body was read already (common/request_reading.py), so its counts are readable; a string
+    The body was read already (openai_api/request_reading.py), so its counts are readable; a string
     or float count under the cap is left as it is, vLLM reads it so. `units`: the body's sequences
-    x prompts where the caller read them already (common/request_reading.py's `WorkReading`).
+    x prompts where the caller read them already (openai_api/request_reading.py's `WorkReading`).
     """
     if units is None:
         try:

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import ProtocolViolation
-from .names import check_class_name
+from lanewatch.collector.common.errors import ProtocolViolation
+from lanewatch.collector.common.validation import check_class_name
 
 __all__ = [
     "ACTIONS",

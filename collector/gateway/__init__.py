@@ -26,7 +26,7 @@ workers of `--workers N`).
 
 from __future__ import annotations
 
-from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, parse_degrade
+from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade, parse_degrade
 from lanewatch.collector.record.sink import RecordSink
 
 from .admission.routing import RouteInput, RouteTable, choose_lane

@@ -12,12 +12,13 @@ from functools import partial
 
 import aiohttp
 
-from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, Shifter
 from lanewatch.collector.common.headers import AUTHORIZATION
-from lanewatch.collector.common.inflight import InFlight
 from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.common.upstream import UpstreamClient
 from lanewatch.collector.config import GatewayConfig, LaneConfig
+from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade, Shifter
+from lanewatch.collector.http1.client import UpstreamClient
+from lanewatch.collector.progress.inflight import InFlight
+from lanewatch.collector.progress.report import ProgressReporter
 from lanewatch.collector.record.sink import RecordSink
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -29,7 +30,6 @@ from .admission.routing import RouteTable
 from .ship.shipper import RecordShipper
 from .stats import GatewayStats
 from .tap.content_tap import ContentTap
-from .tap.progress import ProgressReporter
 from .tap.stream_scan import StreamTap
 from .tap.tracing import GatewayTracing
 from .upstream.pool import LanePool, Upstream

@@ -1,7 +1,7 @@
 """The fast guard: a lane's TTFT misses counted at first token or by in-flight age, fired into
 Alertmanager within seconds, with the labels of the generated mitigation alerts.
 
-Sources report progress (common/inflight.py) → `judge` (each request once) → `decide` (windows,
+Sources report progress (progress/inflight.py) → `judge` (each request once) → `decide` (windows,
 evidence floor, fire and resolve) → `alert` (the postable alert) → `alertmanager` (the post;
 the wiring imports it, for config reads this face).
 """

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lanewatch.collector.common.inflight import InFlight, Progress
+from lanewatch.collector.progress.inflight import InFlight, Progress
 from lanewatch.collector.record.timing import RequestTiming
 
 from .alert import GuardAlert, postable

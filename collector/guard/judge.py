@@ -1,6 +1,6 @@
 """Judges each request once against its lane's TTFT SLO, the moment the answer is known.
 
-A progress event (common/inflight.py) with a first token is met or missed by its TTFT; a
+A progress event (progress/inflight.py) with a first token is met or missed by its TTFT; a
 waiting request is missed once its age passes the threshold, and its later first token
 then adds nothing. A finished record (a source that reports no progress: Envoy's access log,
 LiteLLM) is judged by its TTFT on arrival; one that failed without a token counts as missed
@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Literal
 
-from lanewatch.collector.common.inflight import Progress
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 __all__ = ["Judge", "Verdict"]

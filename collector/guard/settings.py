@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lanewatch.collector.common.names import HttpUrl
+from lanewatch.collector.common.validation import HttpUrl
 
 __all__ = ["GuardConfig"]
 

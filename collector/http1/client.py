@@ -18,9 +18,9 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Protocol, cast
 
-from .errors import UpstreamError
-from .http1 import BodyParser, HeadReader, HttpError, ResponseHead
-from .leg import LegTimes
+from lanewatch.collector.common.errors import UpstreamError
+from lanewatch.collector.http1.message import BodyParser, HeadReader, HttpError, ResponseHead
+from lanewatch.collector.http1.phases import LegTimes
 
 __all__ = ["BodySink", "ConnectFailed", "IdleConnections", "UpstreamClient", "UpstreamConn", "UpstreamGone"]
 

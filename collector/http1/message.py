@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import ProtocolViolation
+from lanewatch.collector.common.errors import ProtocolViolation
 
 __all__ = [
     "BadRequest",

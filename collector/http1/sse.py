@@ -7,8 +7,8 @@ event's data is then read as an OpenAI chunk: `[DONE]`, an error object, or a
 completion chunk that does or does not carry generated text. Undecodable data is
 counted in `bad_events` and never raised. No I/O, no clock: the caller timestamps reads.
 The text itself is kept only by a parser asked to (`keep_text`, for `export.record_content`).
-An error frame's message is kept cleaned (one line, cut, secrets redacted: error_detail.py), and
-vLLM's per-request metrics when a chunk carries them (response_metrics.py). The `usage` object is
+An error frame's message is kept cleaned (one line, cut, secrets redacted: openai_api/error_detail.py), and
+vLLM's per-request metrics when a chunk carries them (openai_api/response_metrics.py). The `usage` object is
 read by the same parser the gateway's tap uses (usage.py).
 """
 
@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from lanewatch.collector.common.error_detail import error_detail, message_of
-from lanewatch.collector.common.response_metrics import ResponseMetrics, parse_metrics
-from lanewatch.collector.common.usage import Usage, parse_usage
+from lanewatch.collector.openai_api.error_detail import error_detail, message_of
+from lanewatch.collector.openai_api.response_metrics import ResponseMetrics, parse_metrics
+from lanewatch.collector.openai_api.usage import Usage, parse_usage
 
 # A line longer than this is dropped and counted as bad data, so a stream without
 # newlines cannot grow the buffer without bound.
@@ -53,7 +53,7 @@ class StreamChunk:
     finish_reason: str | None = None
     error: str | None = None  # the error's type or code, for ERROR
     text: str | None = None  # the first choice's content (`keep_text` only)
-    message: str | None = None  # ERROR: the server's message, cleaned (error_detail.py)
+    message: str | None = None  # ERROR: the server's message, cleaned (openai_api/error_detail.py)
     metrics: ResponseMetrics | None = None  # vLLM's per-request metrics (the final usage chunk)
 
 

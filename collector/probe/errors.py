@@ -9,8 +9,8 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterator
 
-from lanewatch.collector.common.error_detail import clean
-from lanewatch.collector.common.http1 import HttpError
+from lanewatch.collector.http1.message import HttpError
+from lanewatch.collector.openai_api.error_detail import clean
 from lanewatch.collector.probe.transport import DnsError
 from lanewatch.collector.record.timing import ErrorKind
 

@@ -23,20 +23,20 @@ from urllib.parse import urlsplit
 
 from opentelemetry.trace import Tracer
 
-from lanewatch.collector.common.error_detail import error_detail
 from lanewatch.collector.common.headers import AUTHORIZATION, DEGRADED_HEADER, LANE_HEADER, REQUEST_ID
-from lanewatch.collector.common.http1 import HttpError, ResponseHead
-from lanewatch.collector.common.inflight import InFlight
-from lanewatch.collector.common.response_metrics import ResponseMetrics
 from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.common.sse import ChunkKind, SseParser, StreamChunk
-from lanewatch.collector.common.upstream import UpstreamConn, UpstreamGone
-from lanewatch.collector.common.usage import Usage
 from lanewatch.collector.config import RequestClass, Target, Timeouts
+from lanewatch.collector.http1.client import UpstreamConn, UpstreamGone
+from lanewatch.collector.http1.message import HttpError, ResponseHead
+from lanewatch.collector.http1.sse import ChunkKind, SseParser, StreamChunk
+from lanewatch.collector.openai_api.error_detail import error_detail
+from lanewatch.collector.openai_api.response_metrics import ResponseMetrics
+from lanewatch.collector.openai_api.usage import Usage
 from lanewatch.collector.probe.errors import failure_kind, failure_message
 from lanewatch.collector.probe.prompts import prompt_text
 from lanewatch.collector.probe.spans import finish_probe_span, start_probe_span, trace_headers
 from lanewatch.collector.probe.transport import ConnectTimes, ProbeConnections, ssl_context
+from lanewatch.collector.progress.inflight import InFlight
 from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.content import StreamedText, truncate
 from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, Gaps, GapSampler
@@ -245,7 +245,7 @@ class Prober:
         in_flight: InFlight | None = None,
     ) -> None:
         self.target = target
-        self.in_flight = in_flight  # probes under way, for the fast guard (common/inflight.py)
+        self.in_flight = in_flight  # probes under way, for the fast guard (progress/inflight.py)
         self.record_content = record_content  # prompt and response text on records and spans
         self.timeouts = timeouts or Timeouts()
         self._tracer = tracer  # None: no exporter, so no span is built (a traceparent still goes out)

@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, status_description
+from lanewatch.collector.openai_api.error_detail import SPAN_ATTRIBUTE, status_description
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,

@@ -1,6 +1,6 @@
 """The prober's connections: DNS, TCP connect and TLS timed apart, kept alive per target.
 
-A probe runs on `UpstreamConn` (collector/common/upstream.py), the gateway's bare-asyncio
+A probe runs on `UpstreamConn` (collector/http1/client.py), the gateway's bare-asyncio
 HTTP/1.1 connection: each read's payload reaches the prober in the read's own callback, so a
 streamed answer costs one callback per read and no task switch, where httpcore took a
 coroutine hop through h11, anyio and two generator layers per read (measured in bench/).
@@ -23,7 +23,7 @@ from typing import Literal
 import httpx
 
 from lanewatch.collector.common.errors import UpstreamError
-from lanewatch.collector.common.upstream import IdleConnections, UpstreamConn
+from lanewatch.collector.http1.client import IdleConnections, UpstreamConn
 
 __all__ = [
     "ConnectTimes",

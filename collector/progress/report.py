@@ -1,6 +1,6 @@
 """Reports a process's requests under way to the collector's fast guard (`POST /v1/progress`).
 
-Every `interval_s` the in-flight table (inflight.py) becomes one small body (progress_wire.py):
+Every `interval_s` the in-flight table (inflight.py) becomes one small body (wire.py):
 the first tokens that came since the last report and each waiting request's age. The data
 path's cost is a dict insert and delete per request; the scan runs in this task, on the host's
 event loop (the gateway's, or the LiteLLM proxy's for lanewatch's handler there). One report is
@@ -22,9 +22,9 @@ from time import perf_counter
 
 import aiohttp
 
-from .headers import AUTHORIZATION
-from .inflight import InFlight
-from .progress_wire import PROGRESS_PATH, encode_progress
+from lanewatch.collector.common.headers import AUTHORIZATION
+from lanewatch.collector.progress.inflight import InFlight
+from lanewatch.collector.progress.wire import PROGRESS_PATH, encode_progress
 
 __all__ = ["NO_GUARD_RETRY_S", "ProgressReporter", "reporter_id"]
 

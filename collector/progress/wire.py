@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ProtocolViolation
-from .inflight import Progress
+from lanewatch.collector.common.errors import ProtocolViolation
+from lanewatch.collector.progress.inflight import Progress
 
 __all__ = [
     "MAX_AGE_S",

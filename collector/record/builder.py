@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lanewatch.collector.common.response_metrics import ResponseMetrics, with_response_metrics
-from lanewatch.collector.common.usage import Usage, usage_fields
+from lanewatch.collector.openai_api.response_metrics import ResponseMetrics, with_response_metrics
+from lanewatch.collector.openai_api.usage import Usage, usage_fields
 from lanewatch.collector.record.itl import ItlStats
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, Source, error_kind_for_status
 

@@ -113,7 +113,8 @@ class RequestTiming:
     span_id: str | None = None
     status: int | None = None  # HTTP status of the response, None if none arrived
     error: ErrorKind | None = None
-    # the server's reason for a failure: one line, <= 200 characters, secrets redacted (error_detail.py)
+    # the server's reason for a failure: one line, <= 200 characters, secrets redacted
+    # (openai_api/error_detail.py)
     error_message: str | None = None
     # client-side phases (durations); 0 on a reused connection, tls 0 over plain HTTP
     dns_s: float | None = None

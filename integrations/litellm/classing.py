@@ -1,7 +1,7 @@
 """A request's class in the handler: the operator's class rules over the body, as the gateway's.
 
 The class is what a shed acts on and what the request's record is labelled with, so the client
-does not choose it: the rules (`classes`, shared with the gateway in common/class_rules.py) read
+does not choose it: the rules (`classes`, shared with the gateway in classify/rules.py) read
 the body as vLLM does, and the class header counts only when the settings trust it
 (`trust_class_header`, for a proxy behind a hop that sets the header itself).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lanewatch.collector.common.class_rules import class_of, measure
-from lanewatch.collector.common.request_reading import ReadingError
+from lanewatch.collector.classify.rules import class_of, measure
+from lanewatch.collector.openai_api.request_reading import ReadingError
 from lanewatch.collector.record.timing import Api
 
 from .settings import HandlerSettings

@@ -1,7 +1,7 @@
 """The degrade state the LiteLLM handler holds and applies in the pre-call hook; its admin endpoint.
 
 The degrade controller's `litellm` adapter PUTs the whole state to `PUT /admin/degrade` here, in
-the gateway's own wire format (collector/common/degrade_wire.py), and reads it back with
+the gateway's own wire format (collector/degrade_state/wire.py), and reads it back with
 `GET /admin/degrade` (the revision the proxy holds). The endpoint is a stdlib HTTP server on a
 thread of its own (LiteLLM's routes belong to LiteLLM), on 127.0.0.1 unless told otherwise, behind
 a bearer token. It meets a hostile client as any lanewatch listener does: a Content-Length that
@@ -11,7 +11,7 @@ without one: 411), each connection's request must arrive within `admin_timeout_s
 state is one immutable value swapped whole, so the hook on the proxy's event
 loop reads it without a lock. A proxy the controller cannot reach keeps the last state it took.
 
-Per request (`plan`): the gateway's `decide` (collector/common/degrade_state.py) on the lane of
+Per request (`plan`): the gateway's `decide` (collector/degrade_state/state.py) on the lane of
 the request's model group and its class; a shift rewrites the model group to the serving lane's,
 a cap clamps the output bound vLLM reads with the gateway's `cap_max_tokens`, a shed is a 429.
 """
@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from lanewatch.collector.common.bearer import bearer_ok
-from lanewatch.collector.common.degrade_state import (
+from lanewatch.collector.degrade_state.state import (
     Decision,
     DegradeError,
     DegradeState,

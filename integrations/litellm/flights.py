@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lanewatch.collector.common.inflight import InFlight, Progress
+from lanewatch.collector.progress.inflight import InFlight, Progress
 
 __all__ = ["Flight", "Flights", "has_content"]
 

@@ -3,7 +3,7 @@ standard logging payload on success and failure (litellm/integrations/custom_log
 
 Its hooks and events are awaited on the proxy's event loop, so each does only pure work and one
 queue append or table update (shipping.py sends records from a thread; the progress reporter,
-common/progress_report.py, is one task on that loop whose POSTs never block it). The pre-call
+progress/report.py, is one task on that loop whose POSTs never block it). The pre-call
 hook stamps when the body had fully arrived, which starts the TTFT clock of the record and of a
 streamed request's entry in the in-flight table (flights.py); the streaming iterator hook marks
 its first content chunk; the stream's close, the success or failure event or the failure hook
@@ -23,9 +23,9 @@ from typing import Any
 from litellm.integrations.custom_logger import CustomLogger
 from litellm.proxy._types import ProxyException
 
-from lanewatch.collector.common.degrade_state import Shifter, WorkOverCap
 from lanewatch.collector.common.headers import DEGRADED_HEADER
-from lanewatch.collector.common.progress_report import ProgressReporter
+from lanewatch.collector.degrade_state.state import Shifter, WorkOverCap
+from lanewatch.collector.progress.report import ProgressReporter
 from lanewatch.collector.record.timing import RequestTiming
 
 from .classing import request_class

@@ -5,7 +5,7 @@ request's wall-clock `startTime` (LiteLLM began the call), `completionStartTime`
 from the upstream, of any kind; without a stream, the end) and `endTime`, the
 `model_group` the client asked for and the deployment (`model_id`) that served it, the usage
 (its counts at the top, and the upstream's whole usage object as `metadata.usage_object`, which
-the one usage reader, collector/common/usage.py, reads as it reads the gateway's and the prober's:
+the one usage reader, collector/openai_api/usage.py, reads as it reads the gateway's and the prober's:
 `cached_prompt_tokens` comes from there) and, on failure, `error_information.error_code` (the
 HTTP status as text). Its `trace_id` is the client's W3C `traceparent` trace id when the client
 sent one (else a LiteLLM uuid, which is no trace id and is left out).
@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lanewatch.collector.common.usage import Usage, parse_usage
+from lanewatch.collector.openai_api.usage import Usage, parse_usage
 from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, error_kind_for_status
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lanewatch.collector.common.class_rules import (
+from lanewatch.collector.classify.rules import (
     DEFAULT_CLASS_RULES,
     ClassRule,
     ReadingConfig,
     parse_class_rules,
 )
-from lanewatch.collector.common.names import check_class_name
+from lanewatch.collector.common.validation import check_class_name
 
 __all__ = ["CONFIG_ENV", "HandlerSettings", "load_settings"]
 

@@ -23,8 +23,8 @@ from typing import Any
 from aiohttp import web
 
 from lanewatch.collector.collect.service import CollectorService, serve
-from lanewatch.collector.common.inflight import Progress
 from lanewatch.collector.config import LanewatchConfig
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import free_port, serve_app, token_file
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from lanewatch.collector.collect.envoy_log import progress_id
-from lanewatch.collector.common.inflight import InFlight, Progress
 from lanewatch.collector.config import Target
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.progress.inflight import InFlight, Progress
 from lanewatch.collector.record.timing import RequestTiming
 from tests.envoy import EnvoyHandle, access_log_bootstrap, start_envoy
 from tests.evidence_contract import check_evidence, check_progress

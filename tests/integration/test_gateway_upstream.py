@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from lanewatch.collector.common.upstream import UpstreamConn
+from lanewatch.collector.http1.client import UpstreamConn
 from tests.servers import serve_app
 
 from .gateway_harness import chat_body, gateway_server, one_lane

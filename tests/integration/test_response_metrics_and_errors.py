@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE
 from lanewatch.collector.config import Target
+from lanewatch.collector.openai_api.error_detail import SPAN_ATTRIBUTE
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
 from lanewatch.collector.record.timing import ErrorKind
 from tests.servers import SimHandle, free_port, start_simulator

@@ -9,7 +9,7 @@ import pytest
 
 from lanewatch.collector.collect.otlp import handle_export
 from lanewatch.collector.collect.otlp_wire import JSON
-from lanewatch.collector.common.sse import ChunkKind, classify
+from lanewatch.collector.http1.sse import ChunkKind, classify
 from lanewatch.simulator import protocol
 
 DEEP = "[" * 100_000

@@ -117,8 +117,8 @@ def test_metrics_page_names_every_metric_in_names_py() -> None:
 
 
 def test_admin_api_contract_names_what_the_gateway_checks() -> None:
-    from lanewatch.collector.common import degrade_wire
-    from lanewatch.collector.common.names import CLASS_NAME_PATTERN
+    from lanewatch.collector.common.validation import CLASS_NAME_PATTERN
+    from lanewatch.collector.degrade_state import wire as degrade_wire
     from lanewatch.collector.gateway.front import admin
 
     page = (ROOT / "docs" / "gateway.md").read_text(encoding="utf-8")

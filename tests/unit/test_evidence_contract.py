@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from lanewatch.collector.common.inflight import Progress
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.timing import RequestTiming
 from tests.evidence_contract import check_evidence, check_progress
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.common.request_reading import (
+from lanewatch.collector.openai_api.request_reading import (
     ReadingError,
     read_max_tokens,
     read_prompt,

@@ -20,8 +20,8 @@ from typing import ClassVar, Final, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from lanewatch.collector.common import secrets
-from lanewatch.collector.common.degrade_wire import ACTIONS, ActionName, LaneDegrade
 from lanewatch.collector.common.errors import UpstreamError
+from lanewatch.collector.degrade_state.wire import ACTIONS, ActionName, LaneDegrade
 
 __all__ = [
     "ALL_ACTIONS",

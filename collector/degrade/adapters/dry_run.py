@@ -11,7 +11,7 @@ import json
 import logging
 from typing import ClassVar, Literal
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from ..state import lanes_to_json
 from .base import ALL_ACTIONS, Adapter, AdapterSettings, Capability, RouterView

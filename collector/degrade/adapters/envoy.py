@@ -39,9 +39,9 @@ import httpx
 import yaml
 from pydantic import Field
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
-from lanewatch.collector.common.names import HttpUrl, LaneName
-from lanewatch.collector.common.served_models import ServedModels
+from lanewatch.collector.common.validation import HttpUrl, LaneName
+from lanewatch.collector.degrade_state.served_models import ServedModels
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from .base import Adapter, AdapterError, AdapterSettings, Capability, RouterView
 from .envoy_lua import LUA_TYPE

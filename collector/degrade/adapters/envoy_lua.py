@@ -31,7 +31,7 @@ import copy
 import json
 from typing import Any, Final
 
-from lanewatch.collector.common.served_models import ServedModels
+from lanewatch.collector.degrade_state.served_models import ServedModels
 
 from .envoy_work_lua import WORK_LUA
 

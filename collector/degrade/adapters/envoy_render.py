@@ -34,9 +34,9 @@ from typing import Any
 
 import yaml
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
-from lanewatch.collector.common.names import check_class_name, check_lane_name
-from lanewatch.collector.common.served_models import ServedModels
+from lanewatch.collector.common.validation import check_class_name, check_lane_name
+from lanewatch.collector.degrade_state.served_models import ServedModels
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from .base import AdapterError
 from .envoy_lua import LUA_FILTER, LUA_TYPE, needs_rewrite, rewrite_config

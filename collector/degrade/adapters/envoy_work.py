@@ -2,7 +2,7 @@
 
 A class in the template's `classes` may be `{work: {min, max}}` instead of a route match: a
 request is of it when its work (max_tokens x `n` or `best_of` x prompts, read from the body as
-the gateway reads it, collector/common/request_reading.py) lies in the range. No route match can
+the gateway reads it, collector/openai_api/request_reading.py) lies in the range. No route match can
 read a body, so such a class has no shed route: the Lua script (envoy_lua.py) rides on each
 route that serves a lane as its per-route config, on the route itself or on each cluster weight
 of a shift, with the ranges of the work classes shed there. As at the gateway, a request routed
@@ -19,8 +19,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from lanewatch.collector.common.class_rules import ReadingConfig
-from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.classify.rules import ReadingConfig
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from .base import AdapterError
 from .envoy_lua import LUA_FILTER, class_literal, work_config

@@ -1,7 +1,7 @@
 """The Lua that reads a request's work in Envoy, for the per-route script (envoy_lua.py). Pure text.
 
 The script sheds a request whose work lies in a shed range (envoy_work.py puts the ranges on a
-lane's routes). It reads the work as the gateway does (collector/common/request_reading.py):
+lane's routes). It reads the work as the gateway does (collector/openai_api/request_reading.py):
 the bound (chat: `max_completion_tokens` when not null, else `max_tokens`, both unset the
 route's `missing`; completions: `max_tokens`, unset 16) x `n`, or `best_of` when larger (chat:
 null `n` is 1; completions refuse it) x the prompts of a completions body (each `prompt_embeds`

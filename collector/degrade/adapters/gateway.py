@@ -24,8 +24,8 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.common.headers import AUTHORIZATION
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from ..state import lanes_to_json
 from .base import ALL_ACTIONS, Adapter, AdapterError, Capability, RouterView, read_secret

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import httpx
 from pydantic import Field
 
-from lanewatch.collector.common.names import HttpUrl
+from lanewatch.collector.common.validation import HttpUrl
 
 from .base import AdapterError, AdapterSettings
 

@@ -37,8 +37,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
-from lanewatch.collector.common.names import LaneName, check_unique
+from lanewatch.collector.common.validation import LaneName, check_unique
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from ..state import lanes_to_json
 from .base import Adapter, AdapterError, AdapterSettings, Capability, RouterView

@@ -25,8 +25,8 @@ from typing import ClassVar, Literal
 
 import httpx
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.common.headers import SIGNATURE_HEADER, TIMESTAMP_HEADER
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from ..state import lanes_to_json
 from .base import ALL_ACTIONS, Adapter, Capability, RouterView, read_secret

@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lanewatch.collector.common.degrade_state import Decision, WorkOverCap, cap_max_tokens, decide
 from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER
-from lanewatch.collector.common.request_reading import ReadingError
+from lanewatch.collector.degrade_state.state import Decision, WorkOverCap, cap_max_tokens, decide
+from lanewatch.collector.openai_api.request_reading import ReadingError
 from lanewatch.collector.record.content import Message, request_messages
 from lanewatch.collector.record.rules import MAX_ATTR_CHARS, MAX_LABEL_CHARS, clean_text
 from lanewatch.collector.record.timing import Api

@@ -15,11 +15,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from lanewatch.collector.classify.rules import ClassRule, ReadingConfig, class_of
 from lanewatch.collector.common.bearer import bearer_ok
-from lanewatch.collector.common.class_rules import ClassRule, ReadingConfig, class_of
 from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.common.headers import AUTHORIZATION, LANE_HEADER
-from lanewatch.collector.common.names import CLASS_NAME_PATTERN
+from lanewatch.collector.common.validation import CLASS_NAME_PATTERN
 from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.record.timing import Api
 from lanewatch.exporters.names import OTHER_VALUE

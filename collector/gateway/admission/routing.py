@@ -5,7 +5,7 @@ Order (first match wins): the `x-lanewatch-lane` header (read only from a client
 the last user message (RE2, linear time, over its first `reading.regex_max_chars` characters),
 prompt length in characters (a token id counts `reading.chars_per_token`), max_tokens over the
 work (the bound vLLM reads, unset: `reading.missing_max_tokens`, x `n` or `best_of` x prompts:
-common/request_reading.py); then the lane that
+openai_api/request_reading.py); then the lane that
 owns the requested model when that is not the default lane (declared there, or listed there
 first: model_ownership.py); then the default lane.
 """
@@ -18,10 +18,10 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from lanewatch.collector.common.class_rules import ReadingConfig
+from lanewatch.collector.classify.rules import ReadingConfig
 from lanewatch.collector.common.errors import ProtocolViolation
-from lanewatch.collector.common.request_reading import ReadApi, read_work
 from lanewatch.collector.config import GatewayConfig
+from lanewatch.collector.openai_api.request_reading import ReadApi, read_work
 
 from .lane_models import LaneModels
 

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from lanewatch.collector.common.bearer import bearer_ok
-from lanewatch.collector.common.degrade_state import (
+from lanewatch.collector.common.headers import AUTHORIZATION
+from lanewatch.collector.degrade_state.state import (
     DegradeError,
     DegradePut,
     DegradeState,
@@ -23,7 +24,6 @@ from lanewatch.collector.common.degrade_state import (
     parse_put,
     shifts_to_unknown_models,
 )
-from lanewatch.collector.common.headers import AUTHORIZATION
 
 from .connection import FrontConn, Request, Response
 from .errors import error_body, error_response

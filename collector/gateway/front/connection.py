@@ -4,7 +4,7 @@ Why not aiohttp's server here: per request it builds a parser message, a Request
 handler task behind its own, a StreamResponse and a writer; per streamed response it
 writes the chunked end apart. Measured side by side with nginx (bench/), that was a
 third of the gateway's CPU and most of the TTFT it added. Here a connection parses its
-own requests (http1.py, strictly), runs one handler coroutine per request, and a
+own requests (http1/message.py, strictly), runs one handler coroutine per request, and a
 streamed answer goes out through `start`/`send`/`finish`: the head, each payload as it
 comes (chunk-framed on HTTP/1.1), and the last payload with the end of the body in one
 write. Keep-alive, pipelined requests (answered in order), `Expect: 100-continue` (asked
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, cast
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from lanewatch.collector.common.http1 import (
+from lanewatch.collector.http1.message import (
     MAX_HEAD,
     BadRequest,
     BodyParser,

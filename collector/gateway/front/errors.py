@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from http import HTTPStatus
 
-from lanewatch.collector.common.http1 import HttpError
-from lanewatch.collector.common.upstream import ConnectFailed, UpstreamGone
+from lanewatch.collector.http1.client import ConnectFailed, UpstreamGone
+from lanewatch.collector.http1.message import HttpError
 from lanewatch.collector.record.timing import ErrorKind
 
 from .connection import Response

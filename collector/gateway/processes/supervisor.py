@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade, is_stale
 from lanewatch.collector.common.errors import StartupError
 from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade, is_stale
 
 from .control_channel import Link, LinkClosed, Message
 from .per_worker import ACK_TIMEOUT_S, SCRAPE_TIMEOUT_S, logged_change, state_to_wire

@@ -1,7 +1,7 @@
 """The tap with `export.record_content` on: it also keeps the response text.
 
 A subclass, so the plain tap's data path stays as it is when the switch is off. With it on,
-each complete event is decoded as JSON (collector/common/sse.py `classify`) for its text and finish
+each complete event is decoded as JSON (collector/http1/sse.py `classify`) for its text and finish
 reason; a body that is not an event stream (`stream: false`) is kept up to MAX_JSON_BODY and
 read once at its end (a larger one's text is recorded as the truncation marker alone).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from lanewatch.collector.common.sse import classify
+from lanewatch.collector.http1.sse import classify
 from lanewatch.collector.record.content import TRUNCATED_MARKER, StreamedText
 
 from .stream_scan import Api, StreamTap

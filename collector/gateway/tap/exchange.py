@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lanewatch.collector.common.degrade_state import Decision
 from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
-from lanewatch.collector.common.leg import LegTimes
+from lanewatch.collector.degrade_state.state import Decision
+from lanewatch.collector.http1.phases import LegTimes
 from lanewatch.collector.record.content import Message
 from lanewatch.collector.record.timing import Api, ErrorKind
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from opentelemetry.util.types import AttributeValue
 
-from lanewatch.collector.common.error_detail import SPAN_ATTRIBUTE, error_detail
+from lanewatch.collector.openai_api.error_detail import SPAN_ATTRIBUTE, error_detail
 from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.content import (
     INPUT_MESSAGES,

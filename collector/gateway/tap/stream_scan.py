@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from lanewatch.collector.common.response_metrics import METRICS_KEY, ResponseMetrics, metrics_in
-from lanewatch.collector.common.usage import USAGE_KEYS, Usage, decode_usage, usage_span
+from lanewatch.collector.openai_api.response_metrics import METRICS_KEY, ResponseMetrics, metrics_in
+from lanewatch.collector.openai_api.usage import USAGE_KEYS, Usage, decode_usage, usage_span
 from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, Gaps, GapSampler
 
 __all__ = ["StreamTap"]

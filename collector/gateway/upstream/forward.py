@@ -1,6 +1,6 @@
 """Forwarding one admitted request upstream and its answer downstream, unbuffered.
 
-The upstream connection (common/upstream.py) calls `_Downstream.payload` for each read; it
+The upstream connection (http1/client.py) calls `_Downstream.payload` for each read; it
 feeds the tap and writes the bytes to the client's connection (front/connection.py) in the same
 callback. The handler coroutine only waits: for the head, for the end, for the client to
 drain when it reads slower than upstream writes, or for a stall. The last bytes go out
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING
 
-from lanewatch.collector.common.error_detail import clean, error_detail
 from lanewatch.collector.common.headers import REQUEST_ID
-from lanewatch.collector.common.http1 import HttpError, ResponseHead
-from lanewatch.collector.common.leg import LegTimes
-from lanewatch.collector.common.upstream import ConnectFailed, UpstreamConn, UpstreamGone
+from lanewatch.collector.http1.client import ConnectFailed, UpstreamConn, UpstreamGone
+from lanewatch.collector.http1.message import HttpError, ResponseHead
+from lanewatch.collector.http1.phases import LegTimes
+from lanewatch.collector.openai_api.error_detail import clean, error_detail
 from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from ..front.connection import FrontConn, Response

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from lanewatch.collector.common.http1 import HttpError, ResponseHead
+from lanewatch.collector.http1.message import HttpError, ResponseHead
 
 __all__ = ["check_head", "client_headers"]
 

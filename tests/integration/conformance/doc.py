@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.layout import ROOT
 
 from .routers import ROUTERS, Entry

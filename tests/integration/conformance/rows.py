@@ -12,7 +12,7 @@ lanes and classes the same ways (routers.py):
   more, `bulk` by the path `/v1/completions`, `chat` by the path `/v1/chat/completions`; the
   first that matches, in that order, else `interactive` (which no row sheds).
 
-`expect` is the reference semantics, the gateway's (collector/common/degrade_state.py
+`expect` is the reference semantics, the gateway's (collector/degrade_state/state.py
 `decide` and the proxy's rewrite and headers), written out again here so that a gateway
 that drifts from it fails: a request routed to lane L sheds when L sheds its class; else a
 shift may move it to T, and it sheds when T sheds its class; else it is capped at the
@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters.base import REWRITE_MODEL, Capability, restrict
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 __all__ = [
     "GAPS",

@@ -20,8 +20,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters.base import AdapterError, restrict
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.integration.gateway_harness import upstream_server
 from tests.sse_upstream import SseUpstream
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import REGISTRY
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from .doc import DOC, declarations, render
 from .routers import NOT_ROUTERS, ROUTERS

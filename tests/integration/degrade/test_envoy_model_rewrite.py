@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import AdapterError
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.integration.gateway_harness import chat_body
 from tests.sse_upstream import SseUpstream
 

@@ -2,7 +2,7 @@
 
 The route template defines `long` by work (`{work: {min: 1000}}`) and the fast lane sheds it. Each
 body is read twice: by Envoy's script (what the client gets) and by lanewatch's own reading
-(collector/common/request_reading.py), and the two must agree: 429 when the work is 1000 or
+(collector/openai_api/request_reading.py), and the two must agree: 429 when the work is 1000 or
 more, 400 when a count is one vLLM refuses, else served.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from lanewatch.collector.common.degrade_state import WorkOverCap, cap_max_tokens
-from lanewatch.collector.common.degrade_wire import LaneDegrade
-from lanewatch.collector.common.request_reading import ReadingError, read_work
 from lanewatch.collector.degrade.adapters.envoy import EnvoySettings
+from lanewatch.collector.degrade_state.state import WorkOverCap, cap_max_tokens
+from lanewatch.collector.degrade_state.wire import LaneDegrade
+from lanewatch.collector.openai_api.request_reading import ReadingError, read_work
 
 from .traffic import router_setup
 

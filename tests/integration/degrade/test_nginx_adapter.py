@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import Adapter, AdapterError, NginxSettings
 from lanewatch.collector.degrade.adapters.files import run_command
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 from .traffic import BATCH, SHIFTED, router_setup, send, share_at_fast
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters.envoy_render import (
     parse_template,
     render,
@@ -17,6 +16,7 @@ from lanewatch.collector.degrade.adapters.envoy_render import (
     validation_bootstrap,
 )
 from lanewatch.collector.degrade.adapters.nginx import render_include
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.servers import free_port, lanewatch_command, started, wait_http
 
 from .routers import ENVOY_DIR, NGINX_DIR, require_router

@@ -21,10 +21,10 @@ import yaml
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import EnvoySettings
 from lanewatch.collector.degrade.adapters.envoy_render import parse_template, render, render_text
 from lanewatch.collector.degrade.adapters.nginx import render_include
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.alertmanager_bodies import alert, body
 from tests.servers import free_port, lanewatch_command, started, wait_http
 from tests.waiting import eventually_async

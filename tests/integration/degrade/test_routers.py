@@ -15,13 +15,13 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import Adapter, AdapterError, EnvoySettings, NginxSettings
 from lanewatch.collector.degrade.applier import FAILURE_REASONS as REASONS
 from lanewatch.collector.degrade.metrics import DegradeMetrics
 from lanewatch.collector.degrade.policy import DEFAULT_POLICY
 from lanewatch.collector.degrade.service import DegradeService
 from lanewatch.collector.degrade.store import Store
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.integration.gateway_harness import chat_body, read_events
 from tests.sse_upstream import SseUpstream
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import aiohttp
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import Adapter
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.integration.gateway_harness import chat_body, upstream_server
 from tests.sse_upstream import SseUpstream
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters.litellm import LitellmSettings
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from lanewatch.collector.record.timing import ErrorKind
 from tests.litellm import litellm_python, start_proxy
 from tests.servers import free_port, start_simulator

@@ -26,8 +26,8 @@ import httpx
 import pytest
 from aiohttp import web
 
-from lanewatch.collector.common.inflight import Progress
-from lanewatch.collector.common.progress_wire import parse_progress
+from lanewatch.collector.progress.inflight import Progress
+from lanewatch.collector.progress.wire import parse_progress
 from lanewatch.collector.record.batch import parse_batch
 from lanewatch.collector.record.timing import RequestTiming
 from tests.evidence_contract import check_evidence, check_progress

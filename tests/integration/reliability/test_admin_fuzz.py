@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.common.degrade_state import parse_degrade
+from lanewatch.collector.degrade_state.state import parse_degrade
 from lanewatch.simulator.faults import FaultError, parse_faults
 from tests.servers import SimHandle, closed_port, free_port, start_simulator
 

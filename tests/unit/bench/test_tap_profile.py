@@ -8,7 +8,7 @@ STACKS = [
     'process 1:"python";Runner.run (asyncio/runners.py:118);'
     "FrontConn._write (collector/gateway/front/connection.py:216) 6",
     "Runner.run (asyncio/runners.py:118);FrontConn._write (collector/gateway/front/connection.py:215) 2",
-    "Runner.run (asyncio/runners.py:118);BodyParser._chunked (collector/common/http1.py:371) 1",
+    "Runner.run (asyncio/runners.py:118);BodyParser._chunked (collector/http1/message.py:371) 1",
     "Runner.run (asyncio/runners.py:118) 1",
     "not a stack line",
 ]

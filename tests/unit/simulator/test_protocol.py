@@ -106,7 +106,7 @@ def test_completion_chunks() -> None:
 
 
 def test_per_request_metrics_follow_vllms_definitions_and_read_back() -> None:
-    from lanewatch.collector.common.sse import SseParser
+    from lanewatch.collector.http1.sse import SseParser
 
     m = protocol.per_request_metrics(10.0, 10.005, 10.045, 10.135, tokens=10)
     assert m["queue_time_ms"] == pytest.approx(5.0)

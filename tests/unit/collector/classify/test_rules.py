@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lanewatch.collector.common.class_rules import (
+from lanewatch.collector.classify.rules import (
     DEFAULT_CLASS_RULES,
     ReadingConfig,
     class_of,

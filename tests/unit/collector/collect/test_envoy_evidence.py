@@ -19,7 +19,7 @@ from lanewatch.collector.collect.envoy_log import (
     record_from_log,
 )
 from lanewatch.collector.collect.otlp_logs import admit_logs
-from lanewatch.collector.common.inflight import Progress
+from lanewatch.collector.progress.inflight import Progress
 from tests.evidence_contract import check_evidence, check_progress
 
 RID = "0f6d1b7e-23c4-4b8e-9a51-0c2f3e4d5a6b"

@@ -15,7 +15,7 @@ from lanewatch.collector.collect.envoy_log import (
     record_from_log,
 )
 from lanewatch.collector.collect.otlp_logs import admit_logs
-from lanewatch.collector.common.inflight import Progress
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.rules import RecordError
 
 RID = "7aec140b-5587-41a3-9706-24de69861569"

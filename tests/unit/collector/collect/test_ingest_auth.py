@@ -239,9 +239,9 @@ def test_which_listen_hosts_stay_on_this_machine(host: str, loopback: bool) -> N
 
 
 def test_the_gateway_names_its_progress_reports_after_its_credential(tmp_path: Path) -> None:
-    from lanewatch.collector.common.progress_wire import encode_progress, parse_progress
     from lanewatch.collector.config import GatewayConfig
     from lanewatch.collector.gateway.state import Gateway
+    from lanewatch.collector.progress.wire import encode_progress, parse_progress
 
     cfg = GatewayConfig.model_validate(
         {

@@ -6,8 +6,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from lanewatch.collector.collect.progress_http import PROGRESS_PATH, progress_endpoint
-from lanewatch.collector.common.inflight import Progress
-from lanewatch.collector.common.progress_wire import encode_progress
+from lanewatch.collector.progress.inflight import Progress
+from lanewatch.collector.progress.wire import encode_progress
 
 JSON = {"content-type": "application/json"}
 

@@ -6,8 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from lanewatch.alerts.spec import SpecError, parse_spec
-from lanewatch.collector.common.degrade_wire import DegradeError, parse_lanes
-from lanewatch.collector.common.names import (
+from lanewatch.collector.common.validation import (
     check_class_name,
     check_http_url,
     check_lane_name,
@@ -24,6 +23,7 @@ from lanewatch.collector.config import (
     Target,
 )
 from lanewatch.collector.degrade.policy import PolicySpec, ProtectStepSpec
+from lanewatch.collector.degrade_state.wire import DegradeError, parse_lanes
 
 GOOD_LANES = ["fast", "slow", "a", "Lane_2", "gpu.h200-a", "x" * 32]
 BAD_LANES = ["", "x" * 33, "fast:1", "fast lane", "fäst", "fast\r\nx-evil: 1", "a/b", "a,b"]

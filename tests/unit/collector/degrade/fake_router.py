@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import Adapter, AdapterSettings, RouterView
 from lanewatch.collector.degrade.adapters.base import Capability
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 
 class FakeAdapter:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import AdapterError
 from lanewatch.collector.degrade.adapters.envoy_render import parse_template, render, render_text
 from lanewatch.collector.degrade.adapters.files import find_binary, run_command, write_atomic
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.layout import ROOT
 from tests.waiting import eventually
 

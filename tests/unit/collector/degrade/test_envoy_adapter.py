@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import AdapterError, EnvoyAdapter, EnvoySettings
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.layout import ROOT
 
 SHIFT = {"slow": LaneDegrade(shift_to="fast", shift_percent=100)}

@@ -10,8 +10,6 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
-from lanewatch.collector.common.served_models import ServedModels, serve_as_declared
 from lanewatch.collector.config import LaneConfig
 from lanewatch.collector.degrade.adapters import EnvoySettings
 from lanewatch.collector.degrade.adapters.envoy_lua import (
@@ -29,6 +27,8 @@ from lanewatch.collector.degrade.adapters.envoy_render import (
     rewrites_model,
     validation_bootstrap,
 )
+from lanewatch.collector.degrade_state.served_models import ServedModels, serve_as_declared
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.layout import ROOT
 
 TEMPLATE = parse_template((ROOT / "deploy" / "envoy" / "routes.template.yaml").read_text())

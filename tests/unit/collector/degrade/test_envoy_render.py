@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import AdapterError
 from lanewatch.collector.degrade.adapters.envoy_render import (
     EnvoyTemplate,
@@ -18,6 +17,7 @@ from lanewatch.collector.degrade.adapters.envoy_render import (
     shed_match,
     validation_bootstrap,
 )
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.layout import ROOT
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
-from lanewatch.collector.common.served_models import ServedModels
 from lanewatch.collector.degrade.adapters import AdapterError
 from lanewatch.collector.degrade.adapters.envoy_lua import LUA_FILTER, MODEL_REWRITE_LUA
 from lanewatch.collector.degrade.adapters.envoy_render import (
@@ -18,6 +16,8 @@ from lanewatch.collector.degrade.adapters.envoy_render import (
     render,
     rewrites_model,
 )
+from lanewatch.collector.degrade_state.served_models import ServedModels
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 TEMPLATE = """
 classes:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import AdapterError, NginxSettings
 from lanewatch.collector.degrade.adapters.nginx import held_state, render_include
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.layout import ROOT
 
 GOLDEN = Path(__file__).parent / "golden"

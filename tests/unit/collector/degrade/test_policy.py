@@ -62,7 +62,7 @@ def test_hysteresis_overrides_keep_unset_values() -> None:
         ("lane_order: [fast, fast]\n", "lane_order", 1),
         ("lane_order: []\n", "lane_order", 1),
         ("lane_order: ['a b']\n", "lane_order.0", 1),
-        # the gateway's rules for names (common/names.py): ':' and upper-case classes are refused
+        # the gateway's rules for names (common/validation.py): ':' and upper-case classes are refused
         ("lane_order: [fast, 'a:b']\n", "lane_order.1", 1),
         (
             "lane_order: [fast, slow]\nprotect_steps:\n  - shed_classes: [Batch]\n",

@@ -10,7 +10,6 @@ from prometheus_client import CollectorRegistry
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import AdapterError, RouterView
 from lanewatch.collector.degrade.adapters.dry_run import DryRunAdapter
 from lanewatch.collector.degrade.metrics import DegradeMetrics
@@ -19,6 +18,7 @@ from lanewatch.collector.degrade.server import create_app
 from lanewatch.collector.degrade.service import DegradeService
 from lanewatch.collector.degrade.store import Store
 from lanewatch.collector.degrade.webhook import parse_notification
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.alertmanager_bodies import encode, fixture
 from tests.servers import free_port
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.degrade.adapters import EnvoySettings, NginxSettings, restrict
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 
 SHIFT = {"slow": LaneDegrade(shift_to="fast", shift_percent=50, cap_max_tokens=64)}
 

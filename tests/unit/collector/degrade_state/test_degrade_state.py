@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from lanewatch.collector.common.degrade_state import (
+from lanewatch.collector.degrade_state.state import (
     DegradeError,
     DegradeState,
     LaneDegrade,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.collector.common import degrade_state as gateway
-from lanewatch.collector.common.degrade_wire import (
+from lanewatch.collector.degrade import state as controller
+from lanewatch.collector.degrade_state import state as gateway
+from lanewatch.collector.degrade_state.wire import (
     DegradeError,
     DegradePut,
     LaneDegrade,
     parse_lanes,
     parse_put,
 )
-from lanewatch.collector.degrade import state as controller
 
 ORDER = ["fast", "mid", "slow"]
 

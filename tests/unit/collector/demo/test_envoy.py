@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from lanewatch.collector.common.degrade_wire import LaneDegrade
 from lanewatch.collector.config import load_config
 from lanewatch.collector.degrade.adapters.envoy_render import parse_template, render
+from lanewatch.collector.degrade_state.wire import LaneDegrade
 from lanewatch.collector.demo.configs import (
     DEPLOY_DIR,
     MODEL,

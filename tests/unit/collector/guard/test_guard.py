@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from lanewatch.collector.common.inflight import InFlight, Progress
 from lanewatch.collector.guard.alert import GuardAlert
 from lanewatch.collector.guard.decide import GuardRule
 from lanewatch.collector.guard.guard import FastGuard
+from lanewatch.collector.progress.inflight import InFlight, Progress
 from lanewatch.collector.record.timing import RequestTiming, Source
 
 WALL0 = 1_700_000_000.0

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from lanewatch.collector.common.inflight import Progress
 from lanewatch.collector.guard.judge import Judge
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 THRESHOLDS = {"fast": 1.0, "slow": 5.0}

@@ -3,8 +3,8 @@ record, under the guard's default settings."""
 
 from __future__ import annotations
 
-from lanewatch.collector.common.inflight import Progress
 from lanewatch.collector.guard.settings import GuardConfig
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.timing import RequestTiming
 
 from .test_guard import Clock, _guard

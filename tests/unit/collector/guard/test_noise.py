@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from lanewatch.collector.common.inflight import Progress
 from lanewatch.collector.guard.alert import GuardAlert
 from lanewatch.collector.guard.decide import GuardRule
 from lanewatch.collector.guard.guard import FastGuard
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 SLO_S = 2.0

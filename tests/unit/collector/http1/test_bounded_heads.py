@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from lanewatch.collector.common.http1 import MAX_HEAD, MAX_INTERIM, HeadReader, HttpError, parse_head
-from lanewatch.collector.common.upstream import UpstreamConn, UpstreamGone
+from lanewatch.collector.http1.client import UpstreamConn, UpstreamGone
+from lanewatch.collector.http1.message import MAX_HEAD, MAX_INTERIM, HeadReader, HttpError, parse_head
 
 FINAL = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 5\r\n\r\n"
 INTERIM = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from lanewatch.collector.common.upstream import IdleConnections, UpstreamConn
+from lanewatch.collector.http1.client import IdleConnections, UpstreamConn
 
 KEY = ("127.0.0.1", 8000, False)
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.common.http1 import (
+from lanewatch.collector.http1.message import (
     BadRequest,
     BodyParser,
     HttpError,

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.common.error_detail import error_detail
-from lanewatch.collector.common.sse import (
+from lanewatch.collector.http1.sse import (
     MAX_EVENT_BYTES,
     MAX_LINE_BYTES,
     ChunkKind,
@@ -16,7 +15,8 @@ from lanewatch.collector.common.sse import (
     StreamChunk,
     classify,
 )
-from lanewatch.collector.common.usage import Usage
+from lanewatch.collector.openai_api.error_detail import error_detail
+from lanewatch.collector.openai_api.usage import Usage
 
 
 def parse(*parts: bytes) -> tuple[list[StreamChunk], SseParser]:

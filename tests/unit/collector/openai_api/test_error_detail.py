@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from lanewatch.collector.common.error_detail import MAX_CHARS, clean, error_detail, redact, status_description
+from lanewatch.collector.openai_api.error_detail import (
+    MAX_CHARS,
+    clean,
+    error_detail,
+    redact,
+    status_description,
+)
 
 VLLM_400 = {
     "error": {

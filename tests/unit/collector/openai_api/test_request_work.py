@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from lanewatch.collector.common.class_rules import DEFAULT_CLASS_RULES, ReadingConfig, class_of, measure
-from lanewatch.collector.common.degrade_state import WorkOverCap, cap_max_tokens
-from lanewatch.collector.common.request_reading import (
+from lanewatch.collector.classify.rules import DEFAULT_CLASS_RULES, ReadingConfig, class_of, measure
+from lanewatch.collector.degrade_state.state import WorkOverCap, cap_max_tokens
+from lanewatch.collector.openai_api.request_reading import (
     ReadingError,
     read_prompt,
     read_sequences,

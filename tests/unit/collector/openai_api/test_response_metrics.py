@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lanewatch.collector.collect.otlp import ServerSpan
-from lanewatch.collector.common.response_metrics import (
+from lanewatch.collector.openai_api.response_metrics import (
     ResponseMetrics,
     metrics_in,
     parse_metrics,

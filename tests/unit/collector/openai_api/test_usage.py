@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from lanewatch.collector.common.sse import SseParser
-from lanewatch.collector.common.usage import USAGE_PATHS, Usage, parse_usage, usage_fields, usage_in
 from lanewatch.collector.gateway.tap.stream_scan import StreamTap
+from lanewatch.collector.http1.sse import SseParser
+from lanewatch.collector.openai_api.usage import USAGE_PATHS, Usage, parse_usage, usage_fields, usage_in
 from lanewatch.collector.record.timing import RequestTiming
 
 # vLLM 0.x with --enable-prompt-tokens-details, a request that hit the prefix cache

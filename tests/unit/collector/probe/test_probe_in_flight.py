@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from lanewatch.collector.common.inflight import InFlight, Progress
 from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.progress.inflight import InFlight, Progress
 from lanewatch.collector.record.timing import ErrorKind
 
 HOLD_S = 0.8  # the server sits on the TLS handshake this long, then hangs up

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lanewatch.collector.common.inflight import MAX_REPORT_EVENTS, InFlight, Progress
+from lanewatch.collector.progress.inflight import MAX_REPORT_EVENTS, InFlight, Progress
 
 
 class _First:

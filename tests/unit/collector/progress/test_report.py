@@ -8,9 +8,9 @@ import time
 
 from aiohttp import web
 
-from lanewatch.collector.common.inflight import InFlight
-from lanewatch.collector.common.progress_report import ProgressReporter
-from lanewatch.collector.common.progress_wire import parse_progress
+from lanewatch.collector.progress.inflight import InFlight
+from lanewatch.collector.progress.report import ProgressReporter
+from lanewatch.collector.progress.wire import parse_progress
 from tests.servers import closed_port, serve_app
 
 INTERVAL_S = 0.05

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from lanewatch.collector.common.inflight import Progress
-from lanewatch.collector.common.progress_wire import (
+from lanewatch.collector.progress.inflight import Progress
+from lanewatch.collector.progress.wire import (
     MAX_AGE_S,
     MAX_EVENTS,
     ProgressError,

@@ -6,8 +6,8 @@ import ast
 
 import pytest
 
-from lanewatch.collector.common.response_metrics import ResponseMetrics
-from lanewatch.collector.common.usage import USAGE_PATHS, Usage, parse_usage
+from lanewatch.collector.openai_api.response_metrics import ResponseMetrics
+from lanewatch.collector.openai_api.usage import USAGE_PATHS, Usage, parse_usage
 from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lanewatch.collector.common.degrade_state import DegradeState, Shifter, parse_degrade
+from lanewatch.collector.degrade_state.state import DegradeState, Shifter, parse_degrade
 from lanewatch.integrations.litellm.classing import request_class
 from lanewatch.integrations.litellm.degrade import plan
 from lanewatch.integrations.litellm.settings import HandlerSettings, settings_from

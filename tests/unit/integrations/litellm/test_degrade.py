@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lanewatch.collector.common.degrade_state import DegradeState, Shifter, parse_degrade
+from lanewatch.collector.degrade_state.state import DegradeState, Shifter, parse_degrade
 from lanewatch.integrations.litellm.degrade import DegradeHolder, plan
 
 ORDER = ("fast", "slow")

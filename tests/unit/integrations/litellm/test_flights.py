@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lanewatch.collector.common.inflight import Progress
+from lanewatch.collector.progress.inflight import Progress
 from lanewatch.integrations.litellm.flights import Flights, has_content
 from lanewatch.integrations.litellm.settings import settings_from
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from lanewatch.collector.common.degrade_state import LaneDegrade
 from lanewatch.collector.config import GatewayConfig
+from lanewatch.collector.degrade_state.state import LaneDegrade
 from lanewatch.collector.gateway import Gateway
 from lanewatch.collector.gateway.admission.admit import Admission, admit
 from lanewatch.collector.gateway.front.connection import Request, Response

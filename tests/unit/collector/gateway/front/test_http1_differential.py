@@ -28,10 +28,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from lanewatch.collector.common.http1 import BadRequest, BodyParser, HttpError, ResponseHead, parse_request
 from lanewatch.collector.gateway.upstream.forward import UpstreamRequest
 from lanewatch.collector.gateway.upstream.pool import Upstream
 from lanewatch.collector.gateway.upstream.request_headers import upstream_headers
+from lanewatch.collector.http1.message import BadRequest, BodyParser, HttpError, ResponseHead, parse_request
 
 TCHAR = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 VCHAR = bytes(range(0x21, 0x7F))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from lanewatch.collector.common.degrade_state import DegradeState, LaneDegrade
 from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade
 from lanewatch.collector.gateway import Gateway
 from lanewatch.collector.gateway.processes.control_channel import Link, LinkClosed, Message
 from lanewatch.collector.gateway.processes.per_worker import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lanewatch.collector.common.degrade_state import Decision
+from lanewatch.collector.degrade_state.state import Decision
 from lanewatch.collector.gateway.tap.exchange import Exchange
 from lanewatch.collector.gateway.tap.record import tap_record
 from lanewatch.collector.gateway.tap.stream_scan import StreamTap

@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.common.error_detail import error_detail
-from lanewatch.collector.common.response_metrics import parse_metrics
 from lanewatch.collector.gateway.tap.content_tap import ContentTap
 from lanewatch.collector.gateway.tap.stream_scan import StreamTap
+from lanewatch.collector.openai_api.error_detail import error_detail
+from lanewatch.collector.openai_api.response_metrics import parse_metrics
 
 METRICS = {
     "time_to_first_token_ms": 40.0,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.collector.common.http1 import HttpError, ResponseHead
 from lanewatch.collector.gateway.upstream.response_head import check_head, client_headers
+from lanewatch.collector.http1.message import HttpError, ResponseHead
 
 
 def _head(fields: bytes, status_line: bytes = b"HTTP/1.1 200 OK") -> ResponseHead:

@@ -1,0 +1,2 @@
+"""The degrade state, the contract between the controller and every router: its wire, its
+application to one request, and which models a lane serves."""
