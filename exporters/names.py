@@ -269,7 +269,7 @@ LANE_FLATNESS_CV: Final = f"lane:{E2E_SECONDS}:class_cv"
 GOODPUT_RATIO: Final = f"lane_request_class:{PREFIX}_goodput:ratio"  # lane, request_class, source
 LANE_GOODPUT_RATIO: Final = f"lane:{PREFIX}_goodput:ratio"  # lane, source
 # The diagnosis's signals per lane (label `signal`: a threshold's name in collector/diagnose/
-# thresholds.py), recorded beside that threshold's value, so a panel shows each against its limit.
+# threshold_rules.py), recorded beside that threshold's value, so a panel shows each against its limit.
 DIAGNOSE_SIGNAL: Final = f"lane:{PREFIX}_diagnose_signal:value"  # lane, signal
 DIAGNOSE_THRESHOLD: Final = f"{PREFIX}_diagnose_threshold"  # signal; the same value `diagnose` uses
 DIAGNOSE_SIGNAL_LABEL: Final = "signal"

@@ -11,7 +11,7 @@ from .app import app
 from .fail import RUNTIME, USAGE, fail
 
 if TYPE_CHECKING:
-    from lanewatch.collector.degrade.why import DiagnosisContext
+    from lanewatch.collector.degrade.audit_diagnosis import DiagnosisContext
     from lanewatch.collector.diagnose import Thresholds
 
 degrade_app = typer.Typer(
@@ -155,7 +155,7 @@ def serve(
 def _diagnosis_context(slo_spec: Path | None, thresholds: Thresholds) -> DiagnosisContext:
     """The SLOs, lane pairs and thresholds the controller's diagnoses are anchored to."""
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
-    from lanewatch.collector.degrade.why import DiagnosisContext
+    from lanewatch.collector.degrade.audit_diagnosis import DiagnosisContext
     from lanewatch.collector.diagnose import slo_targets
     from lanewatch.collector.record.goodput import from_spec
 
@@ -208,7 +208,7 @@ def envoy_routes(
     status: 0 when written, 2 on a bad template or a file already there without --force.
     """
     from lanewatch.collector.common.errors import LanewatchError
-    from lanewatch.collector.degrade.first_routes import default_template, write_first_routes
+    from lanewatch.collector.degrade.adapters.envoy_first_routes import default_template, write_first_routes
 
     source = template or default_template()
     try:

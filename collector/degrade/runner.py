@@ -18,13 +18,13 @@ from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
 
 from . import preflight
 from .adapters import REGISTRY, Adapter, AdapterError
+from .audit_diagnosis import DiagnosisContext, PrometheusWhy, Why
 from .metrics import DegradeMetrics
 from .policy import Policy, load_policy
 from .server import create_app
 from .service import DegradeService
 from .settings import DegradeConfig
 from .store import Store, lock_state_dir
-from .why import DiagnosisContext, PrometheusWhy, Why
 
 __all__ = ["SetupError", "build_adapters", "build_why", "read_secret", "serve"]
 

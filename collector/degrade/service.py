@@ -23,6 +23,7 @@ from typing import Any
 from .adapters import Adapter, AdapterError, restrict
 from .adapters.base import REWRITE_MODEL
 from .applier import APPLY_TIMEOUT_S, Applier, Attempt
+from .audit_diagnosis import Why
 from .decision import FUTURE_TOLERANCE_S, Decision, on_notification, on_tick
 from .metrics import DegradeMetrics
 from .policy import Policy
@@ -30,7 +31,6 @@ from .readback import RouterReport, compare, stale
 from .state import AuditEntry, ControllerState, LaneSpec, desired_state
 from .store import Store
 from .webhook import Notification
-from .why import Why
 
 __all__ = ["DegradeService", "Handled"]
 

@@ -4,7 +4,7 @@ lane from its own Prometheus over the fault so far, as `lanewatch diagnose --pro
 and summary.json.
 
 It runs beside the demo's loop under a deadline (the degrade controller's own runner,
-collector/degrade/why.py), so a slow Prometheus never holds up the story.
+collector/degrade/audit_diagnosis.py), so a slow Prometheus never holds up the story.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from lanewatch.collector.degrade.why import DiagnosisContext, PrometheusWhy
+from lanewatch.collector.degrade.audit_diagnosis import DiagnosisContext, PrometheusWhy
 
 from .events import Event
 

@@ -1,4 +1,4 @@
-"""Request records -> each lane's `LaneEvidence`: every record folded into its lane's summary (fold.py).
+"""Request records -> each lane's `LaneEvidence`: every record folded into its lane's summary (lane_stats.py).
 
 Pure: the records are passed in, from a list or as a file is read (collector/record/files.py).
 A lane is the lane that served the request (`lane`): the engine the time was spent in. Records
@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lanewatch.collector.diagnose.evidence import LaneEvidence, LaneStats, ServerSeries, SloTargets
-from lanewatch.collector.diagnose.fold import LaneFold
+from lanewatch.collector.diagnose.lane_stats import LaneFold
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters.names import OTHER_VALUE

@@ -1,5 +1,5 @@
 """The diagnosis's settings (`diagnose:` in the collector's config): its thresholds, and which checks
-run. One model, `Thresholds` (thresholds.py), which the generated rules and panels also read."""
+run. One model, `Thresholds` (threshold_rules.py), which the generated rules and panels also read."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ it; a span waits as long for its record, since either may arrive first. Both que
 are bounded by `max_pending`. When the records are full the oldest leaves, unjoined. When
 the spans are full, the one that leaves (as an orphan) is the oldest span of the largest call
 of the sender holding the most (`ServerSpan.sender`: the peer's host and the resource's
-service.name; collector/record/fair.py). A flood pushes out its own spans, however it is cut
+service.name; collector/record/join_fairness.py). A flood pushes out its own spans, however it is cut
 into calls, before the batch vLLM sent.
 
 Several requests may share one trace: a client that makes calls in one trace, or one that
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from lanewatch.collector.collect.otlp import REFUSED_INVALID, REFUSED_JOIN, ServerSpan, span_problem
-from lanewatch.collector.record.fair import FairGroups
+from lanewatch.collector.record.join_fairness import FairGroups
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -51,7 +51,7 @@ class _Pending(Generic[T]):
     """Items waiting, oldest first, findable by trace id; at most `limit`.
 
     With `fair`, a full store gives up the oldest item of the largest sender's largest call
-    (collector/record/fair.py), else the oldest.
+    (collector/record/join_fairness.py), else the oldest.
     """
 
     def __init__(self, limit: int, fair: bool = False) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.collector.diagnose import fold
+from lanewatch.collector.diagnose import lane_stats
 from lanewatch.collector.diagnose.evidence import SloTargets
 from lanewatch.collector.diagnose.gather import DiagnoseInputError, Sources, gather
 from lanewatch.collector.diagnose.records import lanes_from_keyed, lanes_from_records
@@ -54,8 +54,8 @@ def test_a_file_read_as_a_stream_gives_the_stats_of_its_records_in_a_list(tmp_pa
 def test_the_gap_sample_stays_bounded_and_spread(monkeypatch: pytest.MonkeyPatch) -> None:
     rs = records(Shape(stall_s=0.3, stall_every=2), n=600)
     total = sum(len(r.itl_s) for r in rs)
-    monkeypatch.setattr(fold, "MAX_POOLED_GAPS", total // 20)
-    lane = fold.LaneFold(SLO.tpot_s, DEFAULT_THRESHOLDS)
+    monkeypatch.setattr(lane_stats, "MAX_POOLED_GAPS", total // 20)
+    lane = lane_stats.LaneFold(SLO.tpot_s, DEFAULT_THRESHOLDS)
     for key, r in enumerate(rs):
         lane.add(key, r)
         assert len(lane._pool) <= total // 20
@@ -91,7 +91,7 @@ def test_a_stream_is_folded_in_memory_that_does_not_grow_with_its_gaps(
 ) -> None:
     import tracemalloc
 
-    monkeypatch.setattr(fold, "MAX_POOLED_GAPS", 10_000)
+    monkeypatch.setattr(lane_stats, "MAX_POOLED_GAPS", 10_000)
     one = records(Shape(), n=3)[2]  # 255 gaps
     n = 4_000  # a million gaps: 32 MB as Python floats in tuples, were the records kept
 

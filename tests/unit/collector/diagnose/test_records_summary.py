@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from lanewatch.collector.diagnose import fold
+from lanewatch.collector.diagnose import lane_stats
 from lanewatch.collector.diagnose import records as summary
 from lanewatch.collector.diagnose.thresholds import DEFAULT_THRESHOLDS
 from lanewatch.collector.record.itl import MAX_ITL_SAMPLES, bounded_gaps
@@ -29,7 +29,7 @@ def test_past_the_bound_quantiles_come_from_a_labelled_sample_and_the_mean_from_
 ) -> None:
     rs = records(Shape(stall_s=0.3, stall_every=2), n=300)
     total = sum(len(r.itl_s) for r in rs)
-    monkeypatch.setattr(fold, "MAX_POOLED_GAPS", total // 10)
+    monkeypatch.setattr(lane_stats, "MAX_POOLED_GAPS", total // 10)
     st = summary.lane_stats(rs, SLO, DEFAULT_THRESHOLDS)
     p99 = st.quantiles["itl_p99"]
     assert f"of {total:,} gaps" in p99.source and "seeded sample" in p99.source

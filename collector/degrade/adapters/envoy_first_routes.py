@@ -12,8 +12,8 @@ from pathlib import Path
 
 from lanewatch.collector.common.packagedata import data_path
 
-from .adapters.envoy_render import parse_template, render, render_text
-from .adapters.files import write_atomic
+from .envoy_render import parse_template, render, render_text
+from .files import write_atomic
 
 __all__ = ["default_template", "first_routes", "write_first_routes"]
 

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
+from lanewatch.collector.degrade.audit_diagnosis import DiagnosisContext, PrometheusWhy
 from lanewatch.collector.degrade.service import DegradeService
 from lanewatch.collector.degrade.status import status_text
 from lanewatch.collector.degrade.webhook import parse_notification
-from lanewatch.collector.degrade.why import DiagnosisContext, PrometheusWhy
 from lanewatch.collector.diagnose import SloTargets
 from tests.unit.collector.diagnose.test_prometheus import _prometheus, _queue_bound
 from tests.waiting import eventually
