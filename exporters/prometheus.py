@@ -22,9 +22,8 @@ from lanewatch.exporters import names
 from lanewatch.exporters.request_metrics import HISTOGRAMS, LabelCap, RequestMetrics
 
 if TYPE_CHECKING:
-    from lanewatch.collector.collect.gpu import GpuSample
-    from lanewatch.collector.collect.scrape import ServerStats
     from lanewatch.collector.guard import LaneView
+    from lanewatch.collector.record.evidence import GpuSample, ServerStats
     from lanewatch.collector.record.join import JoinStats  # noqa: F401  (named in a string base below)
 
 LabelValues = tuple[str, ...]

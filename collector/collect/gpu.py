@@ -12,7 +12,6 @@ line and yields nothing; a field a GPU does not support is None, never an error.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import json
 import logging
@@ -22,31 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from lanewatch.collector.record.evidence import GpuSample
+
 log = logging.getLogger(__name__)
 R = TypeVar("R")
 MHZ = 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSample:
-    """One GPU at one moment; None where the GPU or driver does not report a value."""
-
-    index: int
-    uuid: str
-    name: str
-    utilization_ratio: float | None = None  # share of time a kernel ran, 0..1
-    memory_used_bytes: float | None = None
-    memory_total_bytes: float | None = None
-    power_watts: float | None = None
-    temperature_celsius: float | None = None
-    sm_clock_hertz: float | None = None
-    memory_clock_hertz: float | None = None
-    hbm_bandwidth_peak_bytes_per_second: float | None = None
-    dram_bandwidth_utilization_ratio: float | None = None  # GPM, 0..1
-
-    def to_json(self) -> dict[str, Any]:
-        """The sample as a JSON-ready dict."""
-        return dataclasses.asdict(self)
 
 
 def peak_hbm_bandwidth(bus_width_bits: int, max_memory_clock_mhz: float) -> float:

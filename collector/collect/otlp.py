@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -21,7 +20,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from lanewatch.collector.collect.otlp_wire import REFUSED_INVALID as REFUSED_INVALID  # the join's too
 from lanewatch.collector.collect.otlp_wire import (
     Admission,
     ExportResult,
@@ -33,8 +31,7 @@ from lanewatch.collector.collect.otlp_wire import (
     json_list,
     json_value,
 )
-from lanewatch.collector.record.plausible import MAX_DURATION_S, count_problem
-from lanewatch.collector.record.rules import bad_duration
+from lanewatch.collector.record.evidence import ServerSpan, span_problem
 
 # vLLM's span (vllm/tracing): one per finished request.
 LLM_REQUEST_SPAN = "llm_request"
@@ -52,23 +49,6 @@ MAX_SERVICE_CHARS = 64  # of a resource's service.name kept in a sender key
 # A request body past this is decoded on a worker thread, so the loop serving /metrics and the
 # join goes on between the decoder's GIL slices (an 8 MiB body of 44,000 spans takes ~0.3 s).
 OFF_LOOP_BYTES = 256 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class ServerSpan:
-    """The server-side phases of one request, as vLLM's `llm_request` span reports them."""
-
-    trace_id: str  # 32 lowercase hex digits
-    queue_s: float
-    prefill_s: float
-    decode_s: float
-    request_id: str | None = None
-    ttft_s: float | None = None
-    e2e_s: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    parent_span_id: str | None = None  # 16 lowercase hex digits: the span the request came in under
-    sender: str = ""  # who sent it: "<peer host>/<resource service.name>" (the join's fairness key)
 
 
 def span_from_attributes(
@@ -168,25 +148,6 @@ def _json_service(resource: Any) -> Any:
         if isinstance(a, dict) and a.get("key") == RESOURCE_SERVICE_NAME and isinstance(a.get("value"), dict):
             return json_value(a["value"])
     return ""
-
-
-REFUSED_JOIN = "join"  # its record could not take its times (the join's last check), beside
-# otlp_wire's `invalid` and `limit`: the reasons on lanewatch_otlp_spans_refused_total
-
-
-def span_problem(span: ServerSpan) -> str | None:
-    """Why no record may take this span's times (NaN, infinite, negative, past any request's length)
-    or token counts (negative, past what one request holds: record/plausible.py's bounds), or None."""
-    for name in ("queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s"):
-        value = getattr(span, name)
-        if bad_duration(value):
-            return f"{name.removesuffix('_s')} is not a finite, non-negative number of seconds"
-        if value is not None and value > MAX_DURATION_S:
-            return f"{name.removesuffix('_s')} is longer than any request ({MAX_DURATION_S:.0f} s)"
-    for name in ("prompt_tokens", "completion_tokens"):
-        if (why := count_problem(getattr(span, name))) is not None:
-            return f"{name}: {why}"
-    return None
 
 
 def _take_span(span: ServerSpan) -> ServerSpan | Refusal:

@@ -49,13 +49,7 @@ from google.protobuf.message import Message
 
 from lanewatch.collector.collect.credentials import Credential, IngestKeys, as_auth
 from lanewatch.collector.collect.envoy_log import DEFAULT_CLASS
-from lanewatch.collector.collect.otlp import (
-    OFF_LOOP_BYTES,
-    ServerSpan,
-    admit_spans,
-    decode_protobuf,
-    trace_response,
-)
+from lanewatch.collector.collect.otlp import OFF_LOOP_BYTES, admit_spans, decode_protobuf, trace_response
 from lanewatch.collector.collect.otlp_logs import (
     LOGS_SERVICE,
     MAX_LOG_RECORDS,
@@ -66,6 +60,7 @@ from lanewatch.collector.collect.otlp_logs import (
 )
 from lanewatch.collector.collect.otlp_wire import Admission, OtlpError
 from lanewatch.collector.common.heap import trim
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.timing import RequestTiming
 
 log = logging.getLogger(__name__)

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI, Request, Response
 
 from lanewatch.collector.collect.credentials import IngestKeys, as_auth
-from lanewatch.collector.collect.otlp import OFF_LOOP_BYTES, ServerSpan, handle_export
+from lanewatch.collector.collect.otlp import OFF_LOOP_BYTES, handle_export
 from lanewatch.collector.collect.otlp_logs import MAX_LOG_RECORDS, LogsAdmission, handle_logs_export
 from lanewatch.collector.collect.otlp_wire import forbidden, too_large, unauthorized
 from lanewatch.collector.common.bodies import read_limited
+from lanewatch.collector.record.evidence import ServerSpan
 
 if TYPE_CHECKING:
     import uvicorn

@@ -23,6 +23,7 @@ from google.rpc import status_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from lanewatch.collector.common.errors import ProtocolViolation
+from lanewatch.collector.record.join import REFUSED_INVALID  # the item itself: bad times, not an access log
 
 __all__ = [
     "JSON",
@@ -51,7 +52,6 @@ _GRPC_UNIMPLEMENTED = 12
 _GRPC_UNAUTHENTICATED = 16
 
 # Why an item was refused: the closed set of `reason` values on the refused counters.
-REFUSED_INVALID = "invalid"  # the item itself (a time NaN, infinite or negative; not an access log)
 REFUSED_LIMIT = "limit"  # past the per-export bound
 
 E = TypeVar("E")  # an item as decoded (a span, a log entry)

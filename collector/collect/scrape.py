@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lanewatch.collector.collect.exposition import parse_samples
+from lanewatch.collector.record.evidence import ServerStats
 from lanewatch.collector.record.window import QUANTILES
 from lanewatch.exporters import names
 
@@ -313,26 +314,6 @@ def snapshot_from_text(target: str, lane: str, text: str, at: float, duration_s:
     for chunk in relevant_chunks(text):
         parser.feed(chunk)
     return parser.snapshot(target, lane, at, duration_s)
-
-
-@dataclass(frozen=True, slots=True)
-class ServerStats:
-    """What one target's vLLM reports over the window, ready to export."""
-
-    target: str
-    lane: str
-    up: bool
-    scrape_errors: int  # failed scrapes since start
-    scrape_duration_s: float | None
-    phase_quantiles: Mapping[str, Mapping[float, float]]  # phase → quantile → seconds
-    requests_running: float | None = None
-    requests_waiting: float | None = None
-    kv_cache_usage: float | None = None  # 0..1
-    prefix_cache_hit_ratio: float | None = None
-    spec_decode_acceptance_ratio: float | None = None
-    preemptions: float = 0.0  # preemptions seen since start (reset-aware)
-    # Families lanewatch reads that the last good page lacked under every name (current names).
-    missing_families: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

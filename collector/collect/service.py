@@ -35,9 +35,8 @@ from lanewatch.collector.collect.credentials import IngestAuth, load_ingest_auth
 from lanewatch.collector.collect.envoy_log import REPORTER as ENVOY_REPORTER
 from lanewatch.collector.collect.envoy_log import end_progress
 from lanewatch.collector.collect.family_notices import FamilyNotices
-from lanewatch.collector.collect.gpu import GpuSample, GpuSampler, load_nvml
+from lanewatch.collector.collect.gpu import GpuSampler, load_nvml
 from lanewatch.collector.collect.label_sets import closed_classes, closed_lanes
-from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_http import TRACES_PATH, logs_endpoint, traces_endpoint
 from lanewatch.collector.collect.otlp_logs import LOGS_PATH, LogsAdmission, LogsAdmitted
 from lanewatch.collector.collect.progress_http import PROGRESS_PATH, progress_endpoint
@@ -48,6 +47,7 @@ from lanewatch.collector.config import LanewatchConfig, Target, ingest_auth_prob
 from lanewatch.collector.guard import FastGuard, GuardAlert, GuardRule
 from lanewatch.collector.probe.spans import TRACER_NAME
 from lanewatch.collector.progress.inflight import Progress
+from lanewatch.collector.record.evidence import GpuSample, ServerSpan
 from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.goodput import Goodput
 from lanewatch.collector.record.goodput import from_spec as goodput_from_spec

@@ -13,7 +13,7 @@ import contextlib
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from lanewatch.collector.collect.otlp import ServerSpan
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.join import Joiner, JoinStats
 from lanewatch.collector.record.timing import RequestTiming
 

@@ -27,12 +27,16 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from lanewatch.collector.collect.otlp import REFUSED_INVALID, REFUSED_JOIN, ServerSpan, span_problem
+from lanewatch.collector.record.evidence import ServerSpan, span_problem
 from lanewatch.collector.record.join_fairness import FairGroups
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import RequestTiming
 
 T = TypeVar("T", RequestTiming, ServerSpan)
+# The reasons a span is refused, on lanewatch_otlp_spans_refused_total beside otlp_wire's `limit`:
+# the span itself (bad times or counts), or its record could not take its times (the join's last check).
+REFUSED_INVALID = "invalid"
+REFUSED_JOIN = "join"
 
 
 @dataclass(slots=True)

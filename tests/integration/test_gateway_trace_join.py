@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.collector.collect.otlp import ServerSpan
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.join import Joiner
 
 from .gateway_harness import chat_body, one_lane

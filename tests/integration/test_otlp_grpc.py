@@ -19,8 +19,8 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_grpc import METHOD, SERVICE, GrpcSpanReceiver, ThreadedGrpcReceiver
+from lanewatch.collector.record.evidence import ServerSpan
 from tests.servers import free_port, lanewatch_command, start_simulator
 from tests.unit.collector.collect.test_otlp import protobuf_body, sdk_spans
 

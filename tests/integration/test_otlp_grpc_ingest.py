@@ -24,10 +24,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_grpc import METHOD, SERVICE, GrpcSpanReceiver
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.batch import encode_batch, encode_record
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.files import read_records
 from lanewatch.exporters import names
 from tests.servers import free_port

@@ -18,9 +18,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.otlp_http import SpanReceiver
 from lanewatch.collector.collect.otlp_wire import JSON, PROTOBUF
+from lanewatch.collector.record.evidence import ServerSpan
 from tests.servers import SimHandle, free_port, start_simulator
 from tests.unit.collector.collect.test_otlp import VLLM_ATTRS, json_body, protobuf_body, sdk_spans
 

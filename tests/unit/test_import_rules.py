@@ -168,12 +168,10 @@ def test_common_stands_alone() -> None:
 
 
 def test_record_builds_on_common_and_the_openai_readers_only() -> None:
-    # ServerSpan, the server half of a joined record, still lives beside its OTLP decoder.
     allowed = (
         "lanewatch.collector.record",
         "lanewatch.collector.common",
         "lanewatch.collector.openai_api",  # the builder reads the answer's usage and metrics
-        "lanewatch.collector.collect.otlp",
     )
     assert _violations("collector/record", allowed) == []
 

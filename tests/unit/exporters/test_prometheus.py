@@ -8,8 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.collect.gpu import GpuSample
-from lanewatch.collector.collect.scrape import ServerStats
+from lanewatch.collector.record.evidence import GpuSample, ServerStats
 from lanewatch.collector.record.goodput import Bound, Goodput
 from lanewatch.collector.record.join import JoinStats
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming

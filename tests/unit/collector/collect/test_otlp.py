@@ -12,14 +12,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from lanewatch.collector.collect.otlp import (
-    ATTR_PREFILL,
-    ATTR_QUEUE,
-    ServerSpan,
-    decode_json,
-    handle_export,
-)
+from lanewatch.collector.collect.otlp import ATTR_PREFILL, ATTR_QUEUE, decode_json, handle_export
 from lanewatch.collector.collect.otlp_wire import JSON, PROTOBUF
+from lanewatch.collector.record.evidence import ServerSpan
 
 LIMIT = 64 * 1024
 VLLM_ATTRS: dict[str, Any] = {

@@ -238,7 +238,7 @@ def test_the_collector_app_takes_logs_only_with_the_ingest_token(tmp_path: Path)
 
 
 def test_a_log_record_of_a_200_waits_for_its_span_like_the_taps(tmp_path: Path) -> None:
-    from lanewatch.collector.collect.otlp import ServerSpan
+    from lanewatch.collector.record.evidence import ServerSpan
 
     svc, seen = token_service(tmp_path)
     auth = {**PROTOBUF, "authorization": f"Bearer {TOKEN}"}

@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from lanewatch.collector.collect.credentials import IngestAuth
-from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.records_http import RECORDS_PATH
 from lanewatch.collector.record.batch import encode_batch, encode_record
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names
 from tests.unit.collector.record.test_batch import tap

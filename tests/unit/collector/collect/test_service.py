@@ -11,12 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from lanewatch.alerts.spec import SpecError
-from lanewatch.collector.collect.gpu import GpuSample
-from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.collect.scrape import ServerSnapshot, snapshot_from_text
 from lanewatch.collector.collect.service import CollectorService, lane_order, shard_targets
 from lanewatch.collector.common.secrets import SecretError
 from lanewatch.collector.config import LanewatchConfig
+from lanewatch.collector.record.evidence import GpuSample, ServerSpan
 from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.goodput import Bound, Goodput
 from lanewatch.collector.record.timing import RequestTiming

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from lanewatch.collector.collect.otlp import ServerSpan, decode_json, decode_protobuf
+from lanewatch.collector.collect.otlp import decode_json, decode_protobuf
 from lanewatch.collector.collect.otlp_http import TRACES_PATH
 from lanewatch.collector.collect.records_http import RECORDS_PATH
 from lanewatch.collector.record.batch import encode_batch, encode_record
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.files import read_records
 from lanewatch.exporters import names
 from tests.unit.collector.collect.test_otlp import protobuf_body, sdk_spans

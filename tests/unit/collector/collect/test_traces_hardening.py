@@ -14,8 +14,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from lanewatch.collector.collect.otlp import ATTR_DECODE, ATTR_PREFILL, ATTR_QUEUE, ServerSpan
+from lanewatch.collector.collect.otlp import ATTR_DECODE, ATTR_PREFILL, ATTR_QUEUE
 from lanewatch.collector.collect.otlp_http import TRACES_PATH
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.files import read_records
 from lanewatch.collector.record.join import Joiner
 from lanewatch.collector.record.timing import RequestTiming

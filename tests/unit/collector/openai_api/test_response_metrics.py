@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.openai_api.response_metrics import (
     ResponseMetrics,
     metrics_in,
     parse_metrics,
     with_response_metrics,
 )
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.join import Joiner
 from lanewatch.collector.record.timing import RequestTiming
 

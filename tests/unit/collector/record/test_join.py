@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.collect.otlp import ServerSpan
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.join import Joiner
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 

@@ -8,8 +8,8 @@ used could hand them its own server times.
 
 from __future__ import annotations
 
-from lanewatch.collector.collect.otlp import ServerSpan
 from lanewatch.collector.probe.join import OrderedJoin
+from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.join import Joiner
 from lanewatch.collector.record.timing import RequestTiming
 
