@@ -31,7 +31,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from lanewatch.collector.collect import otlp
 from lanewatch.collector.collect.otlp_wire import PROTOBUF
-from lanewatch.collector.config import ShippingConfig
+from lanewatch.collector.gateway.settings import ShippingConfig
 from lanewatch.collector.record.batch import encode_batch, encode_record
 from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import free_port

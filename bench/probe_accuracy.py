@@ -25,8 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from lanewatch.collector.config import Target
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target
 from lanewatch.collector.record.timing import RequestTiming, breakdown
 from lanewatch.collector.record.window import summarize
 from tests.servers import SimHandle, start_simulator

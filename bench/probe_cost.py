@@ -31,8 +31,8 @@ from typing import Any
 import httpx
 import yaml
 
-from lanewatch.collector.config import RequestClass, Target
 from lanewatch.collector.probe.prober import PATHS, spec_for
+from lanewatch.collector.probe.settings import RequestClass, Target
 from tests.servers import free_port, run_service, start_simulator
 
 from .collector_cost import collector_process, collector_totals

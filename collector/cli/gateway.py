@@ -13,7 +13,7 @@ from .app import app
 from .fail import fail
 
 if TYPE_CHECKING:
-    from lanewatch.collector.config import GatewayConfig
+    from lanewatch.collector.gateway.settings import GatewayConfig
 
 
 @app.command("gateway", short_help="Route requests to lanes, apply degrades, tap every stream.")
@@ -148,7 +148,7 @@ def _gateway_config(
     workers: str | None = None,
 ) -> GatewayConfig:
     """The file's gateway section with the command line's flags laid over it."""
-    from lanewatch.collector.config import GatewayConfig
+    from lanewatch.collector.gateway.settings import GatewayConfig
 
     data = base.model_dump()
     if upstream:
@@ -187,7 +187,7 @@ def _gateway_config(
 
 
 def _lanes_from_flags(flags: list[str], cacert: Path | None, insecure: bool) -> dict[str, dict[str, object]]:
-    from lanewatch.collector.config import LaneConfig
+    from lanewatch.collector.gateway.settings import LaneConfig
 
     lanes: dict[str, list[str]] = {}
     for flag in flags:

@@ -20,7 +20,7 @@ from .fail import exit_code, fail
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from lanewatch.collector.config import RequestClass, Target, Timeouts
+    from lanewatch.collector.probe.settings import RequestClass, Target, Timeouts
     from lanewatch.collector.record.timing import RequestTiming
 
 # Rows of the summary table: (label, how to read it off a record).
@@ -127,8 +127,9 @@ def probe_command(
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
     from lanewatch.collector.common import eventloop  # asyncio: loaded only to probe
     from lanewatch.collector.common.errors import LanewatchError
-    from lanewatch.collector.config import Target, Timeouts, load_config
+    from lanewatch.collector.config import load_config
     from lanewatch.collector.probe.session import ListenError
+    from lanewatch.collector.probe.settings import Target, Timeouts
     from lanewatch.collector.record.goodput import from_spec
 
     if cacert is not None and insecure:
@@ -194,7 +195,7 @@ def probe_command(
 
 
 def _request_class(name: str, cfg: Any) -> RequestClass:
-    from lanewatch.collector.config import DEFAULT_CLASSES
+    from lanewatch.collector.probe.settings import DEFAULT_CLASSES
 
     classes = {c.name: c for c in (cfg.probe.classes if cfg is not None else DEFAULT_CLASSES)}
     if name not in classes:

@@ -21,7 +21,7 @@ from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.secrets import read_secret, read_secret_or_none
 
 if TYPE_CHECKING:
-    from lanewatch.collector.config import IngestConfig
+    from lanewatch.collector.collect.settings import IngestConfig
 
 __all__ = ["ALL_FEEDS", "ANYONE", "Credential", "IngestAuth", "IngestKeys", "as_auth", "load_ingest_auth"]
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.collect.settings import ExportConfig
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.record.goodput import Goodput
 from lanewatch.exporters.names import OTHER_VALUE
 

@@ -43,8 +43,9 @@ from lanewatch.collector.collect.progress_http import PROGRESS_PATH, progress_en
 from lanewatch.collector.collect.records_http import RECORDS_PATH, records_endpoint
 from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.config import LanewatchConfig, Target, ingest_auth_problem
+from lanewatch.collector.config import LanewatchConfig, ingest_auth_problem
 from lanewatch.collector.guard import FastGuard, GuardAlert, GuardRule
+from lanewatch.collector.probe.settings import Target
 from lanewatch.collector.probe.spans import TRACER_NAME
 from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.evidence import GpuSample, ServerSpan

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from lanewatch.collector.common.errors import StartupError
-from lanewatch.collector.config import RequestClass
+from lanewatch.collector.probe.settings import RequestClass
 
 from .burst import BurstSpec
 from .configs import DEMO_VLLM_RULES, DEMO_VLLM_SPEC

@@ -22,8 +22,8 @@ import httpx
 
 from lanewatch.alerts.spec import DEMO_SPEC
 from lanewatch.collector.common.errors import StartupError
-from lanewatch.collector.config import DEFAULT_CLASSES
 from lanewatch.collector.degrade.adapters.files import find_binary
+from lanewatch.collector.probe.settings import DEFAULT_CLASSES
 
 from .configs import LANES, MODELS, Layout, write_configs, write_secrets
 from .engines import SIM_SIZING, Sizing, VllmInstall, vllm_command

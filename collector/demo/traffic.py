@@ -22,8 +22,8 @@ from typing import Any
 import aiohttp
 
 from lanewatch.collector.common.headers import CLASS_HEADER, DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
-from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass
 from lanewatch.collector.probe.prompts import prompt_text
+from lanewatch.collector.probe.settings import DEFAULT_CLASSES, RequestClass
 
 __all__ = [
     "MIX",

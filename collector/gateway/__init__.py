@@ -26,14 +26,33 @@ workers of `--workers N`).
 
 from __future__ import annotations
 
-from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade, parse_degrade
-from lanewatch.collector.record.sink import RecordSink
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .admission.routing import RouteInput, RouteTable, choose_lane
-from .server import GatewayServer
-from .state import Gateway
-from .tap.exchange import DEGRADED_HEADER, LANE_HEADER
+if TYPE_CHECKING:
+    from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade, parse_degrade
+    from lanewatch.collector.record.sink import RecordSink
 
+    from .admission.routing import RouteInput, RouteTable, choose_lane
+    from .server import GatewayServer
+    from .state import Gateway
+    from .tap.exchange import DEGRADED_HEADER, LANE_HEADER
+
+# The face's names, loaded on first use: the one config imports gateway/settings.py, and every
+# command that loads a config would otherwise import the whole gateway with it.
+_FACE: dict[str, str] = {
+    "DEGRADED_HEADER": ".tap.exchange",
+    "LANE_HEADER": ".tap.exchange",
+    "DegradeState": "lanewatch.collector.degrade_state.state",
+    "Gateway": ".state",
+    "GatewayServer": ".server",
+    "LaneDegrade": "lanewatch.collector.degrade_state.state",
+    "RecordSink": "lanewatch.collector.record.sink",
+    "RouteInput": ".admission.routing",
+    "RouteTable": ".admission.routing",
+    "choose_lane": ".admission.routing",
+    "parse_degrade": "lanewatch.collector.degrade_state.state",
+}
 __all__ = [
     "DEGRADED_HEADER",
     "LANE_HEADER",
@@ -47,3 +66,13 @@ __all__ = [
     "choose_lane",
     "parse_degrade",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported from its module the first time it is asked for."""
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

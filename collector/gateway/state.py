@@ -14,8 +14,8 @@ import aiohttp
 
 from lanewatch.collector.common.headers import AUTHORIZATION
 from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.config import GatewayConfig, LaneConfig
 from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade, Shifter
+from lanewatch.collector.gateway.settings import GatewayConfig, LaneConfig
 from lanewatch.collector.http1.client import UpstreamClient
 from lanewatch.collector.progress.inflight import InFlight
 from lanewatch.collector.progress.report import ProgressReporter

@@ -25,7 +25,6 @@ from opentelemetry.trace import Tracer
 
 from lanewatch.collector.common.headers import AUTHORIZATION, DEGRADED_HEADER, LANE_HEADER, REQUEST_ID
 from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.config import RequestClass, Target, Timeouts
 from lanewatch.collector.http1.client import UpstreamConn, UpstreamGone
 from lanewatch.collector.http1.message import HttpError, ResponseHead
 from lanewatch.collector.http1.sse import ChunkKind, SseParser, StreamChunk
@@ -34,6 +33,7 @@ from lanewatch.collector.openai_api.response_metrics import ResponseMetrics
 from lanewatch.collector.openai_api.usage import Usage
 from lanewatch.collector.probe.errors import failure_kind, failure_message
 from lanewatch.collector.probe.prompts import prompt_text
+from lanewatch.collector.probe.settings import RequestClass, Target, Timeouts
 from lanewatch.collector.probe.spans import finish_probe_span, start_probe_span, trace_headers
 from lanewatch.collector.probe.transport import ConnectTimes, ProbeConnections, ssl_context
 from lanewatch.collector.progress.inflight import InFlight

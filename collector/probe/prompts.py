@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 
-from lanewatch.collector.config import RequestClass
+from lanewatch.collector.probe.settings import RequestClass
 
 _WORDS: tuple[str, ...] = (
     "river", "stone", "lamp", "orbit", "meadow", "signal", "copper", "harbor",

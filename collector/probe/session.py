@@ -16,9 +16,9 @@ from opentelemetry.trace import Tracer
 from lanewatch.collector.collect.otlp_grpc import ThreadedGrpcReceiver, grpc_endpoint_url
 from lanewatch.collector.collect.otlp_http import SpanReceiver, endpoint_url
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.config import RequestClass, Target, Timeouts
 from lanewatch.collector.probe.join import LoopJoin, OrderedJoin
 from lanewatch.collector.probe.prober import Prober, spec_for
+from lanewatch.collector.probe.settings import RequestClass, Target, Timeouts
 from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.timing import RequestTiming
 

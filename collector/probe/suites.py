@@ -23,8 +23,9 @@ from typing import Any, Literal
 from opentelemetry.trace import Tracer
 
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.config import LanewatchConfig, RequestClass, Target
+from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.probe.prober import Prober, spec_for
+from lanewatch.collector.probe.settings import RequestClass, Target
 from lanewatch.collector.progress.inflight import InFlight
 from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.sink import RecordSink

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass
+from lanewatch.collector.probe.settings import DEFAULT_CLASSES, RequestClass
 
 REQUESTS = 24  # over the 20 a verdict needs
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import aiohttp
 
-from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway import Gateway, GatewayServer
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import free_port, lanewatch_command, run_service, serve_app
 from tests.sse_upstream import SseUpstream

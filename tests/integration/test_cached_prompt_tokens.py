@@ -8,8 +8,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from lanewatch.collector.config import Target
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target
 from tests.servers import SimHandle, start_simulator
 
 from .gateway_harness import gateway_server

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from lanewatch.collector.config import RequestClass
 from lanewatch.collector.demo.traffic import Noise, Traffic, TrafficClass
+from lanewatch.collector.probe.settings import RequestClass
 from tests.servers import serve_app
 from tests.waiting import eventually_async
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from lanewatch.collector.collect.envoy_log import progress_id
-from lanewatch.collector.config import Target
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target
 from lanewatch.collector.progress.inflight import InFlight, Progress
 from lanewatch.collector.record.timing import RequestTiming
 from tests.envoy import EnvoyHandle, access_log_bootstrap, start_envoy

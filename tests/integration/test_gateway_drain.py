@@ -9,8 +9,8 @@ import time
 import aiohttp
 import pytest
 
-from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway import Gateway, GatewayServer
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 from .gateway_harness import chat_body, upstream_server
 

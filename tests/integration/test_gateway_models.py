@@ -19,8 +19,9 @@ import pytest
 import yaml
 from openai.types.chat import ChatCompletionMessageParam
 
-from lanewatch.collector.config import GatewayConfig, load_config
+from lanewatch.collector.config import load_config
 from lanewatch.collector.gateway import Gateway, GatewayServer
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import SimHandle, start_simulator
 

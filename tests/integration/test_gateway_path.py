@@ -14,10 +14,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.collect.settings import ExportConfig
 from lanewatch.collector.gateway import GatewayServer
 from lanewatch.collector.gateway.front.admin import put_degrade
 from lanewatch.collector.gateway.processes.serve import build_gateway
+from lanewatch.collector.gateway.settings import GatewayConfig
 from tests.gateway_path import face_text, stages
 from tests.servers import free_port
 

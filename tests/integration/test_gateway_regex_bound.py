@@ -16,8 +16,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway.admission.routing import RouteTable, choose_lane, route_input
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 from .gateway_harness import RunningGateway, chat_body, gateway_server, upstream_server
 

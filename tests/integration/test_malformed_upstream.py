@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 import aiohttp
 import pytest
 
-from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target, Timeouts
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 
 from .gateway_harness import chat_body, eventually, gateway_server

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target, Timeouts
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming, breakdown
 from tests.servers import closed_port
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from lanewatch.collector.config import Target
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target
 from lanewatch.exporters import otlp
 
 from .scripted_server import Received, Reply, ScriptedServer, chat_stream

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target, Timeouts
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming, breakdown
 from tests.conftest import require_binary
 from tests.servers import SimHandle, closed_port, wait_listening

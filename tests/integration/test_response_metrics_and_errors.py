@@ -12,9 +12,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from lanewatch.collector.config import Target
 from lanewatch.collector.openai_api.error_detail import SPAN_ATTRIBUTE
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target
 from lanewatch.collector.record.timing import ErrorKind
 from tests.servers import SimHandle, free_port, start_simulator
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.config import Target
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target
 from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import SimHandle, start_simulator
 from tests.waiting import eventually

@@ -20,9 +20,10 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from lanewatch.alerts.build import GENERATED_DIR
-from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.collect.settings import ExportConfig
 from lanewatch.collector.gateway import GatewayServer
 from lanewatch.collector.gateway.processes.serve import build_gateway
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.exporters import names
 from tests.conftest import require_binary
 

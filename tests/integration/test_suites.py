@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from lanewatch.collector.config import LanewatchConfig, ProbeConfig, RequestClass, Target
+from lanewatch.collector.config import LanewatchConfig
+from lanewatch.collector.probe.settings import ProbeConfig, RequestClass, Target
 from lanewatch.collector.probe.suites import ProbeSuite
 from lanewatch.collector.record.timing import RequestTiming
 

@@ -20,7 +20,7 @@ from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.common.headers import AUTHORIZATION, LANE_HEADER
 from lanewatch.collector.common.validation import CLASS_NAME_PATTERN
-from lanewatch.collector.config import GatewayConfig
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.record.timing import Api
 from lanewatch.exporters.names import OTHER_VALUE
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lanewatch.collector.config import GatewayConfig
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 from .model_ownership import Collision, decide_owners
 

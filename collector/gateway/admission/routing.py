@@ -20,7 +20,7 @@ import re2  # type: ignore[import-untyped]
 
 from lanewatch.collector.classify.rules import ReadingConfig
 from lanewatch.collector.common.errors import ProtocolViolation
-from lanewatch.collector.config import GatewayConfig
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.openai_api.request_reading import ReadApi, read_work
 
 from .lane_models import LaneModels

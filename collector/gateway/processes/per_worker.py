@@ -11,8 +11,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.collect.settings import ExportConfig
 from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 from ..front.admin import checked_put, get_degrade, log_change, stale_refusal, state_response
 from ..front.connection import FrontConn, Handler, Request, Response

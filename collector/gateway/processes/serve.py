@@ -15,10 +15,11 @@ import sys
 from functools import partial
 from pathlib import Path
 
+from lanewatch.collector.collect.settings import ExportConfig
 from lanewatch.collector.common import eventloop
 from lanewatch.collector.common.errors import ConfigError, StartupError
 from lanewatch.collector.common.secrets import read_secret_or_none
-from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.record.files import RecordsWriter
 from lanewatch.collector.record.sink import FanOut, RecordSink
 

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from lanewatch.collector.collect.settings import ExportConfig
 from lanewatch.collector.common.errors import StartupError
-from lanewatch.collector.config import ExportConfig, GatewayConfig
 from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade, is_stale
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 from .control_channel import Link, LinkClosed, Message
 from .per_worker import ACK_TIMEOUT_S, SCRAPE_TIMEOUT_S, logged_change, state_to_wire

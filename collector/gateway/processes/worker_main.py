@@ -18,8 +18,9 @@ import socket
 import sys
 from pathlib import Path
 
+from lanewatch.collector.collect.settings import ExportConfig
 from lanewatch.collector.common import eventloop
-from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 from ..server import GatewayServer
 from .control_channel import Link, LinkClosed, Message

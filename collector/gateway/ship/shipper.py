@@ -23,7 +23,7 @@ from typing import Protocol
 import aiohttp
 
 from lanewatch.collector.common.headers import AUTHORIZATION
-from lanewatch.collector.config import ShippingConfig
+from lanewatch.collector.gateway.settings import ShippingConfig
 from lanewatch.collector.record.shipping import RECORDS_PATH, ShipQueue, ShipStats, backoff_s, due
 from lanewatch.collector.record.timing import RequestTiming
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from lanewatch.collector.collect.service import CollectorService
-from lanewatch.collector.config import ExportConfig, GatewayConfig, LanewatchConfig
+from lanewatch.collector.collect.settings import ExportConfig
+from lanewatch.collector.config import LanewatchConfig
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 from lanewatch.exporters import names
 from lanewatch.exporters.request_metrics import RequestMetrics

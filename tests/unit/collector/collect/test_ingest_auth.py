@@ -20,9 +20,10 @@ from typer.testing import CliRunner
 from lanewatch.collector.cli import app as cli
 from lanewatch.collector.collect.credentials import ANYONE, Credential, IngestAuth, load_ingest_auth
 from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.settings import IngestConfig
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.listen import is_loopback
-from lanewatch.collector.config import IngestConfig, LanewatchConfig, load_config
+from lanewatch.collector.config import LanewatchConfig, load_config
 from lanewatch.collector.record.batch import encode_batch, encode_record
 from lanewatch.collector.record.timing import RequestTiming
 
@@ -239,7 +240,7 @@ def test_which_listen_hosts_stay_on_this_machine(host: str, loopback: bool) -> N
 
 
 def test_the_gateway_names_its_progress_reports_after_its_credential(tmp_path: Path) -> None:
-    from lanewatch.collector.config import GatewayConfig
+    from lanewatch.collector.gateway.settings import GatewayConfig
     from lanewatch.collector.gateway.state import Gateway
     from lanewatch.collector.progress.wire import encode_progress, parse_progress
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
 from lanewatch.collector.collect.label_sets import closed_classes, closed_lanes
 from lanewatch.collector.collect.service import CollectorService
-from lanewatch.collector.config import ExportConfig, GatewayConfig, LanewatchConfig
+from lanewatch.collector.collect.settings import ExportConfig
+from lanewatch.collector.config import LanewatchConfig
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.record.goodput import from_spec
 from lanewatch.collector.record.timing import RequestTiming
 

@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from lanewatch.collector.collect.otlp_grpc import caller, grpc_endpoint_url, handle_grpc_export, peer_host
-from lanewatch.collector.config import OtlpReceiverConfig
+from lanewatch.collector.collect.settings import OtlpReceiverConfig
 from tests.unit.collector.collect.test_otlp import protobuf_body, sdk_spans
 
 

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
 from lanewatch.collector.common.overrides import Flag, OverrideError, override
-from lanewatch.collector.config import GatewayConfig, LanewatchConfig, ServerConfig
+from lanewatch.collector.config import LanewatchConfig, ServerConfig
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 LANES = {"fast": {"upstreams": ["http://127.0.0.1:9"]}, "slow": {"upstreams": ["http://127.0.0.1:10"]}}
 

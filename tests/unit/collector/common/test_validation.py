@@ -14,16 +14,11 @@ from lanewatch.collector.common.validation import (
     duplicates,
     repeats,
 )
-from lanewatch.collector.config import (
-    ConfigError,
-    DegradeConfig,
-    GatewayConfig,
-    LaneConfig,
-    RequestClass,
-    Target,
-)
+from lanewatch.collector.config import ConfigError, DegradeConfig
 from lanewatch.collector.degrade.policy import PolicySpec, ProtectStepSpec
 from lanewatch.collector.degrade_state.wire import DegradeError, parse_lanes
+from lanewatch.collector.gateway.settings import GatewayConfig, LaneConfig
+from lanewatch.collector.probe.settings import RequestClass, Target
 
 GOOD_LANES = ["fast", "slow", "a", "Lane_2", "gpu.h200-a", "x" * 32]
 BAD_LANES = ["", "x" * 33, "fast:1", "fast lane", "fäst", "fast\r\nx-evil: 1", "a/b", "a,b"]

@@ -10,7 +10,6 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from lanewatch.collector.config import LaneConfig
 from lanewatch.collector.degrade.adapters import EnvoySettings
 from lanewatch.collector.degrade.adapters.envoy_lua import (
     LUA_FILTER,
@@ -29,6 +28,7 @@ from lanewatch.collector.degrade.adapters.envoy_render import (
 )
 from lanewatch.collector.degrade_state.served_models import ServedModels, serve_as_declared
 from lanewatch.collector.degrade_state.wire import LaneDegrade
+from lanewatch.collector.gateway.settings import LaneConfig
 from tests.layout import ROOT
 
 TEMPLATE = parse_template((ROOT / "deploy" / "envoy" / "routes.template.yaml").read_text())

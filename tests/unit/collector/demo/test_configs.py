@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from lanewatch.collector.common.yamlfile import load_yaml_model
-from lanewatch.collector.config import DEFAULT_CLASSES, LanewatchConfig, load_config
+from lanewatch.collector.config import LanewatchConfig, load_config
 from lanewatch.collector.degrade.policy import PolicySpec, load_policy
 from lanewatch.collector.demo.configs import (
     DEMO_RULES,
@@ -28,6 +28,7 @@ from lanewatch.collector.demo.configs import (
     write_secrets,
 )
 from lanewatch.collector.demo.stack import Tools, commands
+from lanewatch.collector.probe.settings import DEFAULT_CLASSES
 
 
 def layout(tmp_path: Path) -> Layout:

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from lanewatch.collector.config import DEFAULT_CLASSES, RequestClass, Target
 from lanewatch.collector.http1.client import UpstreamGone
 from lanewatch.collector.http1.message import HttpError
 from lanewatch.collector.probe.errors import failure_kind
 from lanewatch.collector.probe.prober import ProbeSpec, spec_for
 from lanewatch.collector.probe.prompts import prompt_text
+from lanewatch.collector.probe.settings import DEFAULT_CLASSES, RequestClass, Target
 from lanewatch.collector.probe.transport import ConnectTimes, DnsError, ProbeConnections
 from lanewatch.collector.record.timing import ErrorKind
 

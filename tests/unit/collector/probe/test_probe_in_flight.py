@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from lanewatch.collector.config import Target, Timeouts
 from lanewatch.collector.probe.prober import Prober, ProbeSpec
+from lanewatch.collector.probe.settings import Target, Timeouts
 from lanewatch.collector.progress.inflight import InFlight, Progress
 from lanewatch.collector.record.timing import ErrorKind
 

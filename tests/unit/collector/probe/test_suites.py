@@ -8,7 +8,8 @@ from collections import Counter, defaultdict
 import pytest
 
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.config import LanewatchConfig, ProbeConfig, RequestClass, Target
+from lanewatch.collector.config import LanewatchConfig
+from lanewatch.collector.probe.settings import ProbeConfig, RequestClass, Target
 from lanewatch.collector.probe.suites import Answered, ProbeJob, Scheduler, parse_shard, plan, shard_of
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 

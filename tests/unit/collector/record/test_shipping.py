@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import deque
 
-from lanewatch.collector.config import ShippingConfig
+from lanewatch.collector.gateway.settings import ShippingConfig
 from lanewatch.collector.record.batch import parse_batch
 from lanewatch.collector.record.shipping import (
     DEFAULT_BATCH_BYTES,

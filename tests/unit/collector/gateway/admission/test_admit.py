@@ -7,11 +7,11 @@ from typing import Any
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.degrade_state.state import LaneDegrade
 from lanewatch.collector.gateway import Gateway
 from lanewatch.collector.gateway.admission.admit import Admission, admit
 from lanewatch.collector.gateway.front.connection import Request, Response
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 USAGE_ASK = b',"stream_options":{"include_usage":true}}'
 

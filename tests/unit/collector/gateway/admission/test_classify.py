@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway.admission.classify import ClassHintError, Classifier, classify_request
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 LANES = {"fast": {"upstreams": ["http://127.0.0.1:9"]}, "slow": {"upstreams": ["http://127.0.0.1:9"]}}
 

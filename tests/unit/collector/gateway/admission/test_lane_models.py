@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.degrade_state.served_models import serve_as_declared
 from lanewatch.collector.gateway.admission.lane_models import LaneModels, header_value, serve_as
 from lanewatch.collector.gateway.admission.routing import RouteInput, RouteTable, choose_lane
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 
 def _cfg(**lanes: dict[str, Any]) -> GatewayConfig:

@@ -12,7 +12,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway import Gateway
 from lanewatch.collector.gateway.admission.model_discovery import (
     DiscoveryError,
@@ -22,6 +21,7 @@ from lanewatch.collector.gateway.admission.model_discovery import (
     refresh_safely,
     run_discovery,
 )
+from lanewatch.collector.gateway.settings import GatewayConfig
 from tests.servers import serve_app
 
 

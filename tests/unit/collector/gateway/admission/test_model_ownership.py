@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway.admission.lane_models import LaneModels
 from lanewatch.collector.gateway.admission.model_ownership import Collision, decide_owners
 from lanewatch.collector.gateway.admission.routing import RouteInput, RouteTable, choose_lane
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 RANKED = ("fast", "slow")  # fast is the default lane here, then the others fastest first
 

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from lanewatch.collector.config import GatewayConfig, LanewatchConfig
+from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.degrade_state.state import cap_max_tokens
 from lanewatch.collector.gateway.admission.classify import Classifier, classify_request
 from lanewatch.collector.gateway.admission.routing import RouteTable, choose_lane, route_input
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.openai_api.request_reading import ReadingError, read_max_tokens, read_prompt
 
 LANES = {"fast": {"upstreams": ["http://127.0.0.1:9"]}, "slow": {"upstreams": ["http://127.0.0.1:9"]}}

@@ -4,7 +4,6 @@ from typing import Any
 
 import pytest
 
-from lanewatch.collector.config import GatewayConfig
 from lanewatch.collector.gateway.admission.routing import (
     RouteError,
     RouteInput,
@@ -12,6 +11,7 @@ from lanewatch.collector.gateway.admission.routing import (
     choose_lane,
     route_input,
 )
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 CFG = GatewayConfig.model_validate(
     {

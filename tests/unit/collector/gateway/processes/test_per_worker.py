@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from lanewatch.collector.config import ExportConfig, GatewayConfig
+from lanewatch.collector.collect.settings import ExportConfig
 from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade
 from lanewatch.collector.gateway import Gateway
 from lanewatch.collector.gateway.processes.control_channel import Link, LinkClosed, Message
@@ -21,6 +21,7 @@ from lanewatch.collector.gateway.processes.per_worker import (
     state_to_wire,
     worker_count,
 )
+from lanewatch.collector.gateway.settings import GatewayConfig
 
 LANES = {"fast": {"upstreams": ["http://127.0.0.1:9"]}, "slow": {"upstreams": ["http://127.0.0.1:9"]}}
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from lanewatch.collector.config import ShippingConfig
+from lanewatch.collector.gateway.settings import ShippingConfig
 from lanewatch.collector.gateway.ship.shipper import RecordShipper
 from lanewatch.collector.record.batch import parse_batch
 from lanewatch.collector.record.timing import RequestTiming
@@ -173,7 +173,7 @@ def test_shipping_metrics() -> None:
 
 @pytest.mark.parametrize("url", ["http://c:9464", "http://c:9464/", "http://c:9464/v1/records"])
 def test_collector_url_is_a_base_url(url: str) -> None:
-    from lanewatch.collector.config import GatewayConfig
+    from lanewatch.collector.gateway.settings import GatewayConfig
 
     assert GatewayConfig(collector_url=url).collector_url == "http://c:9464"
     with pytest.raises(ValueError, match="http://"):
