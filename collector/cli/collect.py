@@ -53,7 +53,8 @@ def collect(
     import logging
 
     from lanewatch.alerts.spec import SpecError
-    from lanewatch.collector.collect.service import load_goodput, run_until_signalled
+    from lanewatch.collector.collect.serve import run_until_signalled
+    from lanewatch.collector.collect.service import load_goodput
     from lanewatch.collector.common import eventloop
     from lanewatch.collector.common.errors import LanewatchError
     from lanewatch.collector.common.overrides import Flag, override

@@ -19,16 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fastapi import FastAPI, Response
+from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
 from lanewatch.collector.collect.credentials import IngestAuth, load_ingest_auth
@@ -37,14 +36,12 @@ from lanewatch.collector.collect.envoy_log import end_progress
 from lanewatch.collector.collect.family_notices import FamilyNotices
 from lanewatch.collector.collect.gpu import GpuSampler, load_nvml
 from lanewatch.collector.collect.label_sets import closed_classes, closed_lanes
-from lanewatch.collector.collect.otlp_http import TRACES_PATH, logs_endpoint, traces_endpoint
-from lanewatch.collector.collect.otlp_logs import LOGS_PATH, LogsAdmission, LogsAdmitted
-from lanewatch.collector.collect.progress_http import PROGRESS_PATH, progress_endpoint
-from lanewatch.collector.collect.records_http import RECORDS_PATH, records_endpoint
+from lanewatch.collector.collect.otlp_logs import LogsAdmission, LogsAdmitted
 from lanewatch.collector.collect.scrape import ScrapeTarget, ServerSnapshot, ServerWindow, run_scrape_loop
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.config import LanewatchConfig, ingest_auth_problem
-from lanewatch.collector.guard import FastGuard, GuardAlert, GuardRule
+from lanewatch.collector.guard import FastGuard
+from lanewatch.collector.guard.spec import load_guard
 from lanewatch.collector.probe.settings import Target
 from lanewatch.collector.probe.spans import TRACER_NAME
 from lanewatch.collector.progress.inflight import Progress
@@ -70,8 +67,7 @@ from lanewatch.exporters.prometheus import (
 )
 
 if TYPE_CHECKING:
-    from lanewatch.alerts.model import Spec
-    from lanewatch.collector.collect.otlp_grpc import GrpcSpanReceiver
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -106,66 +102,6 @@ def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:
     if not enabled:
         return None
     return goodput_from_spec(load_spec(spec_path or DEFAULT_SPEC))
-
-
-DEFAULT_GUARD_RATIO = 0.5  # alerts/windows.yaml's standard mitigation errorRatio
-
-
-def load_guard(cfg: LanewatchConfig) -> FastGuard | None:
-    """The fast guard `guard:` describes, its thresholds and labels from the SLO spec; None when off.
-
-    SpecError names a spec that does not load; ConfigError says why a spec cannot drive the guard.
-    """
-    g = cfg.guard
-    if not g.enabled:
-        return None
-    spec = load_spec(cfg.export.slo_spec or DEFAULT_SPEC)
-    ratio = g.error_ratio if g.error_ratio is not None else _spec_ratio(spec)
-    alerts = guard_alerts(spec, ratio)
-    if not alerts:
-        raise ConfigError("guard.enabled: the SLO spec has no lane TTFT SLO without a selector to guard")
-    rule = GuardRule(
-        fire_window_s=g.fire_window_s,
-        resolve_window_s=g.resolve_window_s,
-        min_judged=g.min_judged,
-        min_missed=g.min_missed,
-        fire_ratio=ratio,
-        resolve_ratio=g.resolve_ratio if g.resolve_ratio is not None else ratio / 2,
-    )
-    return FastGuard(alerts, rule, g.record_sources, g.resend_s)
-
-
-def _spec_ratio(spec: Spec) -> float:
-    """The spec's mitigation error ratio; without `mitigate` windows, the standard set's 50 %."""
-    return spec.mitigation.error_ratio if spec.mitigation is not None else DEFAULT_GUARD_RATIO
-
-
-def guard_alerts(spec: Spec, ratio: float = DEFAULT_GUARD_RATIO) -> list[GuardAlert]:
-    """One guard alert per lane TTFT SLO: the generated mitigation rule's labels and annotations
-    (those the spec's rules carry, or would with `mitigate` windows at `ratio`).
-
-    An SLO with a selector is left to the rules (progress carries no request class); of two TTFT
-    SLOs on one lane, the tighter threshold is guarded.
-    """
-    from dataclasses import replace
-
-    from lanewatch.alerts.mitigation import mitigation_alerts
-    from lanewatch.alerts.model import Mitigation
-
-    if spec.mitigation is None:  # the labels and text a mitigation rule of this spec would have
-        spec = replace(spec, mitigation=Mitigation(window_s=60, error_ratio=ratio, for_s=0, interval_s=5))
-    groups = mitigation_alerts(spec, ())
-    rules = groups[-1].rules if groups else ()
-    out: dict[str, GuardAlert] = {}
-    for slo, rule in zip(spec.slos, rules, strict=True):
-        if slo.metric != "ttft" or slo.threshold_s is None or slo.selector or rule.alert is None:
-            continue
-        known = out.get(slo.lane)
-        if known is not None and known.threshold_s <= slo.threshold_s:
-            continue
-        labels = (("alertname", rule.alert), *rule.labels)
-        out[slo.lane] = GuardAlert(slo.lane, slo.name, slo.threshold_s, labels, rule.annotations)
-    return list(out.values())
 
 
 def lane_order(cfg: LanewatchConfig) -> list[str]:
@@ -276,7 +212,7 @@ class CollectorService:
             raise ConfigError(problem)
         ex = cfg.export
         goodput = load_goodput(ex.goodput, ex.slo_spec)
-        guard = load_guard(cfg)
+        guard = load_guard(cfg.guard, cfg.export.slo_spec)
         auth = load_ingest_auth(cfg.ingest)
         writer = RecordsWriter(ex.records_path) if ex.records_path else None
         provider = None
@@ -547,6 +483,12 @@ class CollectorService:
         # A big window takes a while to summarise: scrapes in a tight loop keep that under a tenth of a core.
         self._window_fresh_until = time.monotonic() + max(WINDOW_REFRESH_S, 10 * (time.monotonic() - started))
 
+    def app(self) -> FastAPI:
+        """The FastAPI app serving this collector (collect/http_app.py)."""
+        from lanewatch.collector.collect.http_app import build_app
+
+        return build_app(self)
+
     def health(self) -> dict[str, Any]:
         """What /healthz answers: ok, and how the parts stand."""
         pending = self.joiner.pending if self.joiner is not None else (0, 0)
@@ -557,57 +499,6 @@ class CollectorService:
             "join_pending": {"records": pending[0], "spans": pending[1]},
             "gpus": len(self.gpu_samples),
         }
-
-    def app(self) -> FastAPI:
-        """The FastAPI app: GET /metrics, GET /healthz, POST /v1/traces and /v1/records (when on)."""
-        app = FastAPI(title="lanewatch collector", docs_url=None, redoc_url=None, openapi_url=None)
-
-        @app.get("/metrics")
-        async def metrics() -> Response:
-            return Response(await self.render_metrics_async(), media_type=CONTENT_TYPE_LATEST)
-
-        @app.get("/healthz")
-        async def healthz() -> dict[str, Any]:
-            return self.health()
-
-        if self.cfg.otlp.enabled:
-            otlp = self.cfg.otlp
-            endpoint = traces_endpoint(
-                otlp.max_body_bytes,
-                self.receive_spans,
-                self._auth,
-                otlp.max_spans_per_request,
-                self.count_refused,
-            )
-            app.add_api_route(TRACES_PATH, endpoint, methods=["POST"])
-        if self.cfg.otlp.enabled and self.cfg.otlp.logs:
-            otlp = self.cfg.otlp
-            logs = logs_endpoint(
-                otlp.max_body_bytes,
-                self.receive_logs,
-                self._auth,
-                otlp.max_log_records_per_request,
-                otlp.envoy_default_class,
-            )
-            app.add_api_route(LOGS_PATH, logs, methods=["POST"])
-        ing = self.cfg.ingest
-        if ing.enabled:
-            ingest = records_endpoint(
-                ing.max_body_bytes,
-                ing.max_records,
-                self._auth,
-                self.receive_records,
-                ing.recent_record_ids,
-                self.count_refused_records,
-            )
-            app.add_api_route(RECORDS_PATH, ingest, methods=["POST"])
-            if self.guard is not None:
-                progress = progress_endpoint(
-                    ing.max_body_bytes, self._auth, self.receive_progress, self.count_refused_progress
-                )
-                app.add_api_route(PROGRESS_PATH, progress, methods=["POST"])
-
-        return app
 
 
 def window_exposition(window: Window, now: float, lanes: list[str]) -> bytes:
@@ -625,111 +516,3 @@ def shard_targets(cfg: LanewatchConfig) -> list[Target]:
     if shard is None:
         return list(cfg.targets)
     return [t for t in cfg.targets if shard_of(t.name, shard[1]) == shard[0]]
-
-
-async def serve(
-    service: CollectorService, host: str, port: int, stop: asyncio.Event, on_listening: Callable[[int], None]
-) -> None:
-    """Serve the HTTP app and run the service until `stop`; `on_listening` gets the bound port."""
-    import uvicorn
-
-    from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
-
-    problem = ingest_auth_problem(service.cfg, host, not service.ingest_auth.open)
-    if problem is not None:  # where the address is decided: refused before anything listens
-        raise ConfigError(problem)
-    limits = limits_of(service.cfg.server)
-    config = uvicorn_config(service.app(), limits, host=host, port=port, log_level="warning", lifespan="off")
-    sock = listen_socket(host, port)  # bound before anything runs: a taken port fails here, clearly
-    try:
-        grpc_receiver = await start_grpc_receiver(service)
-    except OSError:
-        sock.close()
-        raise
-    on_listening(sock.getsockname()[1])
-    server = uvicorn.Server(config)
-    server_task = asyncio.create_task(server.serve(sockets=[sock]), name="http")
-    run_task = asyncio.create_task(service.run(stop), name="collector")
-    try:
-        await stop.wait()
-    finally:
-        stop.set()
-        await asyncio.gather(run_task, return_exceptions=True)  # still receiving spans while it drains
-        server.should_exit = True
-        await asyncio.gather(server_task, return_exceptions=True)
-        sock.close()
-        if grpc_receiver is not None:
-            await grpc_receiver.shutdown()
-
-
-async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | None:
-    """The OTLP/gRPC receiver on this loop when `otlp.grpc_listen` is set (OSError when it cannot bind)."""
-    otlp = service.cfg.otlp
-    if not (otlp.enabled and otlp.grpc_listen):
-        return None
-    from lanewatch.collector.collect.otlp_grpc import GrpcLimits, GrpcSpanReceiver
-    from lanewatch.collector.common.listen import parse_listen
-
-    limits = GrpcLimits(
-        max_message_bytes=otlp.max_body_bytes,
-        max_spans=otlp.max_spans_per_request,
-        max_log_records=otlp.max_log_records_per_request,
-        default_class=otlp.envoy_default_class,
-        max_concurrent=otlp.grpc_max_concurrent,
-        streams_per_connection=otlp.grpc_streams_per_connection,
-        read_timeout_s=otlp.grpc_read_timeout_s,
-        max_connection_age_s=otlp.grpc_max_connection_age_s,
-    )
-    receiver = GrpcSpanReceiver(
-        *parse_listen(otlp.grpc_listen),
-        service.receive_spans,
-        token=service.ingest_auth,
-        on_refused=service.count_refused,
-        limits=limits,
-        on_logs=service.receive_logs if otlp.logs else None,
-    )
-    service.grpc_port = await receiver.start()
-    return receiver
-
-
-async def run_until_signalled(cfg: LanewatchConfig, announce: Callable[[str], None]) -> None:
-    """`lanewatch collect`: serve and run the service until SIGINT or SIGTERM; `announce` gets the
-    line saying where it listens. OSError for a taken port, SecretError for an unreadable token file."""
-    import signal
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    service = CollectorService.from_config(cfg)
-    paths = ["/metrics", "/healthz"]
-    paths += ["/v1/traces"] if cfg.otlp.enabled else []
-    paths += ["/v1/logs"] if cfg.otlp.enabled and cfg.otlp.logs else []
-    paths += ["/v1/records"] if cfg.ingest.enabled else []
-
-    def listening(bound: int) -> None:
-        announce(
-            f"http://{cfg.server.host}:{bound} ({', '.join(paths)}); "
-            f"{len(cfg.targets)} targets, {len(service.scrape_targets)} scraped"
-        )
-
-        if service.grpc_port is not None and cfg.otlp.grpc_listen is not None:
-            from lanewatch.collector.collect.otlp_grpc import grpc_endpoint_url
-            from lanewatch.collector.common.listen import parse_listen
-
-            url = grpc_endpoint_url(parse_listen(cfg.otlp.grpc_listen)[0], service.grpc_port)
-            announce(f"OTLP/gRPC spans at {url}")
-
-    await serve(service, cfg.server.host, cfg.server.port, stop, listening)
-
-
-def listen_socket(host: str, port: int) -> socket.socket:
-    """A bound TCP socket (OSError when the address is taken or unknown)."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    return sock

@@ -22,7 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
-from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.serve import serve
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.record.timing import RequestTiming

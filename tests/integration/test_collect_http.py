@@ -16,7 +16,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.serve import serve
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.timing import RequestTiming
 from tests.servers import closed_port

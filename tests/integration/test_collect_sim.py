@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from lanewatch.collector.collect.scrape import ServerWindow, bucket_index, scrape_once
-from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.serve import serve
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.collector.record.window import QUANTILES

@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.serve import serve
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import LanewatchConfig
 from tests.envoy import access_log_bootstrap, start_envoy
 from tests.servers import free_port, token_file

@@ -20,7 +20,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.serve import serve
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.exporters import names

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from aiohttp import web
 
-from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.serve import serve
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import LanewatchConfig
 from tests.servers import free_port, serve_app, token_file
 from tests.waiting import eventually_async

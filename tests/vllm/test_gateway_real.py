@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.serve import serve
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.timing import RequestTiming
 from tests.integration.gateway_harness import eventually, gateway_server, start_gateway

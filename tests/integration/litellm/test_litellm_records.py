@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.serve import serve
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 from tests.litellm import litellm_python, start_proxy

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app as cli
 from lanewatch.collector.collect.credentials import ANYONE, Credential, IngestAuth, load_ingest_auth
-from lanewatch.collector.collect.service import CollectorService, serve
+from lanewatch.collector.collect.serve import serve
+from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.collect.settings import IngestConfig
 from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.common.listen import is_loopback
