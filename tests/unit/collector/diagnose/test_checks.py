@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -12,127 +11,17 @@ from lanewatch.collector.diagnose import (
     CHECKS,
     DEFAULT_THRESHOLDS,
     Finding,
-    LaneEvidence,
-    LaneStats,
     ServerSeries,
-    SloTargets,
     Value,
     Window,
     check_by_id,
     diagnose,
-    lanes_from_records,
     top_findings,
 )
-from lanewatch.collector.record.timing import ErrorKind
 from lanewatch.exporters import names
-from tests.unit.collector.diagnose.build import HEALTHY_SERVER, SLO, Shape, records, window
-
-KV_FULL = replace(
-    HEALTHY_SERVER, waiting=Value(6, "q"), kv_usage=Value(0.96, "q"), preemptions_per_s=Value(0.4, "q")
-)
-COMPUTE_FULL = replace(HEALTHY_SERVER, waiting=Value(6, "q"), kv_usage=Value(0.5, "q"))
-STALLS = Shape(stall_s=0.5, stall_every=1, long_prompt_every=2)
-
-
-def _pair(fast: Shape, slow: Shape) -> Window:
-    lanes = {
-        **lanes_from_records(records(fast, lane="fast"), {"fast": SLO}, server={"fast": HEALTHY_SERVER}),
-        **lanes_from_records(records(slow, lane="slow"), {"slow": SloTargets(ttft_s=2.0, tpot_s=0.05)}),
-    }
-    return Window(lanes, pairs=(("fast", "slow"),))
-
-
-def _no_itl() -> Window:
-    stats = LaneStats(requests=100, ok_requests=100)
-    return Window({"slow": LaneEvidence("slow", stats, HEALTHY_SERVER, SLO)})
-
-
-def _empty() -> Window:
-    return Window({"slow": LaneEvidence("slow", LaneStats(), HEALTHY_SERVER, SLO)})
-
-
-Case = tuple[Callable[[], Window], Callable[[], Window], Callable[[], Window], str]
-# check id -> (a window it finds in, one it passes, one it cannot judge, the series the unknown names)
-CASES: dict[str, Case] = {
-    "queue/kv-memory": (
-        lambda: window(Shape(queue=1.5), KV_FULL),
-        lambda: window(Shape(queue=1.5), COMPUTE_FULL),
-        lambda: window(Shape(queue=1.5), None),
-        names.VLLM_KV_CACHE_USAGE_PERC,
-    ),
-    "queue/compute": (
-        lambda: window(Shape(queue=1.5), COMPUTE_FULL),
-        lambda: window(Shape(queue=1.5), KV_FULL),
-        lambda: window(Shape(queue=1.5), replace(COMPUTE_FULL, waiting=None)),
-        names.VLLM_NUM_REQUESTS_WAITING,
-    ),
-    "queue/unsplit": (
-        lambda: window(Shape(queue=1.5), None),
-        lambda: window(Shape(queue=1.5), KV_FULL),
-        lambda: window(Shape(queue=1.5, spans=False), None),
-        "server phases",
-    ),
-    "server-wait/unsplit": (
-        lambda: window(Shape(queue=1.5, spans=False), None),
-        lambda: window(Shape(queue=1.5), None),
-        lambda: window(Shape(queue=1.5, spans=False), n=5),
-        "request records",
-    ),
-    "prefill/prefix-reuse": (
-        lambda: window(Shape(prefill=1.5), replace(HEALTHY_SERVER, prefix_hit_rate=Value(0.05, "q"))),
-        lambda: window(Shape(prefill=0.1)),
-        lambda: window(Shape(prefill=1.5, spans=False)),
-        "server phases",
-    ),
-    "interference/prefill-decode": (
-        lambda: window(STALLS),
-        lambda: window(replace(STALLS, long_prompt_every=0)),
-        _no_itl,
-        "ITL gaps",
-    ),
-    "decode/bound": (
-        lambda: window(Shape(tpot=0.08)),
-        lambda: window(Shape()),
-        lambda: window(Shape(tpot=0.08), slo=SloTargets(ttft_s=0.5)),
-        "TPOT SLO",
-    ),
-    "spec-decode/acceptance": (
-        lambda: window(Shape(tpot=0.08), replace(HEALTHY_SERVER, spec_acceptance_length=Value(1.2, "q"))),
-        lambda: window(Shape(tpot=0.08), replace(HEALTHY_SERVER, spec_acceptance_length=Value(2.4, "q"))),
-        lambda: window(Shape(tpot=0.08)),
-        names.VLLM_SPEC_DECODE_NUM_DRAFTS_TOTAL,
-    ),
-    "connection/setup": (
-        lambda: window(Shape(connect=0.6, gap_s=12.0)),
-        lambda: window(Shape(connect=0.01)),
-        lambda: window(Shape(connect=0.6), n=5),
-        "request records",
-    ),
-    "frontend/outside-engine": (
-        lambda: window(Shape(residual=0.8)),
-        lambda: window(Shape()),
-        lambda: window(Shape(residual=0.8, spans=False)),
-        "server phases",
-    ),
-    "latency/flat": (
-        lambda: window(Shape(queue=2.0, tpot=0.001)),
-        lambda: window(Shape()),
-        _no_itl,
-        "request classes",
-    ),
-    "lanes/misrouting": (
-        lambda: _pair(Shape(queue=1.0), Shape(queue=1.1)),
-        lambda: _pair(Shape(), Shape(queue=1.1)),
-        lambda: _pair(Shape(queue=1.0), Shape(error_every=1)),
-        "TTFT P99",
-    ),
-    "errors/shedding": (
-        lambda: window(Shape(error_every=10)),
-        lambda: window(Shape(error_every=10, error=ErrorKind.CLIENT_DISCONNECT)),
-        _empty,
-        "request records",
-    ),
-}
+from tests.unit.collector.diagnose.build import HEALTHY_SERVER, SLO, Shape, window
+from tests.unit.collector.diagnose.checks import CASES, case_modules
+from tests.unit.collector.diagnose.checks.windows import COMPUTE_FULL, KV_FULL, pair
 
 
 def _run(check_id: str, w: Window, lane: str | None = None) -> Finding:
@@ -145,6 +34,16 @@ def _run(check_id: str, w: Window, lane: str | None = None) -> Finding:
 
 def test_every_registered_check_has_its_three_paths_tested() -> None:
     assert sorted(CASES) == sorted(c.id for c in CHECKS)
+
+
+def test_each_checks_cases_sit_beside_it_in_the_cases_module_of_its_check_module() -> None:
+    modules = case_modules()
+    misplaced = [
+        c.id
+        for c in CHECKS
+        if c.id not in getattr(modules.get(type(c).__module__.rsplit(".", 1)[1]), "CASES", {})
+    ]
+    assert misplaced == []
 
 
 def test_check_ids_are_stable_unique_area_names() -> None:
@@ -186,7 +85,7 @@ def test_unknown_names_what_is_missing(check_id: str) -> None:
         window(Shape()),
         window(Shape(), None),  # records alone
         window(Shape(), replace(HEALTHY_SERVER, spec_acceptance_length=Value(2.5, "q"))),
-        _pair(Shape(), Shape(queue=1.1)),
+        pair(Shape(), Shape(queue=1.1)),
     ],
     ids=["with-server", "records-only", "spec-decode", "two-lanes"],
 )
@@ -247,15 +146,15 @@ def test_ranking_puts_the_larger_explained_share_first() -> None:
 
 
 def test_a_fast_lane_without_its_slow_partners_evidence_is_unknown_not_ok() -> None:
-    pair = _pair(Shape(queue=1.0), Shape(queue=1.1))
-    alone = Window({"fast": pair.lanes["fast"]}, pairs=pair.pairs)
+    lanes = pair(Shape(queue=1.0), Shape(queue=1.1))
+    alone = Window({"fast": lanes.lanes["fast"]}, pairs=lanes.pairs)
     f = _run("lanes/misrouting", alone)
     assert f.verdict == "unknown" and f.missing == ("the slow lane's evidence",)
 
 
 def test_only_the_lanes_asked_for_are_diagnosed() -> None:
-    pair = _pair(Shape(queue=1.0), Shape(queue=1.1))
-    w = Window(pair.lanes, pair.pairs, only=("fast",))
+    lanes = pair(Shape(queue=1.0), Shape(queue=1.1))
+    w = Window(lanes.lanes, lanes.pairs, only=("fast",))
     (lane,) = diagnose(w)
     assert lane.lane == "fast"
     assert {f.check: f.verdict for f in lane.findings}["lanes/misrouting"] == "finding"
