@@ -18,6 +18,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from lanewatch.collector.openai_api.response_metrics import ResponseMetrics, with_response_metrics
@@ -25,7 +26,10 @@ from lanewatch.collector.openai_api.usage import Usage, usage_fields
 from lanewatch.collector.record.itl import ItlStats
 from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, Source, error_kind_for_status
 
-__all__ = ["RecordBuilder"]
+__all__ = ["DERIVED", "RecordBuilder"]
+
+# The record's fields `build()` decides from the answer, not set by a source.
+DERIVED: frozenset[str] = frozenset({"output_tokens", "tokens_from_usage", *usage_fields(None)})
 
 
 @dataclass(slots=True)
@@ -77,34 +81,21 @@ class RecordBuilder:
         """The record; RecordError (record/rules.py) naming the field no real request could have."""
         usage = self.usage
         completion = usage.completion_tokens if usage is not None else None
+        kwargs = {name: getattr(self, name) for name in _SHARED}
+        if self.error is None:
+            kwargs["error_message"] = None
         record = RequestTiming(
-            source=self.source,
-            target=self.target,
-            lane=self.lane,
-            request_class=self.request_class,
-            model=self.model,
-            api=self.api,
-            started_at=self.started_at,
-            request_id=self.request_id,
-            trace_id=self.trace_id,
-            span_id=self.span_id,
-            status=self.status,
-            error=self.error,
-            error_message=self.error_message if self.error is not None else None,
-            dns_s=self.dns_s,
-            connect_s=self.connect_s,
-            tls_s=self.tls_s,
-            send_s=self.send_s,
-            ttfb_s=self.ttfb_s,
-            ttft_s=self.ttft_s,
-            e2e_s=self.e2e_s,
-            itl_s=self.itl_s,
-            itl_stats=self.itl_stats,
+            **kwargs,
             output_tokens=self.counted_tokens if completion is None else completion,
             tokens_from_usage=completion is not None,
-            attrs=self.attrs,
-            prompt_text=self.prompt_text,
-            response_text=self.response_text,
             **usage_fields(usage),  # prompt_tokens, cached_prompt_tokens, ...
         )
         return with_response_metrics(record, self.metrics)
+
+
+# The fields a source sets and the record takes as they are: every record field not derived.
+_SHARED: tuple[str, ...] = tuple(
+    f.name
+    for f in dataclasses.fields(RequestTiming)
+    if f.name not in DERIVED and f.name in RecordBuilder.__slots__
+)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 import pytest
 
 from lanewatch.collector.openai_api.response_metrics import ResponseMetrics
 from lanewatch.collector.openai_api.usage import USAGE_PATHS, Usage, parse_usage
-from lanewatch.collector.record.builder import RecordBuilder
+from lanewatch.collector.record.builder import DERIVED, RecordBuilder
 from lanewatch.collector.record.rules import RecordError
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
 from tests.layout import ROOT
@@ -72,6 +73,21 @@ def test_a_time_no_request_could_take_is_refused_naming_the_field() -> None:
     with pytest.raises(RecordError) as err:
         _builder(ttft_s=-1.0).build()
     assert err.value.field == "ttft_s"
+
+
+# Set after a source built the record: the span join and the response's metrics (with_response_metrics).
+LATER = {"queue_s", "prefill_s", "decode_s", "phases_source"} | {
+    f.name for f in dataclasses.fields(RequestTiming) if f.name.startswith("response_")
+}
+
+
+def test_every_record_field_is_set_by_a_source_derived_from_the_answer_or_set_later() -> None:
+    on_builder = set(RecordBuilder.__slots__)
+    unplaced = [
+        f.name for f in dataclasses.fields(RequestTiming) if f.name not in on_builder | DERIVED | LATER
+    ]
+    assert unplaced == []
+    assert not (on_builder & DERIVED)  # a derived field is never a source's to set
 
 
 def _constructs_records(path: str) -> bool:
