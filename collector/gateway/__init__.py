@@ -30,19 +30,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER
     from lanewatch.collector.degrade_state.state import DegradeState, LaneDegrade, parse_degrade
     from lanewatch.collector.record.sink import RecordSink
 
     from .admission.routing import RouteInput, RouteTable, choose_lane
     from .server import GatewayServer
     from .state import Gateway
-    from .tap.exchange import DEGRADED_HEADER, LANE_HEADER
 
 # The face's names, loaded on first use: the one config imports gateway/settings.py, and every
 # command that loads a config would otherwise import the whole gateway with it.
 _FACE: dict[str, str] = {
-    "DEGRADED_HEADER": ".tap.exchange",
-    "LANE_HEADER": ".tap.exchange",
+    "DEGRADED_HEADER": "lanewatch.collector.common.headers",
+    "LANE_HEADER": "lanewatch.collector.common.headers",
     "DegradeState": "lanewatch.collector.degrade_state.state",
     "Gateway": ".state",
     "GatewayServer": ".server",

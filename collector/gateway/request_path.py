@@ -20,9 +20,9 @@ from lanewatch.collector.record.timing import Api
 from .admission.admit import Admission, admit
 from .front.connection import FrontConn, Request, Response
 from .state import Gateway
-from .tap.exchange import Exchange
 from .tap.record import span_attributes, tap_record
 from .tap.tracing import TraceIds
+from .upstream.exchange import Exchange
 from .upstream.forward import Flight, UpstreamRequest, begin, forward
 from .upstream.request_headers import upstream_headers
 

@@ -10,11 +10,20 @@ work no max_tokens brings under the cap) gets its answer here, without an upstre
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER
-from lanewatch.collector.degrade_state.state import Decision, WorkOverCap, cap_max_tokens, decide
+from lanewatch.collector.degrade_state.state import (
+    Decision,
+    DegradeState,
+    Shifter,
+    WorkOverCap,
+    cap_max_tokens,
+    decide,
+)
+from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.openai_api.request_reading import ReadingError
 from lanewatch.collector.record.content import Message, request_messages
 from lanewatch.collector.record.rules import MAX_ATTR_CHARS, MAX_LABEL_CHARS, clean_text
@@ -22,14 +31,43 @@ from lanewatch.collector.record.timing import Api
 
 from ..front.connection import Request, Response
 from ..front.errors import error_response
-from .classify import ClassHintError, classify_request
-from .lane_models import header_value, serve_as
-from .routing import RouteError, choose_lane
+from .classify import ClassHintError, Classifier, classify_request
+from .lane_models import LaneModels, header_value, serve_as
+from .routing import RouteError, RouteTable, choose_lane
 
-if TYPE_CHECKING:
-    from ..state import Gateway
+__all__ = ["Admission", "Admitting", "admit"]
 
-__all__ = ["Admission", "admit"]
+
+class AdmissionCounts(Protocol):
+    """The counters admission adds to."""
+
+    @property
+    def requests(self) -> Counter[tuple[str, str, str]]: ...  # lane, served lane, degraded
+    @property
+    def shed(self) -> Counter[tuple[str, str]]: ...  # lane, request class
+    @property
+    def degrade_applied(self) -> Counter[tuple[str, str]]: ...  # lane, action
+
+
+class Admitting(Protocol):
+    """What admission reads of the gateway: its settings, classes, routes, models, degrade state."""
+
+    @property
+    def cfg(self) -> GatewayConfig: ...
+    @property
+    def classifier(self) -> Classifier: ...
+    @property
+    def routes(self) -> RouteTable: ...
+    @property
+    def models(self) -> LaneModels: ...
+    @property
+    def degrade(self) -> DegradeState: ...
+    @property
+    def shifter(self) -> Shifter: ...
+    @property
+    def record_content(self) -> bool: ...
+    @property
+    def stats(self) -> AdmissionCounts: ...
 
 
 @dataclass(slots=True)
@@ -56,7 +94,7 @@ class _Refused(Exception):
         self.response = response
 
 
-def admit(gw: Gateway, request: Request, api: Api, peer: str | None) -> Admission | Response:
+def admit(gw: Admitting, request: Request, api: Api, peer: str | None) -> Admission | Response:
     """Class, route and degrade one request; or the answer the gateway gives it itself (400, 404, 429)."""
     try:
         return _admit(gw, request, api, peer)
@@ -64,7 +102,7 @@ def admit(gw: Gateway, request: Request, api: Api, peer: str | None) -> Admissio
         return refused.response
 
 
-def _admit(gw: Gateway, request: Request, api: Api, peer: str | None) -> Admission:
+def _admit(gw: Admitting, request: Request, api: Api, peer: str | None) -> Admission:
     raw = request.body
     try:
         body = json.loads(raw)
@@ -144,7 +182,7 @@ def _ask_usage(body: dict[str, Any]) -> bool:
     return False
 
 
-def _shed(gw: Gateway, decision: Decision, cls: str) -> Response:
+def _shed(gw: Admitting, decision: Decision, cls: str) -> Response:
     lane = decision.served_lane
     gw.stats.shed[(decision.routed_lane, cls)] += 1  # against the lane promised (goodput counts it so)
     _count(gw, decision.routed_lane, lane, decision.actions)
@@ -159,7 +197,7 @@ def _shed(gw: Gateway, decision: Decision, cls: str) -> Response:
     )
 
 
-def _over_cap(gw: Gateway, decision: Decision, message: str) -> Response:
+def _over_cap(gw: Admitting, decision: Decision, message: str) -> Response:
     actions = (*decision.actions, "cap_max_tokens")
     _count(gw, decision.routed_lane, decision.served_lane, actions)
     return error_response(
@@ -173,7 +211,7 @@ def _over_cap(gw: Gateway, decision: Decision, message: str) -> Response:
     )
 
 
-def _count(gw: Gateway, lane: str, served: str, actions: tuple[str, ...]) -> None:
+def _count(gw: Admitting, lane: str, served: str, actions: tuple[str, ...]) -> None:
     gw.stats.requests[(lane, served, ",".join(actions) or "none")] += 1
     for action in actions:
         gw.stats.degrade_applied[(lane, action)] += 1

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.headers import AUTHORIZATION
@@ -28,10 +29,15 @@ from lanewatch.collector.degrade_state.state import (
 from .connection import FrontConn, Request, Response
 from .errors import error_body, error_response
 
-if TYPE_CHECKING:
-    from ..state import Gateway
+if TYPE_CHECKING:  # the later rooms' types the admin API reads, for the checker only
+    from lanewatch.collector.degrade_state.wire import LaneDegrade
+    from lanewatch.collector.gateway.settings import GatewayConfig
+
+    from ..admission.lane_models import LaneModels
+    from ..admission.model_discovery import ModelLearner
 
 __all__ = [
+    "Administered",
     "checked_put",
     "denied",
     "get_degrade",
@@ -41,15 +47,45 @@ __all__ = [
     "state_response",
 ]
 
+
+class AdminCounts(Protocol):
+    """The counter the admin API adds to."""
+
+    @property
+    def degrade_refused(self) -> Counter[str]: ...  # the reason a PUT was refused
+
+
+class Administered(Protocol):
+    """What the admin API reads and sets of the gateway: its token, lanes, models and degrade state."""
+
+    @property
+    def cfg(self) -> GatewayConfig: ...
+    @property
+    def admin_token(self) -> str | None: ...
+    @property
+    def lane_order(self) -> Sequence[str]: ...
+    @property
+    def models(self) -> LaneModels: ...
+    @property
+    def learner(self) -> ModelLearner | None: ...
+    @property
+    def degrade(self) -> DegradeState: ...
+    @property
+    def stats(self) -> AdminCounts: ...
+    def set_degrade(self, lanes: dict[str, LaneDegrade], revision: int | None = None) -> DegradeState:
+        """Replace the degrade state at the sender's revision; the new state."""
+        ...
+
+
 log = logging.getLogger("lanewatch.gateway.admin")
 MAX_ADMIN_BODY = 64 * 1024
 
 
-def _denied(gw: Gateway, request: Request) -> Response | None:
+def _denied(gw: Administered, request: Request) -> Response | None:
     return denied(gw, request.headers)
 
 
-def denied(gw: Gateway, headers: Mapping[str, str]) -> Response | None:
+def denied(gw: Administered, headers: Mapping[str, str]) -> Response | None:
     """None when a request with these headers may use the admin API, else the response that refuses it."""
     token = gw.admin_token
     if token is None:
@@ -61,13 +97,13 @@ def denied(gw: Gateway, headers: Mapping[str, str]) -> Response | None:
     return None
 
 
-def state_response(gw: Gateway) -> Response:
+def state_response(gw: Administered) -> Response:
     """200 and the degrade state with the lanes' models (the GET answer)."""
     body = {**gw.degrade.to_json(gw.lane_order), "models": _models(gw)}
     return Response(200, json.dumps(body).encode())
 
 
-def _models(gw: Gateway) -> dict[str, dict[str, object]]:
+def _models(gw: Administered) -> dict[str, dict[str, object]]:
     """Each lane's models and where they come from; for learning lanes, when and how they were last asked."""
     out: dict[str, dict[str, object]] = {}
     learner = gw.learner
@@ -81,14 +117,14 @@ def _models(gw: Gateway) -> dict[str, dict[str, object]]:
     return out
 
 
-def _conflict(gw: Gateway, reason: str, message: str, param: str) -> Response:
+def _conflict(gw: Administered, reason: str, message: str, param: str) -> Response:
     """409 with the state's revision beside the OpenAI error, so a sender sees what it lost to."""
     gw.stats.degrade_refused[reason] += 1
     body = {**json.loads(error_body(409, message, param)), "revision": gw.degrade.revision}
     return Response(409, json.dumps(body).encode())
 
 
-def _refusal(gw: Gateway, put: DegradePut) -> Response | None:
+def _refusal(gw: Administered, put: DegradePut) -> Response | None:
     """The 409 for a stale revision or a shift to a lane of unknown models; None when the PUT may apply."""
     if is_stale(gw.degrade, put.revision):
         return stale_refusal(gw, put.revision)
@@ -104,12 +140,12 @@ def _refusal(gw: Gateway, put: DegradePut) -> Response | None:
     return None
 
 
-async def get_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Response:
+async def get_degrade(gw: Administered, request: Request, _conn: FrontConn) -> Response:
     """The whole degrade state, lane order and version."""
     return _denied(gw, request) or state_response(gw)
 
 
-async def put_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Response:
+async def put_degrade(gw: Administered, request: Request, _conn: FrontConn) -> Response:
     """Replace the degrade state; 400 with a reason (and no change) on bad input."""
     put = checked_put(gw, request)
     if isinstance(put, Response):
@@ -121,7 +157,7 @@ async def put_degrade(gw: Gateway, request: Request, _conn: FrontConn) -> Respon
     return state_response(gw)
 
 
-def checked_put(gw: Gateway, request: Request) -> DegradePut | Response:
+def checked_put(gw: Administered, request: Request) -> DegradePut | Response:
     """A PUT's body, validated against this gateway's lanes, models and revision; or the refusal."""
     denied = _denied(gw, request)
     if denied is not None:
@@ -138,7 +174,7 @@ def checked_put(gw: Gateway, request: Request) -> DegradePut | Response:
     return _refusal(gw, put) or put
 
 
-def stale_refusal(gw: Gateway, revision: int | None) -> Response:
+def stale_refusal(gw: Administered, revision: int | None) -> Response:
     """The 409 for a PUT at `revision`, older than the state's."""
     message = f"revision {revision} is older than the degrade state's revision {gw.degrade.revision}"
     return _conflict(gw, "stale_revision", message, "revision")

@@ -18,8 +18,8 @@ from lanewatch.collector.record.content import (
 from lanewatch.collector.record.timing import RequestTiming
 
 from ..front.connection import Request
+from ..upstream.exchange import Exchange
 from .content_tap import ContentTap
-from .exchange import Exchange
 from .stream_scan import StreamTap
 
 __all__ = ["span_attributes", "tap_record"]

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from ssl import SSLContext
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lanewatch.collector.common.headers import REQUEST_ID
-from lanewatch.collector.http1.client import ConnectFailed, UpstreamConn, UpstreamGone
+from lanewatch.collector.gateway.settings import GatewayConfig
+from lanewatch.collector.http1.client import ConnectFailed, UpstreamClient, UpstreamConn, UpstreamGone
 from lanewatch.collector.http1.message import HttpError, ResponseHead
 from lanewatch.collector.http1.phases import LegTimes
 from lanewatch.collector.openai_api.error_detail import clean, error_detail
@@ -27,15 +30,40 @@ from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
 from ..front.connection import FrontConn, Response
 from ..front.errors import error_kind_of, error_response, sse_error_event, status_for
+from .exchange import Exchange
 from .pool import LanePool, Upstream
 from .response_head import check_head, client_headers
 
 if TYPE_CHECKING:  # handed over by the request path: the next stage's types, for the checker only
-    from ..state import Gateway
-    from ..tap.exchange import Exchange
     from ..tap.stream_scan import StreamTap
 
-__all__ = ["Flight", "UpstreamRequest", "begin", "forward"]
+__all__ = ["Flight", "Forwarding", "UpstreamRequest", "begin", "forward"]
+
+
+class UpstreamCounts(Protocol):
+    """The counter forwarding adds to."""
+
+    @property
+    def upstream_errors(self) -> Counter[tuple[str, str, str]]: ...  # lane, upstream, kind
+
+
+class Forwarding(Protocol):
+    """What forwarding reads of the gateway: its settings, lanes' pools and TLS, the upstream
+    connections, and the tap each answer is read through."""
+
+    @property
+    def cfg(self) -> GatewayConfig: ...
+    @property
+    def pools(self) -> Mapping[str, LanePool]: ...
+    @property
+    def ssl(self) -> Mapping[str, SSLContext]: ...
+    @property
+    def upstream(self) -> UpstreamClient: ...
+    @property
+    def tap_class(self) -> type[StreamTap]: ...
+    @property
+    def stats(self) -> UpstreamCounts: ...
+
 
 _UPSTREAM_FAILURES = (ErrorKind.TIMEOUT, ErrorKind.STALL, ErrorKind.TRUNCATED, ErrorKind.BAD_STREAM)
 
@@ -103,7 +131,7 @@ class Flight:
     sent: UpstreamConn | None = None
 
 
-def begin(gw: Gateway, ex: Exchange, request: UpstreamRequest) -> Flight:
+def begin(gw: Forwarding, ex: Exchange, request: UpstreamRequest) -> Flight:
     """Pick the served lane's least-loaded upstream; on a kept-alive connection, send at once.
 
     Runs in the callback that read the client's request, so the request leaves without
@@ -120,7 +148,7 @@ def begin(gw: Gateway, ex: Exchange, request: UpstreamRequest) -> Flight:
     return flight
 
 
-async def forward(gw: Gateway, front: FrontConn, ex: Exchange, flight: Flight) -> Response | None:
+async def forward(gw: Forwarding, front: FrontConn, ex: Exchange, flight: Flight) -> Response | None:
     """Finish what `begin` started: the answer streamed back; another upstream when one cannot connect."""
     pool = gw.pools[ex.decision.served_lane]
     tried: list[Upstream] = []
@@ -175,7 +203,7 @@ def _wire(line: str) -> bytes:
 
 
 async def _exchange(
-    gw: Gateway, front: FrontConn, ex: Exchange, flight: Flight, up: Upstream
+    gw: Forwarding, front: FrontConn, ex: Exchange, flight: Flight, up: Upstream
 ) -> Response | None:
     """The request to `up` (on the connection it left on, else a new one) and the answer's head."""
     tls = gw.ssl[up.lane] if up.tls else None
@@ -208,7 +236,7 @@ async def _exchange(
 
 
 async def _respond(
-    gw: Gateway, front: FrontConn, ex: Exchange, conn: UpstreamConn, head: ResponseHead, strip_usage: bool
+    gw: Forwarding, front: FrontConn, ex: Exchange, conn: UpstreamConn, head: ResponseHead, strip_usage: bool
 ) -> Response | None:
     """The answer streamed to the client through the tap; an error frame if it breaks on the way."""
     ex.status, ex.error = head.status, error_kind_for_status(head.status)
@@ -249,7 +277,7 @@ def _client_gone(ex: Exchange, conn: UpstreamConn) -> None:
     ex.error = ErrorKind.CLIENT_DISCONNECT
 
 
-async def _await_body_end(gw: Gateway, conn: UpstreamConn, sink: _Downstream, front: FrontConn) -> None:
+async def _await_body_end(gw: Forwarding, conn: UpstreamConn, sink: _Downstream, front: FrontConn) -> None:
     """Wait while the body flows through `sink` (in upstream's read callbacks): for its end, a drain,
     or a stall. ConnectionResetError when the client went away."""
     timeout = gw.cfg.read_timeout_s
@@ -273,7 +301,7 @@ async def _await_body_end(gw: Gateway, conn: UpstreamConn, sink: _Downstream, fr
             raise TimeoutError(f"upstream sent nothing for {timeout} s")
 
 
-async def _wrap_error(gw: Gateway, ex: Exchange, conn: UpstreamConn, head: ResponseHead) -> Response:
+async def _wrap_error(gw: Forwarding, ex: Exchange, conn: UpstreamConn, head: ResponseHead) -> Response:
     """An upstream error that is not JSON (a proxy's HTML page, plain text) becomes OpenAI error JSON."""
     collected = _Collect()
     conn.attach(collected)

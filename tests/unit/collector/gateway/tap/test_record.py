@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from lanewatch.collector.degrade_state.state import Decision
-from lanewatch.collector.gateway.tap.exchange import Exchange
 from lanewatch.collector.gateway.tap.record import tap_record
 from lanewatch.collector.gateway.tap.stream_scan import StreamTap
+from lanewatch.collector.gateway.upstream.exchange import Exchange
 from lanewatch.collector.record.timing import ErrorKind
 
 

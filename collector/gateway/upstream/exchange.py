@@ -1,8 +1,10 @@
-"""One proxied request while it is in flight: what its tap record will say."""
+"""One proxied request while it is in flight: made by the request path, filled as it is forwarded,
+read by the tap for its record."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
 from lanewatch.collector.degrade_state.state import Decision
@@ -10,10 +12,12 @@ from lanewatch.collector.http1.phases import LegTimes
 from lanewatch.collector.record.content import Message
 from lanewatch.collector.record.timing import Api, ErrorKind
 
-from ..upstream.pool import Upstream
-from .stream_scan import StreamTap
+from .pool import Upstream
 
-__all__ = ["DEGRADED_HEADER", "LANE_HEADER", "MODEL_HEADER", "Exchange"]
+if TYPE_CHECKING:  # the tap is made for the request by the next stage's class (Gateway.tap_class)
+    from ..tap.stream_scan import StreamTap
+
+__all__ = ["Exchange"]
 
 
 @dataclass(slots=True)
