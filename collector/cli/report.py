@@ -19,7 +19,7 @@ def _goodput_judge(slo_spec: Path | None) -> Goodput:
     """The goodput judge of an SLO spec (default: the bundled alerts/slos.yaml)."""
     from lanewatch.alerts.spec import DEFAULT_SPEC, SpecError, load_spec
     from lanewatch.collector.record.goodput import from_spec
-    from lanewatch.exporters.report_file import ReportInputError
+    from lanewatch.exporters.report.file import ReportInputError
 
     try:
         return from_spec(load_spec(slo_spec or DEFAULT_SPEC))
@@ -66,7 +66,7 @@ def report(
     and class (the share of requests that met every latency SLO and did not fail).
     """
     # Imported here, not at the top: every command module is loaded to build the CLI.
-    from lanewatch.exporters.report_file import ReportInputError, write_report
+    from lanewatch.exporters.report.file import ReportInputError, write_report
 
     out = output or records.parent / "report.html"
     try:

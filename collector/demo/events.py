@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lanewatch.exporters.report_data import EVENT_KINDS
+from lanewatch.exporters.report.data import EVENT_KINDS
 
 __all__ = [
     "KINDS",

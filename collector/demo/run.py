@@ -394,7 +394,7 @@ def _write_outputs(
 ) -> list[Path]:
     from lanewatch.alerts.spec import load_spec
     from lanewatch.collector.record.goodput import from_spec as goodput_from_spec
-    from lanewatch.exporters.report_file import ReportInputError, write_report
+    from lanewatch.exporters.report.file import ReportInputError, write_report
 
     assert opts.out is not None
     info = {

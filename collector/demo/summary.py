@@ -1,7 +1,7 @@
 """summary.json: per-lane statistics of the run, the events in order, and the loop's measured delays.
 
 `build_summary` and `loop_timings` are pure; `write_outputs` writes summary.json and the
-HTML report (exporters/report.py through exporters/report_file.py's `write_report`).
+HTML report (exporters/report/render.py through exporters/report/file.py's `write_report`).
 """
 
 from __future__ import annotations

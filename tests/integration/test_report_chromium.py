@@ -15,11 +15,11 @@ import pytest
 from PIL import Image
 
 from lanewatch.collector.record.files import record_line
-from lanewatch.exporters.report import PART_COLORS
-from lanewatch.exporters.report_file import write_report
-from lanewatch.exporters.svg import LANE_PALETTE
+from lanewatch.exporters.report.file import write_report
+from lanewatch.exporters.report.render import PART_COLORS
+from lanewatch.exporters.report.svg import LANE_PALETTE
 from tests.conftest import require_binary
-from tests.unit.exporters.sample_records import EVENTS, sample_records
+from tests.unit.exporters.report.sample_records import EVENTS, sample_records
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
 from lanewatch.collector.record.files import record_line
-from tests.unit.exporters.sample_records import EVENTS, sample_records
+from tests.unit.exporters.report.sample_records import EVENTS, sample_records
 
 
 def _records_file(folder: Path, n: int = 120) -> Path:

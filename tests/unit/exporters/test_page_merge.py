@@ -7,8 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from lanewatch.exporters import names
 from lanewatch.exporters.page_merge import merge_pages
 from lanewatch.exporters.prometheus import RequestMetrics
-
-from .sample_records import sample_records
+from tests.unit.exporters.report.sample_records import sample_records
 
 
 def _page(records: list[object]) -> str:

@@ -121,8 +121,8 @@ def test_the_story_is_complete_when_the_first_of_each_kind_comes_in_order() -> N
 
 def test_the_demo_and_the_report_share_one_list_of_event_kinds() -> None:
     from lanewatch.collector.demo.events import KINDS
-    from lanewatch.exporters.report import ENDING_KINDS
-    from lanewatch.exporters.report_data import EVENT_KINDS, SPAN_KINDS
+    from lanewatch.exporters.report.data import EVENT_KINDS, SPAN_KINDS
+    from lanewatch.exporters.report.render import ENDING_KINDS
 
     assert KINDS is EVENT_KINDS
     assert {k for span in SPAN_KINDS for k in span[1:]} == set(EVENT_KINDS)

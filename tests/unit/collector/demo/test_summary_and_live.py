@@ -14,7 +14,7 @@ from lanewatch.collector.demo.timeline import Plan
 from lanewatch.collector.record.goodput import Bound, Goodput
 from lanewatch.collector.record.timing import RequestTiming
 from lanewatch.collector.record.window import Summary, summarize
-from lanewatch.exporters.report_data import parse_events
+from lanewatch.exporters.report.data import parse_events
 
 T0 = 1_800_000_000.0
 PAGE = {"alertname": "LanewatchTTFTBurnRate", "lane": "slow", "severity": "page", "slo": "ttft"}

@@ -26,7 +26,7 @@ from lanewatch.collector.record.window import (
     quantile,
 )
 
-from .report_diagnosis import diagnosis_of
+from .diagnosis import diagnosis_of
 
 # Stacking order of the phase breakdown: server_wait stands where queue..residual would.
 PART_ORDER: tuple[str, ...] = (*BREAKDOWN_PARTS[:6], "residual", SERVER_WAIT, "decode")

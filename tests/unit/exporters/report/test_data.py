@@ -7,7 +7,7 @@ import pytest
 
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming, breakdown
 from lanewatch.collector.record.window import quantile
-from lanewatch.exporters.report_data import (
+from lanewatch.exporters.report.data import (
     ALL_CLASSES,
     MAX_POINTS,
     Event,

@@ -25,8 +25,8 @@ from .charts import (
     stacked_bar_chart,
     timeline_chart,
 )
-from .report_data import ALL_CLASSES, SPAN_KINDS, Box, Event, LanePoints, ReportData, TableRow, spans
-from .report_diagnosis import diagnosis_section
+from .data import ALL_CLASSES, SPAN_KINDS, Box, Event, LanePoints, ReportData, TableRow, spans
+from .diagnosis import diagnosis_section
 from .svg import LegendItem, esc, fmt_seconds, lane_colors
 
 PART_COLORS: dict[str, str] = {
@@ -91,7 +91,7 @@ def render_report(data: ReportData) -> str:
 
 
 def _css() -> str:
-    return resources.files("lanewatch.exporters").joinpath("report.css").read_text(encoding="utf-8")
+    return resources.files("lanewatch.exporters.report").joinpath("report.css").read_text(encoding="utf-8")
 
 
 def _utc(t: float | None) -> str:

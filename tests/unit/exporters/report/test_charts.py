@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from lanewatch.exporters.charts import (
+from lanewatch.exporters.report.charts import (
     Band,
     BoxGroup,
     BoxMark,
@@ -15,7 +15,7 @@ from lanewatch.exporters.charts import (
     stacked_bar_chart,
     timeline_chart,
 )
-from lanewatch.exporters.svg import LegendItem
+from lanewatch.exporters.report.svg import LegendItem
 
 SVG = "{http://www.w3.org/2000/svg}"
 EVIL = '<script>alert("x")</script> & co'

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lanewatch.exporters.svg import (
+from lanewatch.exporters.report.svg import (
     Frame,
     LegendItem,
     Scale,

@@ -14,8 +14,8 @@ from lanewatch.collector.common.errors import ConfigError
 from lanewatch.collector.record.files import RecordFileError, read_records
 from lanewatch.collector.record.goodput import Goodput
 
-from .report import render_report
-from .report_data import Event, SummaryError, build_report, parse_events
+from .data import Event, SummaryError, build_report, parse_events
+from .render import render_report
 
 __all__ = ["SUMMARY_NAME", "ReportInputError", "ReportWritten", "write_report"]
 

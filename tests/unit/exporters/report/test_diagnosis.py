@@ -13,12 +13,12 @@ from lanewatch.alerts.spec import DEMO_SPEC, load_spec
 from lanewatch.collector.cli import app
 from lanewatch.collector.record.files import record_line
 from lanewatch.collector.record.goodput import from_spec
-from lanewatch.exporters.report import render_report
-from lanewatch.exporters.report_data import build_report
-from lanewatch.exporters.report_diagnosis import diagnosis_of
+from lanewatch.exporters.report.data import build_report
+from lanewatch.exporters.report.diagnosis import diagnosis_of
+from lanewatch.exporters.report.render import render_report
 
 from .sample_records import sample_records
-from .test_report import EVIL_LANE, X, _parse
+from .test_render import EVIL_LANE, X, _parse
 
 JUDGE = from_spec(load_spec(DEMO_SPEC))
 

@@ -8,8 +8,8 @@ from importlib import resources
 import pytest
 
 from lanewatch.collector.record.timing import ErrorKind, RequestTiming
-from lanewatch.exporters.report import render_report
-from lanewatch.exporters.report_data import build_report, parse_events
+from lanewatch.exporters.report.data import build_report, parse_events
+from lanewatch.exporters.report.render import render_report
 
 from .sample_records import EVENTS, sample_records
 
@@ -70,7 +70,7 @@ def test_page_is_self_contained(page: str) -> None:
 
 
 def test_the_stylesheet_can_be_inlined_verbatim() -> None:
-    css = resources.files("lanewatch.exporters").joinpath("report.css").read_text(encoding="utf-8")
+    css = resources.files("lanewatch.exporters.report").joinpath("report.css").read_text(encoding="utf-8")
     assert "<" not in css and "&" not in css  # <style> is raw text in HTML, parsed text in XML
 
 
@@ -130,8 +130,8 @@ def test_no_records_renders_a_message() -> None:
 
 def test_a_falling_fit_reads_as_a_minus_sign_in_the_legend() -> None:
     from lanewatch.collector.record.window import LinearFit
-    from lanewatch.exporters.report import _fit_legend
-    from lanewatch.exporters.report_data import LanePoints
+    from lanewatch.exporters.report.data import LanePoints
+    from lanewatch.exporters.report.render import _fit_legend
 
     def legend(per_token_s: float) -> str:
         return _fit_legend(LanePoints("fast", "ttft", (), 0, LinearFit(0.0128, per_token_s, 1.0, 0.0, 9)))
