@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from lanewatch.collector.common.packagedata import checkout_root, data_path
+from lanewatch.collector.common.input_files import checkout_root, data_path
 
 from . import render, rules
 from .model import Spec

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from lanewatch.collector.common.yamlfile import ConfigIssue
+from lanewatch.collector.common.input_files import ConfigIssue
 from lanewatch.exporters import names
 
 from .model import HISTOGRAMS

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lanewatch.collector.common.input_files import ConfigIssue
 from lanewatch.collector.common.validation import repeats
-from lanewatch.collector.common.yamlfile import ConfigIssue
 from lanewatch.exporters import names
 
 from . import burnrate, diagnosis, goodput, lanes, mitigation, threshold_rules

@@ -17,9 +17,14 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from lanewatch.collector.common.packagedata import data_path
+from lanewatch.collector.common.input_files import (
+    ConfigError,
+    ConfigIssue,
+    data_path,
+    validation_issues,
+    yaml_line_index,
+)
 from lanewatch.collector.common.validation import LaneName, repeats
-from lanewatch.collector.common.yamlfile import ConfigError, ConfigIssue, validation_issues, yaml_line_index
 from lanewatch.collector.record.error_kinds import CLIENT_ERROR_KINDS, METRIC_ERROR_KINDS
 from lanewatch.exporters import names
 

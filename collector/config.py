@@ -28,14 +28,13 @@ from lanewatch.collector.collect.settings import (
     OtlpReceiverConfig,
     ScrapeConfig,
 )
-from lanewatch.collector.common.listen import is_loopback, parse_listen
-from lanewatch.collector.common.settings import ServerConfig as ServerConfig
-from lanewatch.collector.common.validation import check_unique
 
 # ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
-from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
-from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
-from lanewatch.collector.common.yamlfile import read_yaml_mapping, validation_issues
+from lanewatch.collector.common.input_files import ConfigError as ConfigError
+from lanewatch.collector.common.input_files import ConfigIssue as ConfigIssue
+from lanewatch.collector.common.input_files import read_yaml_mapping, validation_issues
+from lanewatch.collector.common.settings import ServerConfig as ServerConfig
+from lanewatch.collector.common.validation import check_unique, is_loopback, parse_listen
 from lanewatch.collector.degrade.settings import DegradeConfig as DegradeConfig
 from lanewatch.collector.diagnose.settings import DiagnoseConfig
 from lanewatch.collector.gateway.settings import (

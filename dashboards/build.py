@@ -10,7 +10,7 @@ from typing import Any, Final
 import yaml
 from grafanalib._gen import DashboardEncoder
 
-from lanewatch.collector.common.packagedata import checkout_root, data_path
+from lanewatch.collector.common.input_files import checkout_root, data_path
 
 from .degrade import dashboard_degrade
 from .lanes import dashboard_lanes

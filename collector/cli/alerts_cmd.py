@@ -45,7 +45,7 @@ def build(
     """Write rule files (headed "generated — do not edit"); exit 1 on an invalid spec."""
     from lanewatch.alerts import build as builder
     from lanewatch.alerts.spec import BUNDLED_SPECS, SpecError, load_spec
-    from lanewatch.collector.common.packagedata import NoCheckoutError
+    from lanewatch.collector.common.input_files import NoCheckoutError
 
     try:
         if spec is None and out is None and kubernetes is None:

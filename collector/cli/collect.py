@@ -57,7 +57,7 @@ def collect(
     from lanewatch.collector.collect.service import load_goodput
     from lanewatch.collector.common import eventloop
     from lanewatch.collector.common.errors import LanewatchError
-    from lanewatch.collector.common.overrides import Flag, override
+    from lanewatch.collector.common.settings import Flag, override
     from lanewatch.collector.config import load_config
     from lanewatch.collector.probe.suites import parse_shard
 
@@ -82,7 +82,7 @@ def collect(
     except LanewatchError as exc:
         fail("collect", f"--shard: {exc}")
     if otlp_grpc_listen is not None:
-        from lanewatch.collector.common.listen import parse_listen
+        from lanewatch.collector.common.validation import parse_listen
 
         try:
             parse_listen(otlp_grpc_listen)

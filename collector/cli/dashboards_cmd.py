@@ -32,7 +32,7 @@ def build(
 ) -> None:
     """Write every dashboard's JSON (headed "generated — do not edit" in its description)."""
     from lanewatch.alerts.build import write
-    from lanewatch.collector.common.packagedata import NoCheckoutError
+    from lanewatch.collector.common.input_files import NoCheckoutError
     from lanewatch.dashboards.build import outputs
 
     try:

@@ -105,7 +105,7 @@ def serve(
     import asyncio
     import logging
 
-    from lanewatch.collector.common.overrides import Flag, OverrideError, override
+    from lanewatch.collector.common.settings import Flag, OverrideError, override
     from lanewatch.collector.common.validation import check_http_url
     from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.degrade.adapters import choose

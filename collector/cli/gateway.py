@@ -83,8 +83,8 @@ def gateway(
     # Imported here, not at the top: every command module is loaded to build the CLI.
     from pydantic import ValidationError
 
-    from lanewatch.collector.common.overrides import Flag, override
     from lanewatch.collector.common.secrets import read_secret_or_none
+    from lanewatch.collector.common.settings import Flag, override
     from lanewatch.collector.config import load_config
 
     try:

@@ -210,7 +210,7 @@ def _problem(error: Any) -> str:
 
 
 def _listen_address(value: str | None, option: str) -> tuple[str, int] | None:
-    from lanewatch.collector.common.listen import parse_listen
+    from lanewatch.collector.common.validation import parse_listen
 
     if value is None:
         return None

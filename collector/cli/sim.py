@@ -151,7 +151,7 @@ def sim(
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve vLLM's OpenAI API, /metrics and OTLP spans from a simulated engine (no GPU needed)."""
-    from lanewatch.collector.common.uvicorn_limits import ServeLimits, uvicorn_config
+    from lanewatch.collector.common.serving import ServeLimits, uvicorn_config
     from lanewatch.simulator import tls as tls_mod
     from lanewatch.simulator.app import SimConfig, Simulator
     from lanewatch.simulator.faults import FaultError, FaultSpec, parse_faults

@@ -16,9 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.common.secrets import read_secret, read_secret_or_none
+from lanewatch.collector.common.secrets import bearer_ok, read_secret, read_secret_or_none
 
 if TYPE_CHECKING:
     from lanewatch.collector.collect.settings import IngestConfig

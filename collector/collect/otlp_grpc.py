@@ -19,7 +19,7 @@ cannot take every one of the `max_concurrent` call slots; a call whose message h
 arrived within `read_timeout_s` ends with DEADLINE_EXCEEDED and frees its slot; and a
 connection is closed after `max_connection_age_s` (with a grace for calls in flight). After
 calls have come, the receiver gives freed heap back to the OS every TRIM_EVERY_S
-(common/heap.py), so a flood of calls reset at once does not leave the process its size.
+(collect/heap.py), so a flood of calls reset at once does not leave the process its size.
 
 The same listener serves `LogsService/Export` when given a logs sink: Envoy's OpenTelemetry
 access logger sends its entries there (otlp_logs.py decodes and admits them, envoy_log.py maps
@@ -49,6 +49,7 @@ from google.protobuf.message import Message
 
 from lanewatch.collector.collect.credentials import Credential, IngestKeys, as_auth
 from lanewatch.collector.collect.envoy_log import DEFAULT_CLASS
+from lanewatch.collector.collect.heap import trim
 from lanewatch.collector.collect.otlp import OFF_LOOP_BYTES, admit_spans, decode_protobuf, trace_response
 from lanewatch.collector.collect.otlp_logs import (
     LOGS_SERVICE,
@@ -59,7 +60,6 @@ from lanewatch.collector.collect.otlp_logs import (
     logs_response,
 )
 from lanewatch.collector.collect.otlp_wire import Admission, OtlpError
-from lanewatch.collector.common.heap import trim
 from lanewatch.collector.record.evidence import ServerSpan
 from lanewatch.collector.record.timing import RequestTiming
 

@@ -23,7 +23,7 @@ from lanewatch.collector.collect.credentials import IngestKeys, as_auth
 from lanewatch.collector.collect.otlp import OFF_LOOP_BYTES, handle_export
 from lanewatch.collector.collect.otlp_logs import MAX_LOG_RECORDS, LogsAdmission, handle_logs_export
 from lanewatch.collector.collect.otlp_wire import forbidden, too_large, unauthorized
-from lanewatch.collector.common.bodies import read_limited
+from lanewatch.collector.common.serving import read_limited
 from lanewatch.collector.record.evidence import ServerSpan
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class SpanReceiver:
         """Bind (OSError when the address is taken), serve on a thread; returns the bound port."""
         import uvicorn
 
-        from lanewatch.collector.common.uvicorn_limits import ServeLimits, uvicorn_config
+        from lanewatch.collector.common.serving import ServeLimits, uvicorn_config
 
         app = FastAPI(title="lanewatch probe span receiver", docs_url=None, redoc_url=None, openapi_url=None)
         app.add_api_route(

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import Request, Response
 
-from lanewatch.collector.common.bodies import read_limited
 from lanewatch.collector.common.headers import AUTHORIZATION
+from lanewatch.collector.common.serving import read_limited
 from lanewatch.collector.progress.inflight import Progress
 from lanewatch.collector.progress.wire import PROGRESS_PATH, ProgressError, parse_progress
 

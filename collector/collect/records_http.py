@@ -29,8 +29,8 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from lanewatch.collector.common.bodies import read_limited
 from lanewatch.collector.common.headers import AUTHORIZATION
+from lanewatch.collector.common.serving import read_limited
 from lanewatch.collector.record.batch import BatchError, ParsedBatch, Refused, parse_batch
 from lanewatch.collector.record.recent_ids import RecentIds
 from lanewatch.collector.record.timing import RequestTiming

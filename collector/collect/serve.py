@@ -24,7 +24,7 @@ async def serve(
     """Serve the HTTP app and run the service until `stop`; `on_listening` gets the bound port."""
     import uvicorn
 
-    from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
+    from lanewatch.collector.common.serving import limits_of, uvicorn_config
 
     problem = ingest_auth_problem(service.cfg, host, not service.ingest_auth.open)
     if problem is not None:  # where the address is decided: refused before anything listens
@@ -59,7 +59,7 @@ async def start_grpc_receiver(service: CollectorService) -> GrpcSpanReceiver | N
     if not (otlp.enabled and otlp.grpc_listen):
         return None
     from lanewatch.collector.collect.otlp_grpc import GrpcLimits, GrpcSpanReceiver
-    from lanewatch.collector.common.listen import parse_listen
+    from lanewatch.collector.common.validation import parse_listen
 
     limits = GrpcLimits(
         max_message_bytes=otlp.max_body_bytes,
@@ -106,7 +106,7 @@ async def run_until_signalled(cfg: LanewatchConfig, announce: Callable[[str], No
 
         if service.grpc_port is not None and cfg.otlp.grpc_listen is not None:
             from lanewatch.collector.collect.otlp_grpc import grpc_endpoint_url
-            from lanewatch.collector.common.listen import parse_listen
+            from lanewatch.collector.common.validation import parse_listen
 
             url = grpc_endpoint_url(parse_listen(cfg.otlp.grpc_listen)[0], service.grpc_port)
             announce(f"OTLP/gRPC spans at {url}")

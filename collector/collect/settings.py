@@ -11,14 +11,12 @@ from pydantic import (
     model_validator,
 )
 
-from lanewatch.collector.common.listen import parse_listen
+# ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
+from lanewatch.collector.common.input_files import ConfigError as ConfigError
+from lanewatch.collector.common.input_files import ConfigIssue as ConfigIssue
 from lanewatch.collector.common.settings import Section
 from lanewatch.collector.common.settings import ServerConfig as ServerConfig
-from lanewatch.collector.common.validation import ClassName, HttpUrl, LaneName, check_unique
-
-# ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
-from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
-from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
+from lanewatch.collector.common.validation import ClassName, HttpUrl, LaneName, check_unique, parse_listen
 from lanewatch.collector.degrade.settings import DegradeConfig as DegradeConfig
 
 

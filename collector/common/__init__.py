@@ -1,2 +1,3 @@
-"""Small shared utilities: the error tree, name and URL checks, bearer checks, bounded bodies,
-secret files, YAML loading, settings overrides, the event loop."""
+"""True utilities, eight modules: the error tree, name, URL and listen-address checks, the header
+names, secrets and bearer checks, the settings base and flag overrides, YAML and package-data
+files, uvicorn's limits and bounded bodies, and the event loop."""

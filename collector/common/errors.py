@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lanewatch.collector.common.yamlfile import ConfigIssue
+    from lanewatch.collector.common.input_files import ConfigIssue
 
 __all__ = ["ConfigError", "LanewatchError", "ProtocolViolation", "StartupError", "UpstreamError"]
 

@@ -6,10 +6,12 @@ without quoting: ASCII letters, digits, `_`, `.` and `-`, 1 to 32 of them. `:` i
 because header and log lines use it as a separator. Config targets, gateway lanes, the degrade
 policy and SLO specs all validate lane names with `LaneName`, and request classes with
 `ClassName`; a repeated name anywhere is refused through `check_unique`.
-"""
+
+`[HOST:]PORT` listen addresses, as config and flags give them, and whether one stays on this host."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Annotated, Final, TypeVar
@@ -27,8 +29,11 @@ __all__ = [
     "check_lane_name",
     "check_unique",
     "duplicates",
+    "is_loopback",
+    "parse_listen",
     "repeats",
 ]
+
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -94,3 +99,28 @@ def check_unique(values: S, what: str) -> S:
 LaneName = Annotated[str, AfterValidator(check_lane_name)]
 ClassName = Annotated[str, AfterValidator(check_class_name)]
 HttpUrl = Annotated[str, AfterValidator(check_http_url)]
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """`[HOST:]PORT` (IPv6 as `[::1]:PORT`) to (host, port); host defaults to 127.0.0.1."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    host = host.removeprefix("[").removesuffix("]")
+    if not port_text.isdigit() or int(port_text) > 65535 or (sep and not host):
+        raise ValueError(f"expected [HOST:]PORT with PORT 0-65535, got {value!r}")
+    return host, int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listen host is reachable from this machine only (127.0.0.0/8, ::1, `localhost`).
+
+    A name other than `localhost` counts as reachable from elsewhere: what it resolves to can change.
+    """
+    host = host.strip().removeprefix("[").removesuffix("]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

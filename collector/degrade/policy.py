@@ -42,8 +42,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lanewatch.collector.common.input_files import load_yaml_model
 from lanewatch.collector.common.validation import ClassName, LaneName, check_unique
-from lanewatch.collector.common.yamlfile import load_yaml_model
 
 __all__ = ["DEFAULT_POLICY", "Policy", "PolicySpec", "ProtectStep", "load_policy"]
 

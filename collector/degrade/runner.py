@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from lanewatch.collector.common import secrets
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.common.uvicorn_limits import limits_of, uvicorn_config
+from lanewatch.collector.common.serving import limits_of, uvicorn_config
 
 from . import preflight
 from .adapters import REGISTRY, Adapter, AdapterError

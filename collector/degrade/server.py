@@ -19,9 +19,9 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from lanewatch.collector.common.bearer import bearer_ok
-from lanewatch.collector.common.bodies import read_limited
 from lanewatch.collector.common.headers import AUTHORIZATION
+from lanewatch.collector.common.secrets import bearer_ok
+from lanewatch.collector.common.serving import read_limited
 
 from .metrics import DegradeMetrics
 from .readback import reports_json

@@ -22,7 +22,7 @@ import yaml
 from lanewatch.alerts.build import GENERATED_DIR
 from lanewatch.alerts.spec import DEFAULT_SPEC, DEMO_SPEC, DEMO_VLLM_SPEC
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.common.packagedata import data_path
+from lanewatch.collector.common.input_files import data_path
 from lanewatch.collector.probe.settings import DEFAULT_CLASSES, RequestClass
 
 __all__ = [

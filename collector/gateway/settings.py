@@ -14,13 +14,13 @@ from pydantic import (
 from lanewatch.collector.classify.hints import HintsConfig, check_prompt_regex
 from lanewatch.collector.classify.rules import DEFAULT_CLASS_RULES, ClassRule, ReadingConfig
 from lanewatch.collector.common.headers import CLASS_HEADER
+
+# ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
+from lanewatch.collector.common.input_files import ConfigError as ConfigError
+from lanewatch.collector.common.input_files import ConfigIssue as ConfigIssue
 from lanewatch.collector.common.settings import Section
 from lanewatch.collector.common.settings import ServerConfig as ServerConfig
 from lanewatch.collector.common.validation import ClassName, HttpUrl, LaneName
-
-# ConfigError and ConfigIssue are what load_config raises: re-exported for its callers.
-from lanewatch.collector.common.yamlfile import ConfigError as ConfigError
-from lanewatch.collector.common.yamlfile import ConfigIssue as ConfigIssue
 from lanewatch.collector.degrade.settings import DegradeConfig as DegradeConfig
 from lanewatch.collector.degrade_state.served_models import ServedModels
 

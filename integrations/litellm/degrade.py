@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.common.secrets import bearer_ok
 from lanewatch.collector.degrade_state.state import (
     Decision,
     DegradeError,

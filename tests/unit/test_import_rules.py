@@ -512,3 +512,9 @@ def test_config_only_composes_the_rooms_settings() -> None:
         n.startswith("lanewatch.collector.degrade.settings")
         for n in _runtime_imports(ROOT / "collector" / "config.py")
     )
+
+
+def test_common_holds_eight_modules_at_most() -> None:
+    """`common/` is for true utilities: an idea with more than one module gets a room of its own."""
+    modules = sorted(p.stem for p in (ROOT / "collector" / "common").glob("*.py") if p.stem != "__init__")
+    assert len(modules) <= 8, modules

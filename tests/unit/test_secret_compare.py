@@ -19,10 +19,10 @@ PACKAGES = ("collector", "exporters", "simulator", "alerts", "dashboards")
 # Identifiers that hold a secret (`token`, not `tokens`: those are LLM tokens).
 SECRET = re.compile(r"token(?!s)|secret|api_?key|passw|signature|credential|authoriz", re.IGNORECASE)
 TIMING_UNSAFE = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
-# Where a token is compared; the collector's APIs share collector/common/bearer.py (the simulator
+# Where a token is compared; the collector's APIs share collector/common/secrets.py (the simulator
 # imports nothing of lanewatch, so it keeps its own). The collector's ingest paths (records,
 # progress, OTLP) ask credentials.py, which checks every configured token with it.
-AUTH_SITES = ("collector/common/bearer.py", "simulator/app.py")
+AUTH_SITES = ("collector/common/secrets.py", "simulator/app.py")
 BEARER_USERS = (
     "collector/gateway/front/admin.py",
     "collector/degrade/server.py",

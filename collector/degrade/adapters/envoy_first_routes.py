@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lanewatch.collector.common.packagedata import data_path
+from lanewatch.collector.common.input_files import data_path
 
 from .envoy_render import parse_template, render, render_text
 from .files import write_atomic

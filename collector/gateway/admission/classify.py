@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lanewatch.collector.classify.rules import ClassRule, ReadingConfig, class_of
-from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.common.headers import AUTHORIZATION, LANE_HEADER
+from lanewatch.collector.common.secrets import bearer_ok
 from lanewatch.collector.common.validation import CLASS_NAME_PATTERN
 from lanewatch.collector.gateway.settings import GatewayConfig
 from lanewatch.collector.record.timing import Api

@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from lanewatch.collector.common.bearer import bearer_ok
 from lanewatch.collector.common.headers import AUTHORIZATION
+from lanewatch.collector.common.secrets import bearer_ok
 from lanewatch.collector.degrade_state.state import (
     DegradeError,
     DegradePut,

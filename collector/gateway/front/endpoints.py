@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
-from lanewatch.collector.common.bearer import holds_token
 from lanewatch.collector.common.headers import AUTHORIZATION
+from lanewatch.collector.common.secrets import holds_token
 
 from .connection import FrontConn, Request, Response
 from .errors import error_response

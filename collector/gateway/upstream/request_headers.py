@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 from multidict import CIMultiDict
 
-from lanewatch.collector.common.bearer import holds_token
 from lanewatch.collector.common.headers import AUTHORIZATION, LANE_HEADER, TRACEPARENT, TRACESTATE
+from lanewatch.collector.common.secrets import holds_token
 
 __all__ = ["upstream_headers"]
 

@@ -71,7 +71,7 @@ def test_the_simulator_and_the_shared_lanewatch_check_agree(header: str | None) 
     # check; it must accept exactly what every lanewatch service's bearer check accepts.
     import hashlib
 
-    from lanewatch.collector.common.bearer import bearer_ok
+    from lanewatch.collector.common.secrets import bearer_ok
     from lanewatch.simulator.app import bearer_matches
 
     digest = hashlib.sha256(TOKEN.encode()).digest()

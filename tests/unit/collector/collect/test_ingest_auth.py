@@ -23,7 +23,7 @@ from lanewatch.collector.collect.serve import serve
 from lanewatch.collector.collect.service import CollectorService
 from lanewatch.collector.collect.settings import IngestConfig
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.common.listen import is_loopback
+from lanewatch.collector.common.validation import is_loopback
 from lanewatch.collector.config import LanewatchConfig, load_config
 from lanewatch.collector.record.batch import encode_batch, encode_record
 from lanewatch.collector.record.timing import RequestTiming

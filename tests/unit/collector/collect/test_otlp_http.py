@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from lanewatch.collector.collect.otlp_http import endpoint_url
-from lanewatch.collector.common.listen import parse_listen
+from lanewatch.collector.common.validation import parse_listen
 
 
 @pytest.mark.parametrize(

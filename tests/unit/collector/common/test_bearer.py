@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.collector.common.bearer import bearer_ok
+from lanewatch.collector.common.secrets import bearer_ok
 
 
 @pytest.mark.parametrize(

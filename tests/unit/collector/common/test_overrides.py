@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lanewatch.collector.cli import app
-from lanewatch.collector.common.overrides import Flag, OverrideError, override
+from lanewatch.collector.common.settings import Flag, OverrideError, override
 from lanewatch.collector.config import LanewatchConfig, ServerConfig
 from lanewatch.collector.gateway.settings import GatewayConfig
 

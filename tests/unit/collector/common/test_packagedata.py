@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.collector.common.packagedata import PackageDataError, data_path, source_checkout
+from lanewatch.collector.common.input_files import PackageDataError, data_path, source_checkout
 from tests.layout import ROOT
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import uvicorn
 
-from lanewatch.collector.common.uvicorn_limits import (
+from lanewatch.collector.common.serving import (
     ServeLimits,
     head_timeout_protocol,
     limits_of,

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.collector.common.yamlfile import ConfigError
+from lanewatch.collector.common.input_files import ConfigError
 from lanewatch.collector.degrade.policy import DEFAULT_POLICY, Policy, PolicySpec, ProtectStep, load_policy
 
 REPO = Path(__file__).resolve().parents[4]

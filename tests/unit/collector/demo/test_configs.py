@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lanewatch.collector.common.yamlfile import load_yaml_model
+from lanewatch.collector.common.input_files import load_yaml_model
 from lanewatch.collector.config import LanewatchConfig, load_config
 from lanewatch.collector.degrade.policy import PolicySpec, load_policy
 from lanewatch.collector.demo.configs import (

@@ -8,7 +8,8 @@ httptools protocol: a request head must be complete within `head_timeout_s` of t
 connection opening (or, on a kept-alive connection, of the next request's first byte).
 A connection that misses it gets `408 Request Timeout` (or nothing, if it sent nothing)
 and is closed. `uvicorn_config` builds the `uvicorn.Config` of every service with them.
-"""
+
+`read_limited` reads a request body with a size limit, for the collector's ASGI edges."""
 
 from __future__ import annotations
 
@@ -18,12 +19,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import uvicorn
+from starlette.requests import Request
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 if TYPE_CHECKING:
     from lanewatch.collector.common.settings import ServerConfig
 
-__all__ = ["HeadTimeoutProtocol", "ServeLimits", "head_timeout_protocol", "limits_of", "uvicorn_config"]
+__all__ = [
+    "HeadTimeoutProtocol",
+    "ServeLimits",
+    "head_timeout_protocol",
+    "limits_of",
+    "read_limited",
+    "uvicorn_config",
+]
+
 
 log = logging.getLogger("lanewatch.http")
 
@@ -113,3 +123,17 @@ def uvicorn_config(app: Any, limits: ServeLimits, **options: Any) -> uvicorn.Con
         timeout_keep_alive=limits.keep_alive_s,
         **options,
     )
+
+
+async def read_limited(request: Request, limit: int) -> bytes | None:
+    """The request body, or None as soon as it is known to exceed `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
