@@ -1,6 +1,6 @@
 """docs/slo-spec.md from the spec's pydantic models: every field with its type, default and meaning.
 
-The models in spec.py are the one definition of the spec format; this renders them, so the
+The models in spec_schema.py are the one definition of the spec format; this renders them, so the
 reference page cannot drift from what `lanewatch alerts check` accepts. Pure: `render()`
 returns the page, the CLI writes it, and a test compares it with the committed file.
 """
@@ -20,7 +20,7 @@ from pydantic_core import PydanticUndefined
 
 from lanewatch.collector.common.validation import LANE_NAME_PATTERN
 
-from . import spec
+from . import spec_schema
 
 # docs/slo-spec.md of a source checkout; absent from an installed wheel.
 DOCS_PAGE: Final = Path(__file__).resolve().parent.parent / "docs" / "slo-spec.md"
@@ -37,7 +37,7 @@ _BOUNDS: Final = (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤"))
 
 HEADER: Final = """# The SLO spec, field by field
 
-Generated from the pydantic models in `alerts/spec.py` by `lanewatch alerts docs` (run by
+Generated from the pydantic models in `alerts/spec_schema.py` by `lanewatch alerts docs` (run by
 `make generate`); do not edit. A test fails when this page is stale.
 
 A spec is one YAML document, `apiVersion: lanewatch/v1`, `kind: SLOSpec`; `alerts/slos.yaml`
@@ -181,10 +181,10 @@ def _annotation(field: FieldInfo) -> Any:
 def render() -> str:
     """The whole docs/slo-spec.md page: the SLOSpec document, then alerts/windows.yaml."""
     paths: Paths = {}
-    spec_models = list(_models(spec.SpecDocumentModel, "", paths))
-    paths[spec.SpecDocumentModel] = ["(document)"]
-    windows_models = list(_models(spec.WindowsFileModel, "", paths))
-    paths[spec.WindowsFileModel] = ["alerts/windows.yaml"]
+    spec_models = list(_models(spec_schema.SpecDocumentModel, "", paths))
+    paths[spec_schema.SpecDocumentModel] = ["(document)"]
+    windows_models = list(_models(spec_schema.WindowsFileModel, "", paths))
+    paths[spec_schema.WindowsFileModel] = ["alerts/windows.yaml"]
     parts = [HEADER]
     parts += [_section(m, paths) for m in spec_models]
     parts += [_section(m, paths) for m in windows_models]

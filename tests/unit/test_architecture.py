@@ -54,3 +54,17 @@ def test_the_page_names_each_extension_point() -> None:
         assert f"`{path}`" in text and (ROOT / path).is_file(), path
     for heading in ("Router adapters", "Diagnosis checks", "Exporters", "Alerts and dashboards generation"):
         assert f"### {heading}" in text, heading
+
+
+MAX_MODULE_LINES = 600  # past this a module holds more than one idea: split it by idea
+
+
+def test_no_module_is_over_six_hundred_lines() -> None:
+    folders = ("collector", "exporters", "alerts", "dashboards", "simulator", "integrations")
+    long = {
+        str(p.relative_to(ROOT)): n
+        for folder in folders
+        for p in (ROOT / folder).rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

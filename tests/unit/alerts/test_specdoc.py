@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
-from lanewatch.alerts import spec, specdoc
+from lanewatch.alerts import spec_schema, specdoc
 from lanewatch.collector.cli import app
 
 STALE = "stale: run `lanewatch alerts docs` (or `make generate`) and commit the result"
@@ -34,7 +34,7 @@ def test_committed_page_is_fresh() -> None:
 
 def test_every_field_of_every_model_is_documented_with_a_description() -> None:
     page = specdoc.render()
-    models = _all_models(spec.SpecDocumentModel) | _all_models(spec.WindowsFileModel)
+    models = _all_models(spec_schema.SpecDocumentModel) | _all_models(spec_schema.WindowsFileModel)
     assert len(models) > 20
     for model in models:
         for name, field in model.model_fields.items():
