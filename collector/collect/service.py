@@ -91,7 +91,7 @@ def probe_suite(cfg: LanewatchConfig, sink: RecordSink, tracer: Tracer | None) -
     """The configured probe suite (collector/probe/suites.py)."""
     from lanewatch.collector.probe.suites import ProbeSuite
 
-    return ProbeSuite(cfg, sink, tracer=tracer)
+    return ProbeSuite(cfg.targets, cfg.probe, sink, record_content=cfg.export.record_content, tracer=tracer)
 
 
 def load_goodput(enabled: bool, spec_path: Path | None) -> Goodput | None:

@@ -16,16 +16,15 @@ import heapq
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from opentelemetry.trace import Tracer
 
 from lanewatch.collector.common.errors import ConfigError
-from lanewatch.collector.config import LanewatchConfig
 from lanewatch.collector.probe.prober import Prober, spec_for
-from lanewatch.collector.probe.settings import RequestClass, Target
+from lanewatch.collector.probe.settings import ProbeConfig, RequestClass, Target
 from lanewatch.collector.progress.inflight import InFlight
 from lanewatch.collector.record.builder import RecordBuilder
 from lanewatch.collector.record.sink import RecordSink
@@ -77,12 +76,12 @@ def shard_of(target_name: str, shards: int) -> int:
     return int.from_bytes(digest[:8], "big") % shards
 
 
-def plan(cfg: LanewatchConfig) -> list[ProbeJob]:
+def plan(targets: Sequence[Target], probe: ProbeConfig) -> list[ProbeJob]:
     """The jobs of this collector: targets in its shard × their request classes."""
-    shard = parse_shard(cfg.probe.shard)
-    classes = {c.name: c for c in cfg.probe.classes}
+    shard = parse_shard(probe.shard)
+    classes = {c.name: c for c in probe.classes}
     jobs = []
-    for t in cfg.targets:
+    for t in targets:
         if shard is not None and shard_of(t.name, shard[1]) != shard[0]:
             continue
         for name in t.classes if t.classes is not None else list(classes):
@@ -227,15 +226,16 @@ class ProbeSuite:
 
     def __init__(
         self,
-        cfg: LanewatchConfig,
+        targets: Sequence[Target],
+        p: ProbeConfig,
         sink: RecordSink,
         *,
+        record_content: bool = False,
         tracer: Tracer | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        p = cfg.probe
-        self.jobs = plan(cfg)
-        targets = {j.target.name: j.target for j in self.jobs}
+        self.jobs = plan(targets, p)
+        probed = {j.target.name: j.target for j in self.jobs}
         self.in_flight = InFlight()  # every prober's probes under way, for the fast guard
         self._probers = {
             name: Prober(
@@ -244,10 +244,10 @@ class ProbeSuite:
                 timeouts=p.timeouts,
                 tracer=tracer,
                 max_connections=p.concurrency,
-                record_content=cfg.export.record_content,
+                record_content=record_content,
                 in_flight=self.in_flight,
             )
-            for name, t in targets.items()
+            for name, t in probed.items()
         }
         self.scheduler = Scheduler(
             self.jobs,

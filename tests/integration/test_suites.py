@@ -31,7 +31,7 @@ async def test_suite_probes_every_class_with_deterministic_distinct_prompts() ->
             probe=ProbeConfig(interval_s=0.1, jitter_ratio=0.1, concurrency=2, classes=classes),
         )
         got: list[RequestTiming] = []
-        suite = ProbeSuite(cfg, got.append, rng=random.Random(3))
+        suite = ProbeSuite(cfg.targets, cfg.probe, got.append, rng=random.Random(3))
         task = asyncio.create_task(suite.run())
         for _ in range(200):
             await asyncio.sleep(0.02)

@@ -518,3 +518,25 @@ def test_common_holds_eight_modules_at_most() -> None:
     """`common/` is for true utilities: an idea with more than one module gets a room of its own."""
     modules = sorted(p.stem for p in (ROOT / "collector" / "common").glob("*.py") if p.stem != "__init__")
     assert len(modules) <= 8, modules
+
+
+def test_only_the_cli_and_the_collect_commands_wiring_import_the_composed_config() -> None:
+    """Each room takes its own settings; the composed config is read by the CLI and by the collect
+    service, whose inputs span every section (targets, probe, scrape, OTLP, ingest, guard)."""
+    wiring = (
+        "collector/cli/",
+        "collector/collect/service.py",
+        "collector/collect/serve.py",
+        "collector/config.py",
+    )
+    users = [
+        str(p.relative_to(ROOT))
+        for folder in ("collector", "exporters", "integrations", "alerts", "dashboards")
+        for p in _files(folder)
+        if not str(p.relative_to(ROOT)).startswith(wiring)
+        and any(
+            n == "lanewatch.collector.config" or n.startswith("lanewatch.collector.config.")
+            for n in _runtime_imports(p)
+        )
+    ]
+    assert users == []

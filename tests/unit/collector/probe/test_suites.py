@@ -22,8 +22,12 @@ def cfg(**probe: object) -> LanewatchConfig:
     return LanewatchConfig(targets=targets, probe=ProbeConfig(**probe))
 
 
+def _sections(c: LanewatchConfig) -> tuple[list[Target], ProbeConfig]:
+    return c.targets, c.probe
+
+
 def test_plan_is_targets_times_their_classes() -> None:
-    jobs = plan(cfg())
+    jobs = plan(*_sections(cfg()))
     assert [j.key for j in jobs] == [
         ("fast", "short"),
         ("fast", "summary"),
@@ -46,8 +50,8 @@ def test_shards_partition_targets_stably() -> None:
 
 
 def test_plan_keeps_only_this_shards_targets() -> None:
-    keep = {t: [j.key for j in plan(cfg(shard=f"{i}/2"))] for i, t in enumerate(("s0", "s1"))}
-    everything = [j.key for j in plan(cfg())]
+    keep = {t: [j.key for j in plan(*_sections(cfg(shard=f"{i}/2")))] for i, t in enumerate(("s0", "s1"))}
+    everything = [j.key for j in plan(*_sections(cfg()))]
     assert sorted(keep["s0"] + keep["s1"]) == sorted(everything)
     assert not set(keep["s0"]) & set(keep["s1"])
 
