@@ -12,6 +12,7 @@ healthy non-streamed answers slower than the SLO through the gateway, and slow u
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -151,6 +152,41 @@ async def test_every_source_holds_the_evidence_contract_on_the_same_requests(tmp
         found += [f"probe: {b}" for b in breaches(probe, probe_events, True, 0.0, first)]
         assert found == []
         assert col.missed() == 0, col.events  # nothing here is the lane's miss
+        streamed = {"tap": _tap_record(gw, "gw-stream", up.served), "envoy": at_envoy["ev-envoy-stream"]}
+        assert unmatched_measures({**streamed, "probe": probe}) == []
+
+
+# What a source cannot measure, and why; every other measure one source gives, each gives.
+NOT_MEASURED: dict[str, dict[str, str]] = {
+    "envoy": {
+        "dns_s": "the shipped access-log format logs no upstream connection phases",
+        "connect_s": "the shipped access-log format logs no upstream connection phases",
+        "tls_s": "the shipped access-log format logs no upstream connection phases",
+        "send_s": "the shipped access-log format logs no upstream connection phases",
+        "itl_s": "an access log has no per-chunk times",
+        "output_tokens": "an access log sees no usage object and counts no chunks",
+    },
+}
+# The measures: what a request took and produced. Identity (ids, attrs) depends on who sent it.
+MEASURES = {
+    f.name
+    for f in dataclasses.fields(RequestTiming)
+    if f.name.endswith("_s") or f.name.endswith("_tokens") or f.name in ("status", "itl_stats")
+}
+
+
+def unmatched_measures(records: dict[str, RequestTiming]) -> list[str]:
+    """Each measure one source's record of a request holds and another's drops, undeclared."""
+
+    def measured(r: RequestTiming) -> set[str]:
+        return {m for m in MEASURES if getattr(r, m) not in (None, ())}
+
+    every = set().union(*(measured(r) for r in records.values()))
+    return sorted(
+        f"{source} drops {m}"
+        for source, r in records.items()
+        for m in every - measured(r) - set(NOT_MEASURED.get(source, {}))
+    )
 
 
 def _tap_record(gw: RunningGateway, name: str, served: dict[str, Any]) -> RequestTiming:
