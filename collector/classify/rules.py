@@ -135,11 +135,13 @@ def class_of(
 
 @dataclass(frozen=True, slots=True)
 class Measures:
-    """What class rules read of a request body: its model, work and prompt size."""
+    """What class rules and routes read of a request body: its model, work and prompt."""
 
     model: str | None
     work: int  # output bound x sequences x prompts
-    prompt_chars: int
+    prompt_chars: int  # text characters + chars_per_token per token id
+    work_units: int = 1  # sequences x prompts: what a cap on max_tokens multiplies
+    last_user_message: str | None = None  # its first reading.regex_max_chars characters
 
 
 def measure(body: Mapping[str, Any], api: ReadApi, reading: ReadingConfig) -> Measures:
@@ -147,8 +149,11 @@ def measure(body: Mapping[str, Any], api: ReadApi, reading: ReadingConfig) -> Me
     reading.missing_max_tokens); ReadingError for a field vLLM would refuse."""
     model = body.get("model")
     work = read_work(body, api, reading.missing_max_tokens)
+    last = work.prompt.last_user
     return Measures(
         model if isinstance(model, str) else None,
         work.total,
         work.prompt.chars + reading.chars_per_token * work.prompt.tokens,
+        work.units,
+        last[: reading.regex_max_chars] if last is not None else None,
     )

@@ -18,10 +18,10 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from lanewatch.collector.classify.rules import ReadingConfig
+from lanewatch.collector.classify.rules import ReadingConfig, measure
 from lanewatch.collector.common.errors import ProtocolViolation
 from lanewatch.collector.gateway.settings import GatewayConfig
-from lanewatch.collector.openai_api.request_reading import ReadApi, read_work
+from lanewatch.collector.openai_api.request_reading import ReadApi
 
 from .lane_models import LaneModels
 
@@ -127,16 +127,12 @@ def route_input(
     reading: ReadingConfig | None = None,
 ) -> RouteInput:
     """What routing needs of a chat or completions body; ReadingError for a field vLLM would refuse."""
-    rd = reading or ReadingConfig()
-    model = body.get("model")
-    work = read_work(body, api, rd.missing_max_tokens)
-    prompt = work.prompt
-    last = prompt.last_user
+    m = measure(body, api, reading or ReadingConfig())  # as the class rules read it: one reading
     return RouteInput(
         header_lane=header_lane,
-        model=model if isinstance(model, str) else None,
-        last_user_message=last[: rd.regex_max_chars] if last is not None else None,
-        prompt_chars=prompt.chars + rd.chars_per_token * prompt.tokens,
-        work=work.total,
-        work_units=work.units,
+        model=m.model,
+        last_user_message=m.last_user_message,
+        prompt_chars=m.prompt_chars,
+        work=m.work,
+        work_units=m.work_units,
     )
