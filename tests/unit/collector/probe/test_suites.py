@@ -150,28 +150,35 @@ async def test_overlap_lets_a_slow_jobs_turns_run_beside_its_last_probe() -> Non
     await asyncio.wait_for(task, 5)
 
 
+class CountingProbe:
+    """A fake probe that counts the probes in flight and their peak: each waits for `answer` (then
+    has its first token) when given, then for `finish`, and returns its record."""
+
+    def __init__(self, finish: asyncio.Event, answer: asyncio.Event | None = None) -> None:
+        self.finish, self.answer = finish, answer
+        self.running = self.peak = 0
+
+    async def __call__(self, job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        if self.answer is not None:
+            await self.answer.wait()
+            answered()
+        await self.finish.wait()
+        self.running -= 1
+        return record(job)
+
+
 async def test_overlap_runs_beside_waiting_probes_only_once_the_lane_answers_one_turn_at_a_time() -> None:
     t = FakeTime()
     answer = asyncio.Event()  # the lane answers: every probe in flight gets its first token
     finish = asyncio.Event()  # the long answers end
-    in_flight = 0
-    peak = 0
-
-    async def probe(job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
-        nonlocal in_flight, peak
-        in_flight += 1
-        peak = max(peak, in_flight)
-        await answer.wait()
-        answered()
-        await finish.wait()  # a long answer streams for many intervals
-        in_flight -= 1
-        return record(job)
-
+    probe = CountingProbe(finish, answer)  # a long answer streams for many intervals
     s = Scheduler(jobs(1), probe, lambda r: None, interval_s=1, concurrency=16, overlap=3, clock=t.clock,
                   sleep=t.sleep, rng=random.Random(1))  # fmt: skip
     task = asyncio.create_task(s.run())
     await advance_to(t, 1010)
-    assert peak == 3 and s.started == 3  # all waiting: the overlap is the evidence the guard needs
+    assert probe.peak == 3 and s.started == 3  # all waiting: the overlap is the evidence the guard needs
     answer.set()
     await advance_to(t, 1011)
     finish.set()  # the three answers end together
@@ -181,7 +188,7 @@ async def test_overlap_runs_beside_waiting_probes_only_once_the_lane_answers_one
     await advance_to(t, 1030)
     # The next probe got its first token at once and streamed on: no turn ran beside it, as
     # with overlap 1 (before, three long answers at a time: three times a healthy lane's load).
-    assert s.started == started + 1 and in_flight == 1
+    assert s.started == started + 1 and probe.running == 1
     finish.set()
     s.shutdown()
     await asyncio.wait_for(task, 5)
@@ -190,29 +197,20 @@ async def test_overlap_runs_beside_waiting_probes_only_once_the_lane_answers_one
 async def test_concurrency_cap_and_overlapping_ticks_are_skipped() -> None:
     t = FakeTime()
     gate = asyncio.Event()
-    running = 0
-    peak = 0
-
-    async def probe(job: ProbeJob, seq: int, answered: Answered) -> RequestTiming:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await gate.wait()
-        running -= 1
-        return record(job)
+    probe = CountingProbe(gate)
 
     out: list[RequestTiming] = []
     s = Scheduler(jobs(8), probe, out.append, interval_s=1, concurrency=3, clock=t.clock, sleep=t.sleep,
                   rng=random.Random(1))  # fmt: skip
     task = asyncio.create_task(s.run())
     await advance_to(t, 1005)
-    assert peak == 3
+    assert probe.peak == 3
     assert s.started == 8 and s.skipped > 0  # each job started once; later ticks skipped
     gate.set()
     await advance_to(t, 1010)
     s.shutdown()
     await asyncio.wait_for(task, 5)
-    assert peak == 3 and len(out) >= 8
+    assert probe.peak == 3 and len(out) >= 8
 
 
 async def test_a_raising_probe_or_sink_does_not_stop_the_schedule() -> None:
