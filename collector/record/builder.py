@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from lanewatch.collector.openai_api.response_metrics import ResponseMetrics, with_response_metrics
 from lanewatch.collector.openai_api.usage import Usage, usage_fields
 from lanewatch.collector.record.itl import ItlStats
-from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, Source, error_kind_for_status
+from lanewatch.collector.record.timing import Api, ErrorKind, RequestTiming, Source
 
 __all__ = ["DERIVED", "RecordBuilder"]
 
@@ -64,18 +64,6 @@ class RecordBuilder:
     attrs: dict[str, str] = field(default_factory=dict)
     prompt_text: str | None = None  # opt-in content (export.record_content)
     response_text: str | None = None
-
-    def head(self, status: int, ttfb_s: float | None = None) -> None:
-        """The response head arrived: its status, and its error kind unless one is already known."""
-        self.status = status
-        self.ttfb_s = ttfb_s
-        if self.error is None:
-            self.error = error_kind_for_status(status)
-
-    def failed(self, kind: ErrorKind, message: str | None = None) -> None:
-        """The request failed: why, and the server's or the router's reason if it gave one."""
-        self.error = kind
-        self.error_message = message
 
     def build(self) -> RequestTiming:
         """The record; RecordError (record/rules.py) naming the field no real request could have."""

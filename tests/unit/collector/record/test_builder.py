@@ -42,19 +42,10 @@ def test_every_usage_field_a_record_takes_reaches_it_with_no_source_touched() ->
     assert record.cached_prompt_tokens == 8
 
 
-def test_the_head_gives_the_error_kind_of_its_status_unless_one_is_known() -> None:
-    b = _builder()
-    b.head(503, ttfb_s=0.01)
-    assert (b.status, b.error, b.ttfb_s) == (503, ErrorKind.HTTP_5XX, 0.01)
-    known = _builder(error=ErrorKind.CLIENT_DISCONNECT)
-    known.head(200)
-    assert known.error is ErrorKind.CLIENT_DISCONNECT
-
-
 def test_a_reason_without_a_failure_is_dropped() -> None:
     assert _builder(status=200, error_message="fine").build().error_message is None
-    b = _builder()
-    b.failed(ErrorKind.TTFT_TIMEOUT, "no first token in 20 s")
+    b = _builder(error_message="no first token in 20 s")
+    b.error = ErrorKind.TTFT_TIMEOUT  # learnt later, as a source learns it
     assert b.build().error_message == "no first token in 20 s"
 
 
