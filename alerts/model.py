@@ -170,3 +170,13 @@ class Spec:
     waiting_requests: Check | None = None
     kv_cache_usage: Check | None = None
     preemptions: Check | None = None
+
+
+def lane_ttft_thresholds(spec: Spec) -> dict[str, float]:
+    """Each lane's TTFT SLO threshold, for a request of any class: the SLOs without a selector, the
+    tighter of two on one lane (the fast guard and the gateway's rescue judge a lane by it)."""
+    out: dict[str, float] = {}
+    for slo in spec.slos:
+        if slo.metric == "ttft" and slo.threshold_s is not None and not slo.selector:
+            out[slo.lane] = min(out.get(slo.lane, slo.threshold_s), slo.threshold_s)
+    return out

@@ -42,6 +42,8 @@ class GatewayView(Protocol):
     @property
     def upstream_errors(self) -> Mapping[tuple[str, str, str], int]: ...
     @property
+    def rescues(self) -> Mapping[tuple[str, str, str], int]: ...
+    @property
     def refused(self) -> Mapping[str, int]: ...
     @property
     def degrade_version(self) -> int: ...
@@ -93,6 +95,14 @@ class GatewayCollector(Collector):
             "Upstream requests that failed before a response (connect, TLS, timeout).",
             (names.LANE, names.UPSTREAM, names.ERROR_KIND),
             v.upstream_errors,
+        )
+        yield _counter(
+            names.GATEWAY_RESCUES_TOTAL,
+            "Streamed requests whose first token was late, by what the rescue did: a second attempt on "
+            "a faster lane that won, lost or failed, or why none was sent (the bucket was empty, the "
+            "faster lane was degraded, protecting or over its own TTFT SLO).",
+            (names.LANE, names.TO_LANE, names.OUTCOME),
+            v.rescues,
         )
         refused = CounterMetricFamily(
             names.GATEWAY_REFUSED_REQUESTS_TOTAL,

@@ -125,6 +125,9 @@ GATEWAY_SHED_TOTAL: Final = f"{PREFIX}_gateway_shed_total"  # lane (routed to), 
 GATEWAY_DEGRADE_APPLIED_TOTAL: Final = f"{PREFIX}_gateway_degrade_applied_total"  # lane, action
 GATEWAY_UPSTREAM_ERRORS_TOTAL: Final = f"{PREFIX}_gateway_upstream_errors_total"  # lane, upstream, error_kind
 GATEWAY_REFUSED_REQUESTS_TOTAL: Final = f"{PREFIX}_gateway_refused_requests_total"  # code
+# The rescue of late requests: lane (late), to_lane (faster), outcome: won | lost | failed (a rescue
+# sent) or why none was (throttled | target_degraded | target_protecting | target_over_slo).
+GATEWAY_RESCUES_TOTAL: Final = f"{PREFIX}_gateway_rescues_total"
 GATEWAY_DEGRADE_STATE_VERSION: Final = f"{PREFIX}_gateway_degrade_state_version"  # gauge, bumps per change
 GATEWAY_DEGRADE_REFUSED_TOTAL: Final = f"{PREFIX}_gateway_degrade_refused_total"  # reason
 # Info-style gauge (always 1): each lane's models, declared or learned from its upstreams' /v1/models;

@@ -66,9 +66,10 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         names.TTFT_SECONDS,
         "Time to the first content-bearing chunk.",
-        "request start to the first chunk whose delta carries content",
+        "request start to the first chunk whose delta carries content; a rescued request counts for "
+        "each lane its own attempt's wait ([gateway.md](gateway.md#rescue))",
         _LATENCY,
-        get=attrgetter("ttft_s"),
+        get=attrgetter("own_ttft_s"),
     ),
     Family(
         names.TPOT_SECONDS,
@@ -311,6 +312,7 @@ class RequestMetrics(Collector):
         ok = record.ok
         fed = [(f, float(v)) for f, get in (_FED_OK if ok else _FED_FAILED) if (v := get(record)) is not None]
         itl = _itl_spread(record) if ok else None
+        late = record.late_ttft  # a won rescue: the late lane is judged by its own wait
         parts = list(breakdown(record).items()) if ok else []
         goodput = self._goodput
         result = outcome(goodput, record) if goodput is not None else None
@@ -328,12 +330,24 @@ class RequestMetrics(Collector):
                     self._hist(family.name, labels).observe(family.buckets, value)
                 elif value:
                     self._inc(family.name, self._sums[family.name], labels, value)
+            if late is not None:
+                late_labels = tuple(
+                    self._late_label(label, v, late[0])
+                    for label, v in zip(names.REQUEST_LABELS, labels, strict=True)
+                )
+                self._hist(names.TTFT_SECONDS, late_labels).observe(names.LATENCY_BUCKETS, late[1])
             if itl is not None:
                 self._hist(names.ITL_SECONDS, labels).add(itl)
             for part, value in parts:
                 self._hist(names.PHASE_SECONDS, (*labels, part)).observe(names.LATENCY_BUCKETS, value)
             if result is not None:
                 self._judge(labels, routed, result)
+
+    def _late_label(self, label: str, value: str, late_lane: str) -> str:
+        """A label of the late lane's TTFT series: its lane (bounded), named as its own target too."""
+        if label in (names.LANE, names.TARGET):
+            return self._bounded(label, late_lane, self._lanes if label == names.LANE else None)
+        return value
 
     def _judge(self, labels: LabelValues, routed_to: str, result: str) -> None:
         lane = self._bounded(names.LANE, routed_to, self._lanes)

@@ -13,6 +13,8 @@ __all__ = [
     "LANE_HEADER",
     "MODEL_HEADER",
     "REQUEST_ID",
+    "RESCUED_HEADER",
+    "RESCUE_HEADER",
     "RETRY_AFTER",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
@@ -25,6 +27,8 @@ LANE_HEADER: Final = "x-lanewatch-lane"  # request: force a lane; response: the 
 DEGRADED_HEADER: Final = "x-lanewatch-degraded"  # response: the degrade actions applied
 MODEL_HEADER: Final = "x-lanewatch-model"  # response: `<requested> -> <served>` when rewritten
 CLASS_HEADER: Final = "x-lanewatch-class"  # request: the request class shedding acts on (default name)
+RESCUE_HEADER: Final = "x-lanewatch-rescue"  # request: "off" opts the request out of the rescue
+RESCUED_HEADER: Final = "x-lanewatch-rescued-from"  # response: the late lane a faster one answered for
 # The degrade controller's webhook adapter signs its body with these.
 SIGNATURE_HEADER: Final = "x-lanewatch-signature"  # "sha256=<hex HMAC-SHA256 of '<timestamp>.<body>'>"
 TIMESTAMP_HEADER: Final = "x-lanewatch-timestamp"  # Unix seconds; receivers should refuse old ones

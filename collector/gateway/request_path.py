@@ -9,15 +9,20 @@ with 502/504; a stream that breaks later gets an error frame.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable
 from time import perf_counter
 
-from lanewatch.collector.record.rules import RecordError
+from lanewatch.collector.common.headers import RESCUE_HEADER
+from lanewatch.collector.degrade_state.state import Decision
+from lanewatch.collector.record.rules import MAX_ATTR_CHARS, MAX_LABEL_CHARS, RecordError, clean_text
 from lanewatch.collector.record.timing import Api
 
 from .admission.admit import Admission, admit
+from .admission.lane_models import header_value, serve_as
 from .front.connection import FrontConn, Request, Response
 from .state import Gateway
 from .tap.record import span_attributes, tap_record
@@ -25,6 +30,8 @@ from .tap.tracing import TraceIds
 from .upstream.exchange import Exchange
 from .upstream.forward import Flight, UpstreamRequest, begin, forward
 from .upstream.request_headers import upstream_headers
+from .upstream.rescue import Race, RescueRequest
+from .upstream.rescue_policy import Plan
 
 __all__ = ["handle_completion"]
 
@@ -51,6 +58,10 @@ def handle_completion(
     gw.tracing.inject(ids, headers)
     upstream = UpstreamRequest(request.method, request.target, headers, admitted.body, admitted.strip_usage)
     flight = begin(gw, ex, upstream)
+    opted_out = request.headers.get(RESCUE_HEADER, "").strip().lower() == "off"
+    plan = gw.rescue.plan(ex.decision.served_lane, ex.request_class, admitted.streamed, opted_out, t0)
+    if plan is not None:
+        return _race(gw, request, conn, ex, flight, ids, plan, admitted)
     return _proxy(gw, request, conn, ex, flight, ids, admitted.streamed)
 
 
@@ -79,7 +90,76 @@ async def _proxy(
         ex.end = perf_counter()
         if rid is not None:
             gw.in_flight.end(rid)
+        first = ex.tap.first_content_at if ex.tap is not None else None
+        if first is not None:
+            gw.rescue.first_token(ex.decision.served_lane, first - ex.t0, first)
         _finish(gw, request, ex, ids)
+
+
+async def _race(
+    gw: Gateway,
+    request: Request,
+    conn: FrontConn,
+    ex: Exchange,
+    flight: Flight,
+    ids: TraceIds,
+    plan: Plan,
+    admitted: Admission,
+) -> Response | None:
+    """A request that may be rescued: its attempts race (upstream/rescue.py); its record is made once
+    every attempt ended, which for a late loser can be after the client has its answer."""
+    race = Race(gw, conn, plan, lambda target: _rescue_request(gw, request, admitted, ex, ids, target))
+    try:
+        return await race.run(ex, flight)
+    finally:
+        if race.settled:
+            _finish_race(gw, request, race, ids)
+        else:
+            task = asyncio.ensure_future(_settle(gw, request, race, ids))
+            gw.settling.add(task)
+            task.add_done_callback(gw.settling.discard)
+
+
+async def _settle(gw: Gateway, request: Request, race: Race, ids: TraceIds) -> None:
+    try:
+        await race.settle()
+    finally:
+        race.cancel()
+        _finish_race(gw, request, race, ids)
+
+
+def _finish_race(gw: Gateway, request: Request, race: Race, ids: TraceIds) -> None:
+    ex = race.exchange
+    if ex.rescue is not None:
+        ex.rescue.late_wait_s = race.late_wait_s()
+    _finish(gw, request, ex, ids)
+
+
+def _rescue_request(
+    gw: Gateway, request: Request, admitted: Admission, first: Exchange, ids: TraceIds, target: str
+) -> RescueRequest:
+    """The second attempt of a late request: the same request, to `target`, asking for its model as a
+    shift would (lane_models.py), in the same trace."""
+    body, model, asked = admitted.body, first.model, admitted.asked
+    if asked is not None:
+        served = serve_as(gw.models, target, asked)
+        model = clean_text(served, MAX_LABEL_CHARS)
+        if served != serve_as(gw.models, first.decision.served_lane, asked):
+            doc = json.loads(body)  # the admitted body: JSON the gateway already read
+            doc["model"] = served
+            body = json.dumps(doc, separators=(",", ":")).encode()
+    d = first.decision
+    decision = Decision(d.routed_lane, target, d.cap_max_tokens, actions=d.actions)
+    ex = Exchange(first.api, first.t0, first.started_at, first.request_class, model, decision, first.actions)
+    ex.prompt, ex.trace_id, ex.span_id = first.prompt, first.trace_id, first.span_id
+    if asked is not None:
+        ex.model_header = header_value(asked, served)
+        ex.requested_model = clean_text(asked, MAX_ATTR_CHARS) if served != asked else None
+    headers = upstream_headers(request.headers, gw.api_keys.get(target), gw.classifier.token)
+    gw.tracing.inject(ids, headers)
+    return RescueRequest(
+        ex, UpstreamRequest(request.method, request.target, headers, body, admitted.strip_usage)
+    )
 
 
 def _finish(gw: Gateway, request: Request, ex: Exchange, ids: TraceIds) -> None:

@@ -107,6 +107,34 @@ class ModelDiscoveryConfig(Section):
 MAX_WORKERS = 256  # gateway.workers
 
 
+class RescueDeadline(Section):
+    """A rescue deadline set by hand: `lane`'s requests (of `request_class` only, when given) are
+    rescued once they waited `after_s` for a first token, instead of the deadline the SLO gives."""
+
+    lane: LaneName
+    request_class: ClassName | None = None
+    after_s: float = Field(gt=0, le=3600)
+
+
+class RescueConfig(Section):
+    """The rescue of a late request (docs/gateway.md#rescue): a streamed request whose first token
+    is late is sent again to a faster lane, and the first to answer wins."""
+
+    enabled: bool = True
+    # lane -> the lane its late requests go to; a lane not listed: the next faster in lane_order
+    targets: dict[LaneName, LaneName] = Field(default_factory=dict)
+    exclude_classes: list[ClassName] = Field(default_factory=lambda: ["batch"])
+    # The throttle, after gRPC's retryThrottling: a bucket per target lane holds up to max_tokens;
+    # each streamed request that could be rescued into it adds token_ratio, each rescue takes one.
+    max_tokens: float = Field(default=10.0, ge=1, le=10_000)
+    token_ratio: float = Field(default=0.05, gt=0, le=1)
+    # The deadline: the lane's TTFT SLO less the target's recent TTFT (p90) less margin_s, and
+    # never under floor_ratio of the SLO; `deadlines` set it by hand per lane and class.
+    margin_s: float = Field(default=0.1, ge=0, le=60)
+    floor_ratio: float = Field(default=0.25, gt=0, le=1)
+    deadlines: list[RescueDeadline] = Field(default_factory=list)
+
+
 class GatewayConfig(Section):
     """The lane router and passive tap (collector/gateway/)."""
 
@@ -154,6 +182,7 @@ class GatewayConfig(Section):
     # may run on. At SIGTERM each stops accepting and gives open requests drain_timeout_s to finish.
     workers: int | Literal["auto"] = 1
     drain_timeout_s: float = Field(default=10.0, ge=0, le=3600)
+    rescue: RescueConfig = RescueConfig()
 
     @field_validator("workers", mode="before")
     @classmethod
@@ -177,6 +206,11 @@ class GatewayConfig(Section):
     def _lanes_known(self) -> GatewayConfig:
         known = set(self.lanes)
         named = [*self.lane_order, *self.rules.lanes_named()]
+        named += [
+            *self.rescue.targets,
+            *self.rescue.targets.values(),
+            *(d.lane for d in self.rescue.deadlines),
+        ]
         if self.default_lane:
             named.append(self.default_lane)
         unknown = sorted({n for n in named if n not in known})
@@ -184,6 +218,9 @@ class GatewayConfig(Section):
             raise ValueError(f"unknown lanes {unknown}; configured lanes: {sorted(known)}")
         if self.lane_order and sorted(self.lane_order) != sorted(known):
             raise ValueError(f"lane_order {self.lane_order} must list each lane {sorted(known)} once")
+        looped = sorted(lane for lane, target in self.rescue.targets.items() if lane == target)
+        if looped:
+            raise ValueError(f"rescue.targets: lanes {looped} would be rescued into themselves")
         return self
 
     @property

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 
@@ -33,6 +33,7 @@ from .tap.content_tap import ContentTap
 from .tap.stream_scan import StreamTap
 from .tap.tracing import GatewayTracing
 from .upstream.pool import LanePool, Upstream
+from .upstream.rescue_policy import RescuePolicy
 
 __all__ = ["Gateway"]
 
@@ -49,7 +50,9 @@ class Gateway:
         metrics_text: Callable[[], tuple[bytes, str]] | None = None,
         record_content: bool = False,
         shipper: RecordShipper | None = None,
+        ttft_slos: Mapping[str, float] | None = None,
     ) -> None:
+        """`ttft_slos`: each lane's TTFT SLO (the SLO spec's), which the rescue of late requests reads."""
         if not cfg.lanes:
             raise ValueError("the gateway needs at least one lane (gateway.lanes or --upstream LANE=URL)")
         self.cfg = cfg
@@ -76,6 +79,8 @@ class Gateway:
         self.shipper = shipper  # sends tap records to the collector; on_record feeds it
         # requests under way, reported to the collector's fast guard by `progress` (when it runs)
         self.in_flight = InFlight()
+        self.rescue = RescuePolicy(cfg.rescue, self.lane_order, ttft_slos or {})
+        self.settling: set[asyncio.Task[None]] = set()  # rescued requests whose late attempt still runs
         self.progress = self._progress_reporter()
         self.record_content = record_content  # prompt and response text on tap records and spans
         self.metrics_text = metrics_text
@@ -171,6 +176,10 @@ class Gateway:
 
     async def shutdown(self) -> None:
         """Stop health checks, close sessions, send the last records and flush spans."""
+        for settling in list(self.settling):  # a late loser's wait is cut short: its record still goes
+            settling.cancel()
+        if self.settling:
+            await asyncio.gather(*self.settling, return_exceptions=True)
         for task in (self._health_task, self._learn_task):
             if task is not None:
                 task.cancel()

@@ -30,6 +30,7 @@ class GatewayStats:
     shed: Counter[tuple[str, str]] = field(default_factory=Counter)  # lane, request_class
     degrade_applied: Counter[tuple[str, str]] = field(default_factory=Counter)  # lane, action
     upstream_errors: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # lane, upstream, kind
+    rescues: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # lane, target, outcome
     refused: Counter[str] = field(default_factory=Counter)  # status answered before routing
     degrade_version: int = 0
     degrade_refused: Counter[str] = field(default_factory=Counter)  # reason an admin PUT was refused

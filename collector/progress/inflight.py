@@ -63,18 +63,24 @@ class InFlight:
         self._entries[self._next] = _Entry(lane, t0, first_at)
         return self._next
 
-    def end(self, rid: int) -> None:
-        """The request ended: its first token is reported once more if no report saw it yet."""
+    def end(self, rid: int, now: float | None = None) -> None:
+        """The request ended: its first token is reported once more if no report saw it yet; with
+        `now`, one that ended without a token reports its last age (a late attempt given up past
+        its SLO is judged missed even when no report saw it waiting that long)."""
         entry = self._entries.pop(rid, None)
         if entry is None:
             return
         first = entry.first_at()
-        if first is None:  # ended without a token: a failure, judged (if late) by the ages reported
+        if first is None and now is None:  # ended without a token: judged (if late) by the ages reported
             return
         if len(self._ended) >= _MAX_ENDED:
             self.dropped += 1
             return
-        self._ended.append(Progress(rid, entry.lane, max(first - entry.t0, 0.0), True))
+        if first is None:
+            assert now is not None
+            self._ended.append(Progress(rid, entry.lane, max(now - entry.t0, 0.0), False))
+        else:
+            self._ended.append(Progress(rid, entry.lane, max(first - entry.t0, 0.0), True))
 
     def report(self, now: float) -> list[Progress]:
         """Events since the last report: first tokens that came, and every waiting request's age."""

@@ -61,6 +61,9 @@ class RecordBuilder:
     usage: Usage | None = None  # the answer's usage object, as the one usage reader read it
     counted_tokens: int | None = None  # content chunks the source counted, for an answer without usage
     metrics: ResponseMetrics | None = None  # vLLM's per-request metrics, from the response
+    late_lane: str | None = None  # a rescue: the lane first asked (the gateway's)
+    rescue_sent_s: float | None = None
+    late_wait_s: float | None = None
     attrs: dict[str, str] = field(default_factory=dict)
     prompt_text: str | None = None  # opt-in content (export.record_content)
     response_text: str | None = None

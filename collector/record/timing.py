@@ -144,6 +144,12 @@ class RequestTiming:
     response_generation_s: float | None = None  # generation_time_ms: first to last output token
     response_mean_itl_s: float | None = None  # mean_itl_ms
     response_tokens_per_s: float | None = None  # tokens_per_second, over scheduling to last token
+    # The gateway's rescue: a second attempt sent to a faster lane when the first token was late
+    # (docs/gateway.md#rescue). `lane` is the lane that served; `late_lane` the one first asked.
+    late_lane: str | None = None
+    rescue_sent_s: float | None = None  # offset from the request's start: the second attempt left
+    # a won rescue's late attempt: its wait to its own first token, or to its cancel without one
+    late_wait_s: float | None = None
     # free-form, bounded extras (e.g. served lane for the tap); never prompt text
     attrs: Mapping[str, str] = field(default_factory=dict)
     # opt-in (export.record_content): the prompt and the streamed response, each truncated
@@ -189,6 +195,20 @@ class RequestTiming:
         if self.output_tokens < 2:
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    @property
+    def own_ttft_s(self) -> float | None:
+        """The serving lane's own TTFT: `ttft_s`, less the wait on a late lane before a won rescue."""
+        if self.rescue_sent_s is None or self.ttft_s is None or self.late_lane == self.lane:
+            return self.ttft_s
+        return max(self.ttft_s - self.rescue_sent_s, 0.0)
+
+    @property
+    def late_ttft(self) -> tuple[str, float] | None:
+        """A won rescue's late lane and its wait (at least its TTFT), which judge that lane; else None."""
+        if self.late_lane is None or self.late_wait_s is None or self.late_lane == self.lane:
+            return None
+        return self.late_lane, self.late_wait_s
 
     @property
     def itl_totals(self) -> ItlStats | None:
@@ -251,12 +271,13 @@ class RequestTiming:
 
 _FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RequestTiming))
 _DURATION_FIELDS: tuple[str, ...] = tuple(
-    f"{name}_s" for name in (*CLIENT_PHASES, "ttfb", "ttft", "e2e", *SERVER_PHASES)
+    f"{name}_s"
+    for name in (*CLIENT_PHASES, "ttfb", "ttft", "e2e", *SERVER_PHASES, "rescue_sent", "late_wait")
 )
 # The numbers every record refuses unless finite (__post_init__): a reader need not look at them again.
 FINITE_FIELDS: tuple[str, ...] = (*_DURATION_FIELDS, "started_at", "itl_s")
 _TEXT_FIELDS: tuple[tuple[str, int], ...] = (
-    *((name, MAX_LABEL_CHARS) for name in ("target", "lane", "request_class", "model")),
+    *((name, MAX_LABEL_CHARS) for name in ("target", "lane", "request_class", "model", "late_lane")),
     ("request_id", MAX_ID_CHARS),
     ("trace_id", MAX_ID_CHARS),
     ("span_id", MAX_ID_CHARS),

@@ -162,6 +162,8 @@ def convergence_ratio(fast_p99: float | None, slow_p99: float | None) -> float |
 
 def record_value(r: RequestTiming, metric: str) -> float | None:
     """The value of one METRICS name on a record."""
+    if metric == "ttft":  # the serving lane's own: a rescued request's wait on a late lane is not its
+        return r.own_ttft_s
     value = r.tpot_s if metric == "tpot" else getattr(r, f"{metric}_s")
     return None if value is None else float(value)
 
@@ -251,8 +253,10 @@ class Window:
         """P99 TTFT per lane over ok records."""
         by_lane: dict[str, list[float]] = {}
         for r in self.records(now):
-            if r.ok and r.ttft_s is not None:
-                by_lane.setdefault(r.lane, []).append(r.ttft_s)
+            if r.ok and (own := r.own_ttft_s) is not None:
+                by_lane.setdefault(r.lane, []).append(own)
+            if r.ok and (late := r.late_ttft) is not None:  # a won rescue: the late lane's own wait
+                by_lane.setdefault(late[0], []).append(late[1])
         return {lane: quantile(sorted(v), 0.99) for lane, v in by_lane.items()}
 
     def flatness_by_lane(self, now: float) -> dict[str, float]:

@@ -45,11 +45,13 @@ class RunningGateway:
 
 @asynccontextmanager
 async def gateway_server(lanes: dict[str, Any], **cfg: Any) -> AsyncIterator[RunningGateway]:
-    """A gateway over `lanes` (name -> upstream URLs, or a LaneConfig dict) with more GatewayConfig fields."""
+    """A gateway over `lanes` (name -> upstream URLs, or a LaneConfig dict) with more GatewayConfig fields;
+    `ttft_slos` (lane -> seconds, not a config field) turns the rescue of late requests on for those lanes."""
+    ttft_slos: dict[str, float] | None = cfg.pop("ttft_slos", None)
     lane_cfg = {k: v if isinstance(v, dict) else {"upstreams": v} for k, v in lanes.items()}
     config = GatewayConfig.model_validate({"lanes": lane_cfg, **cfg})
     records: list[RequestTiming] = []
-    gw = Gateway(config, on_record=records.append)
+    gw = Gateway(config, on_record=records.append, ttft_slos=ttft_slos)
     server = GatewayServer(gw)
     port = await server.start("127.0.0.1", 0)
     try:

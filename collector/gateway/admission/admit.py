@@ -82,6 +82,7 @@ class Admission:
     actions: tuple[str, ...]  # degrade actions applied, in header order
     model_header: str | None = None  # x-lanewatch-model's value; None when the body names no model
     requested_model: str | None = None  # set only when the gateway rewrote the model
+    asked: str | None = None  # the model the body names, as the client named it (a rescue asks anew)
     prompt: list[Message] | None = None  # the request's messages, kept only with record_content
     # the body asked `"stream": true`: only a streamed answer has a first token the fast guard can judge
     streamed: bool = False
@@ -152,6 +153,7 @@ def _admit(gw: Admitting, request: Request, api: Api, peer: str | None) -> Admis
     admitted = Admission(raw, strip, cls, model, decision, actions)
     admitted.streamed = body.get("stream") is True
     if requested is not None and served is not None:
+        admitted.asked = requested
         admitted.model_header = header_value(requested, served)
         admitted.requested_model = clean_text(requested, MAX_ATTR_CHARS) if rewritten else None
     if gw.record_content:

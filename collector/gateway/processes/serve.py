@@ -178,9 +178,18 @@ def build_gateway(cfg: GatewayConfig, export: ExportConfig, records: Path | None
         ),
         record_content=export.record_content,
         shipper=shipper,
+        ttft_slos=_ttft_slos(export),
     )
     registry.register(GatewayCollector(gw.stats))
     return Built(gw, writer)
+
+
+def _ttft_slos(export: ExportConfig) -> dict[str, float]:
+    """Each lane's TTFT SLO from the SLO spec (the bundled default without one): the rescue's deadlines."""
+    from lanewatch.alerts.model import lane_ttft_thresholds
+    from lanewatch.alerts.spec import DEFAULT_SPEC, load_spec
+
+    return lane_ttft_thresholds(load_spec(export.slo_spec or DEFAULT_SPEC))
 
 
 def _shipper(cfg: GatewayConfig) -> RecordShipper | None:

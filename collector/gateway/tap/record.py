@@ -108,6 +108,12 @@ def tap_record(ex: Exchange) -> RequestTiming:
         attrs=attrs,
         prompt_text=prompt_text(ex.prompt) if ex.prompt is not None else None,
     )
+    if ex.rescue is not None:
+        b.late_lane, b.rescue_sent_s, b.late_wait_s = (
+            ex.rescue.late_lane,
+            ex.rescue.sent_at - t0,
+            ex.rescue.late_wait_s,
+        )
     if tap is not None:
         b.ttft_s = None if tap.first_content_at is None else tap.first_content_at - t0
         b.itl_s, b.itl_stats = tap.itl()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
+from lanewatch.collector.common.headers import DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER, RESCUED_HEADER
 from lanewatch.collector.degrade_state.state import Decision
 from lanewatch.collector.http1.phases import LegTimes
 from lanewatch.collector.record.content import Message
@@ -17,7 +17,16 @@ from .pool import Upstream
 if TYPE_CHECKING:  # the tap is made for the request by the next stage's class (Gateway.tap_class)
     from ..tap.stream_scan import StreamTap
 
-__all__ = ["Exchange"]
+__all__ = ["Exchange", "RescueTrace"]
+
+
+@dataclass(slots=True)
+class RescueTrace:
+    """A rescue sent for the request: the lane that was late, and when the second attempt left."""
+
+    late_lane: str
+    sent_at: float  # perf_counter()
+    late_wait_s: float | None = None  # a won rescue's late attempt: to its first token, or its cancel
 
 
 @dataclass(slots=True)
@@ -44,12 +53,16 @@ class Exchange:
     prompt: list[Message] | None = None  # the request's messages, kept only with record_content
     model_header: str | None = None  # x-lanewatch-model's value; None when the body names no model
     requested_model: str | None = None  # set only when the gateway rewrote the model
+    rescue: RescueTrace | None = None  # a second attempt was sent to a faster lane (upstream/rescue.py)
 
     def lane_headers(self) -> dict[str, str]:
-        """`x-lanewatch-lane`, `x-lanewatch-model` and, when a degrade applied, `x-lanewatch-degraded`."""
+        """`x-lanewatch-lane`, `x-lanewatch-model` and, when a degrade applied, `x-lanewatch-degraded`;
+        `x-lanewatch-rescued-from` on an answer a faster lane gave in place of a late one."""
         headers = {LANE_HEADER: self.decision.served_lane}
         if self.model_header is not None:
             headers[MODEL_HEADER] = self.model_header
         if self.actions:
             headers[DEGRADED_HEADER] = ",".join(self.actions)
+        if self.rescue is not None and self.rescue.late_lane != self.decision.served_lane:
+            headers[RESCUED_HEADER] = self.rescue.late_lane
         return headers

@@ -80,10 +80,10 @@ class _Downstream:
     def payload(self, data: bytes) -> None:
         """Upstream payload: on to the client at once (the hot path)."""
         out, n = self.tap.feed(data)
+        if n:  # stamped before the write: the front sees the first token's time with its bytes
+            self.tap.content_written(perf_counter(), n)
         if out:
             self.write(out)
-        if n:
-            self.tap.content_written(perf_counter(), n)
 
     def write(self, out: bytes) -> None:
         """Write bytes to the client (front/connection.py frames them)."""

@@ -21,7 +21,8 @@ FULL = RequestTiming(
     itl_s=(0.01, 0.02, 0.0), prompt_tokens=12, output_tokens=4, tokens_from_usage=True,
     queue_s=0.01, prefill_s=0.05, decode_s=0.4, phases_source="span", response_queue_s=0.01,
     response_ttft_s=0.05, response_generation_s=0.4, response_mean_itl_s=0.02,
-    response_tokens_per_s=80.0, attrs={"served_lane": "slow"}, prompt_text="hi", response_text="yo",
+    response_tokens_per_s=80.0, late_lane="slow", rescue_sent_s=0.07, late_wait_s=2.1,
+    attrs={"served_lane": "slow"}, prompt_text="hi", response_text="yo",
 )  # fmt: skip
 FAILED = RequestTiming(
     source="probe", target="t", lane="slow", request_class="story", model="m", status=429,
