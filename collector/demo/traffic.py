@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import random
+import re
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -21,7 +22,13 @@ from typing import Any
 
 import aiohttp
 
-from lanewatch.collector.common.headers import CLASS_HEADER, DEGRADED_HEADER, LANE_HEADER, MODEL_HEADER
+from lanewatch.collector.common.headers import (
+    CLASS_HEADER,
+    DEGRADED_HEADER,
+    LANE_HEADER,
+    MODEL_HEADER,
+    RESCUE_HEADER,
+)
 from lanewatch.collector.probe.prompts import prompt_text
 from lanewatch.collector.probe.settings import DEFAULT_CLASSES, RequestClass
 
@@ -29,6 +36,7 @@ __all__ = [
     "MIX",
     "Noise",
     "Served",
+    "Timed",
     "Traffic",
     "TrafficClass",
     "mix_of",
@@ -134,6 +142,21 @@ class Served:
     model: str = ""  # the gateway's x-lanewatch-model: `<requested> -> <served>`
 
 
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """One streamed request sent at once and read to its end, as its client saw it: its TTFT is the
+    lanes' (a slow upload's or an early leaver's is not)."""
+
+    sent_at: float  # Unix seconds
+    routed: str
+    served: str
+    rescue_off: bool  # sent with x-lanewatch-rescue: off
+    ttft_s: float | None  # to the first chunk carrying content; None without one
+
+
+_CONTENT = re.compile(rb'"(?:content|text)":"[^"]')  # a delta (chat) or choice (completions) with text
+
+
 class Traffic:
     """Sends Poisson traffic to the gateway until stopped; at most `max_inflight` requests at once."""
 
@@ -151,7 +174,10 @@ class Traffic:
         models: Mapping[str, str] | None = None,
         lane_header: str = LANE_HEADER,
         noise: Noise | None = None,
+        rescue_off: float = 0.0,
     ) -> None:
+        """`rescue_off`: the share of arrivals that opt out of the gateway's rescue, so one run measures
+        requests with and without it side by side."""
         self.url = f"{gateway_url}/v1/chat/completions"
         self.model = model
         # routed lane -> the model asked for, where the client picks the tier (LiteLLM's model groups)
@@ -166,6 +192,9 @@ class Traffic:
         self._rng = random.Random(seed)
         self.noise = noise or Noise()
         self._noise_rng = random.Random(seed + 1)  # apart, so a seed's classes stay the same with noise
+        self.rescue_off = rescue_off
+        self._rescue_rng = random.Random(seed + 2)
+        self.timings: deque[Timed] = deque(maxlen=MAX_HISTORY)
         self.manners: Counter[str] = Counter()  # non_streamed | slow_upload | disconnect -> sent
         self._seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -237,9 +266,11 @@ class Traffic:
         self.sent += 1
         data = json.dumps(body).encode()
         headers = _headers(cls)
+        if self.rescue_off and self._rescue_rng.random() < self.rescue_off:
+            headers[RESCUE_HEADER] = "off"
         try:
             if manner.leave_after_s is None:
-                await self._exchange(session, cls, data, headers, manner.upload_s)
+                await self._exchange(session, cls, data, headers, manner.upload_s, timed=manner.stream)
             else:  # the client gives up early: the request is cancelled, its connection closed
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(manner.leave_after_s):
@@ -254,11 +285,15 @@ class Traffic:
         data: bytes,
         headers: dict[str, str],
         upload_s: float,
+        timed: bool = False,
     ) -> None:
         payload: bytes | Any = data
         if upload_s > 0:  # Content-Length up front, the bytes dribbled: the client holds its body
             headers = {**headers, "content-length": str(len(data))}
             payload = _dribble(data, upload_s)
+            timed = False
+        sent_at, t0 = time.time(), time.perf_counter()
+        first: float | None = None
         async with session.post(self.url, data=payload, headers=headers) as resp:
             # Counted at the headers, which name the serving lane: the view follows a shift at once.
             lane, degraded = (
@@ -266,8 +301,12 @@ class Traffic:
                 resp.headers.get(DEGRADED_HEADER, ""),
             )
             self._served(cls, resp.status, lane, degraded, resp.headers.get(MODEL_HEADER, ""))
-            async for _ in resp.content.iter_any():
-                pass
+            async for chunk in resp.content.iter_any():
+                if first is None and _CONTENT.search(chunk):
+                    first = time.perf_counter() - t0
+        if timed and resp.status == 200:
+            routed = routed_lane(cls, self.fast_max_tokens)
+            self.timings.append(Timed(sent_at, routed, lane, RESCUE_HEADER in headers, first))
 
     def _count(self, manner: _Manner) -> None:
         if not manner.stream:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from lanewatch.collector.cli.app import app
 from lanewatch.collector.demo import Stack
 from lanewatch.collector.demo.configs import policy_config
 from lanewatch.collector.demo.events import lane_actions
-from lanewatch.collector.demo.traffic import Traffic
+from lanewatch.collector.demo.traffic import Timed, Traffic
 from lanewatch.collector.guard.settings import GuardConfig
 
 __all__ = [
@@ -182,7 +182,8 @@ def evidence_after(records: Path, since: float, lane: str = "slow") -> float | N
     The rule is GuardConfig's defaults: at least `min_judged` requests judged in the last
     `fire_window_s`, `min_missed` of them missed, more than FIRING_RATIO of them missed. A request
     is judged at its first token, or missed once its age passes the SLO; a record without a TTFT
-    (an unstreamed answer, a failure) is left out: no router tells the guard of its first token.
+    (an unstreamed answer, a failure) is left out: no router tells the guard of its first token. A
+    request the gateway rescued onto a faster lane is judged by its wait on `lane` (`late_wait_s`).
     The figure is a model, good to a few tenths of a second (the routers report ages in ticks, a
     judged request may reach the guard a little before its record's stamps say). It is what the
     machine gave the guard, not what it should have given: on a loaded machine the traffic and
@@ -193,9 +194,14 @@ def evidence_after(records: Path, since: float, lane: str = "slow") -> float | N
     for line in records.read_text().splitlines() if records.exists() else []:
         with contextlib.suppress(ValueError, KeyError, TypeError):
             r = json.loads(line)
-            if r.get("lane") == lane and r.get("ttft_s") is not None:
-                missed = float(r["ttft_s"]) > slo
-                judged.append((float(r["started_at"]) + (slo if missed else float(r["ttft_s"])), missed))
+            ttft = r.get("ttft_s")
+            if r.get("late_lane") == lane and r.get("lane") != lane:  # rescued: the lane's own wait judges it
+                ttft = r.get("late_wait_s")
+            elif r.get("lane") != lane:
+                continue
+            if ttft is not None:
+                missed = float(ttft) > slo
+                judged.append((float(r["started_at"]) + (slo if missed else float(ttft)), missed))
     judged.sort()
     for i, (when, _) in enumerate(judged):
         if when <= since:
@@ -212,3 +218,33 @@ def reactions(to_shift_s: list[float], to_evidence_s: list[float]) -> list[float
     on a trial whose lane never gave the guard its evidence."""
     assert all(e >= 0 for e in to_evidence_s), f"a fault without the evidence to fire on: {to_evidence_s}"
     return [round(s - e, 2) for s, e in zip(to_shift_s, to_evidence_s, strict=True)]
+
+
+@dataclass(frozen=True)
+class FirstTokens:
+    """Streamed requests routed to a lane while a fault held it, before the shift: within its SLO or not."""
+
+    met: int
+    n: int
+
+    @property
+    def share(self) -> float:
+        """The share within the SLO (1.0 without any request)."""
+        return self.met / self.n if self.n else 1.0
+
+
+def first_tokens_during(
+    timings: Iterable[Timed], windows: Iterable[tuple[float, float]], lane: str = "slow"
+) -> dict[bool, FirstTokens]:
+    """By whether the client opted out of the rescue: how many of its streamed requests routed to
+    `lane` and sent in one of `windows` (Unix from, to) had their first token within the lane's SLO
+    (no first token at all is a miss)."""
+    spans = list(windows)
+    out: dict[bool, list[int]] = {False: [0, 0], True: [0, 0]}
+    for t in timings:
+        if t.routed != lane or not any(a <= t.sent_at <= b for a, b in spans):
+            continue
+        tally = out[t.rescue_off]
+        tally[1] += 1
+        tally[0] += t.ttft_s is not None and t.ttft_s <= SLOW_TTFT_SLO_S
+    return {off: FirstTokens(met, n) for off, (met, n) in out.items()}

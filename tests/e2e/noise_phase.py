@@ -22,7 +22,13 @@ from lanewatch.collector.common.headers import LANE_HEADER
 from lanewatch.collector.demo import Stack
 from lanewatch.collector.demo.configs import MODEL
 from lanewatch.collector.demo.traffic import Noise
-from lanewatch.exporters.names import GUARD_ALERT_POSTS_TOTAL, GUARD_FIRING, GUARD_VERDICTS_TOTAL
+from lanewatch.exporters.names import (
+    GATEWAY_REQUESTS_TOTAL,
+    GATEWAY_RESCUES_TOTAL,
+    GUARD_ALERT_POSTS_TOTAL,
+    GUARD_FIRING,
+    GUARD_VERDICTS_TOTAL,
+)
 from tests.e2e.fault_trials import audit_of
 
 __all__ = [
@@ -67,6 +73,8 @@ class QuietFigures:
     posts: float
     fired: list[dict[str, Any]]
     client_errors: int
+    requests: float = 0.0  # the gateway's, routed to any lane
+    rescues: float = 0.0  # second attempts the gateway sent (won, lost or failed)
 
 
 async def guard_metrics(collector_url: str) -> str:
@@ -112,13 +120,19 @@ async def quiet_phase(
     the controller's firings since `audit_since` (Unix)."""
     collector = stack.layout.collector_url
     before = await guard_metrics(collector)
+    gateway_before = await guard_metrics(traffic_url)
     errors = 0
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         errors += await client_error_burst(traffic_url, min(BURST_S, max(deadline - time.monotonic(), 0.0)))
         await asyncio.sleep(min(BURST_EVERY_S - BURST_S, max(deadline - time.monotonic(), 0.0)))
     after = await guard_metrics(collector)
+    gateway_after = await guard_metrics(traffic_url)
     assert errors >= MIN_CLIENT_ERRORS, f"only {errors} client errors sent"
+
+    def sent(text: str) -> tuple[float, float]:
+        rescues = sum(guard_sample(text, GATEWAY_RESCUES_TOTAL, outcome=o) for o in ("won", "lost", "failed"))
+        return guard_sample(text, GATEWAY_REQUESTS_TOTAL), rescues
 
     def delta(name: str, **labels: str) -> float:
         return guard_sample(after, name, **labels) - guard_sample(before, name, **labels)
@@ -131,6 +145,8 @@ async def quiet_phase(
         posts=delta(GUARD_ALERT_POSTS_TOTAL),
         fired=fired,
         client_errors=errors,
+        requests=sent(gateway_after)[0] - sent(gateway_before)[0],
+        rescues=sent(gateway_after)[1] - sent(gateway_before)[1],
     )
 
 

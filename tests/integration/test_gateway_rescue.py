@@ -222,3 +222,33 @@ async def test_a_rescue_that_loses_is_cancelled_and_the_late_lane_answers(
     assert g.gw.stats.rescues == {("slow", "fast", "lost"): 1}
     truth = await _truth(fast, record.request_id)
     assert truth["output_tokens"] == 0 and truth["finished_reason"] == "abort", truth
+
+
+async def test_with_the_faster_lane_saturated_too_rescues_stop_within_the_bucket(
+    sims: tuple[SimHandle, SimHandle],
+) -> None:
+    fast, slow = sims
+    # Both lanes late: the slow lane past its 2 s SLO, the fast one past its 0.5 s. Rescues go out while
+    # the bucket lasts and until the fast lane's own attempts show it over its SLO; then none.
+    _fault(slow, queue_delay_s=3.0)
+    _fault(fast, queue_delay_s=1.2)
+    sent = 30
+    try:
+        async with _gateway(sims, max_tokens=4) as g:
+            waves = []
+            for _ in range(sent // 5):
+                waves.append(asyncio.gather(*(_ask(g, slow.model) for _ in range(5))))
+                await asyncio.sleep(0.6)
+            answers = [got for wave in waves for got in await wave]
+            await _records(g, sent)
+    finally:
+        _fault(slow)
+        _fault(fast)
+    rescues = g.gw.stats.rescues
+    out = sum(n for (_, _, outcome), n in rescues.items() if outcome in ("won", "lost", "failed"))
+    bound = 4 + 0.05 * sent  # the bucket's size, and what the requests earned it
+    assert 1 <= out <= bound, rescues
+    assert (
+        rescues[("slow", "fast", "throttled")] + rescues[("slow", "fast", "target_over_slo")] >= sent - bound
+    )
+    assert all(got["status"] == 200 and got["done"] for got in answers)  # declined ones wait and are served

@@ -9,7 +9,7 @@ from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.layout import ROOT
 
 from .routers import ROUTERS, Entry
-from .rows import GAPS, REFERENCE, ROWS, Declared, Row, exercised
+from .rows import GAPS, REFERENCE, RESCUE_FIRST_S, ROWS, TTFT_SLOS, Declared, Row, exercised
 
 __all__ = ["DOC", "render"]
 
@@ -106,7 +106,20 @@ def render(declared: dict[str, Declared]) -> str:
     out += ["", "## Declared gaps", ""]
     for kind in kinds:
         out += _declaration(kind, ROUTERS[kind], declared[kind])
+    out += ["", "## Rescue", "", RESCUE, "", "| router | a late first token |", "|---|---|"]
+    for kind in kinds:
+        reason = ROUTERS[kind].no_rescue
+        cell = "rescued from the fast lane (the reference)" if reason is None else f"waits: {reason}"
+        out.append(f"| {kind} | {cell} |")
     return "\n".join(out).rstrip() + "\n"
+
+
+RESCUE = f"""\
+One more row runs apart from the table: a streamed request on the slow lane (TTFT SLO \
+{TTFT_SLOS["slow"]:g} s) whose first token the upstream sends only after {RESCUE_FIRST_S:g} s. The gateway \
+rescues it ([gateway.md](../gateway.md#rescue)): the client gets its first token from the fast \
+lane within the SLO, with `x-lanewatch-rescued-from: slow`, and the slow attempt is closed. A \
+router that cannot declares why, and serves the request from the slow lane, late."""
 
 
 def declarations() -> dict[str, Declared]:

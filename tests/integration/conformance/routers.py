@@ -30,6 +30,7 @@ from .rows import (
     MODELS,
     RETRY_AFTER_S,
     TAGGED_MODELS,
+    TTFT_SLOS,
     Declared,
 )
 
@@ -56,6 +57,9 @@ class Entry:
 
     factory: Factory
     gaps: Mapping[str, str] = field(default_factory=dict)
+    # Why the router cannot rescue a streamed request whose first token is late (a second attempt on
+    # a faster lane, the first token winning, as the gateway does); None: it can
+    no_rescue: str | None = None
     # row -> the divergence a change under way fixes: run as xfail(strict=True), so the fix fails it
     xfail: Mapping[str, str] = field(default_factory=dict)
 
@@ -95,6 +99,7 @@ async def gateway(tmp_path: Path, ports: dict[str, int]) -> AsyncIterator[Confor
         "rules": {"models": {m: "fast" for m in MODELS["fast"]}},
         "admin_token_file": str(token),
         "model_discovery": {"enabled": False},
+        "ttft_slos": dict(TTFT_SLOS),  # the rescue row's
     }
     async with gateway_server(lanes, **cfg) as g:
         settings = GatewaySettings(url=g.url, token_file=token)
@@ -246,11 +251,29 @@ NOT_ROUTERS: dict[str, str] = {
     "webhook": "hands the state to the operator's own receiver, which routes as it likes",
     "dry-run": "logs the state and moves nothing",
 }
+ENVOY_NO_RESCUE = (
+    "Envoy's hedge_policy hedges on a per-try timeout before the response's headers, and vLLM sends "
+    "a streamed answer's headers before its prefill: a late first token is never a late head"
+)
+NGINX_NO_RESCUE = (
+    "proxy_next_upstream moves a request to another server only before any of its answer was sent "
+    "on, on an error or a timeout of the whole read, and never to another pool"
+)
+LITELLM_NO_RESCUE = (
+    "its stream_timeout abandons a slow first chunk and falls back instead of racing it; the handler "
+    "sets up none of it"
+)
 ROUTERS: dict[str, Entry] = {
     "gateway": Entry(gateway, GATEWAY_GAPS),
     "envoy": Entry(
-        envoy, {**{k: v for k, v in BODY_GAPS.items() if k != "class_by_max_tokens"}, **ENVOY_GAPS}
+        envoy,
+        {**{k: v for k, v in BODY_GAPS.items() if k != "class_by_max_tokens"}, **ENVOY_GAPS},
+        no_rescue=ENVOY_NO_RESCUE,
     ),
-    "nginx": Entry(nginx, {**BODY_GAPS, "rewrite_on_route": "stock nginx cannot rewrite a body (no njs)"}),
-    "litellm": Entry(litellm, LITELLM_GAPS),
+    "nginx": Entry(
+        nginx,
+        {**BODY_GAPS, "rewrite_on_route": "stock nginx cannot rewrite a body (no njs)"},
+        no_rescue=NGINX_NO_RESCUE,
+    ),
+    "litellm": Entry(litellm, LITELLM_GAPS, no_rescue=LITELLM_NO_RESCUE),
 }

@@ -40,7 +40,9 @@ __all__ = [
     "REFERENCE",
     "RETRY_AFTER_S",
     "ROWS",
+    "RESCUE_FIRST_S",
     "TALLY",
+    "TTFT_SLOS",
     "Declared",
     "Outcome",
     "Request",
@@ -55,6 +57,9 @@ __all__ = [
 ]
 
 LANE_ORDER: Final = ("fast", "slow")  # fastest first
+# The lanes' TTFT SLOs (the default spec's), which the rescue row's late first token is measured against
+TTFT_SLOS: Final[Mapping[str, float]] = {"fast": 0.5, "slow": 2.0}
+RESCUE_FIRST_S: Final = 3.0  # the rescue row: the slow lane's first token, past its SLO
 DEFAULT_LANE: Final = "slow"
 MODELS: Final[Mapping[str, tuple[str, ...]]] = {"fast": ("small", "small-x"), "slow": ("big", "big-x")}
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"

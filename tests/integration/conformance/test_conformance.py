@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from lanewatch.collector.common.headers import RESCUED_HEADER
 from lanewatch.collector.degrade.adapters.base import AdapterError, restrict
 from lanewatch.collector.degrade_state.wire import LaneDegrade
 from tests.integration.gateway_harness import upstream_server
@@ -27,10 +28,13 @@ from tests.sse_upstream import SseUpstream
 
 from .routers import ROUTERS, Conformant
 from .rows import (
+    CHAT,
     GAPS_PROPERTY,
     REFERENCE,
+    RESCUE_FIRST_S,
     RETRY_AFTER_S,
     ROWS,
+    TTFT_SLOS,
     Outcome,
     Request,
     Row,
@@ -176,3 +180,52 @@ async def test_router_serves_the_row_as_declared(
     assert differs == bool(gaps), f"{kind} on {row.name}: a divergence no declared gap explains"
     assert gaps <= router.declared.gaps | {c for c in REFERENCE.capabilities if c not in caps}
     record_property(GAPS_PROPERTY, [kind, row.name, sorted(gaps), share])  # for the summary (summary.py)
+
+
+@pytest.mark.parametrize("kind", list(ROUTERS))
+async def test_router_rescues_a_late_first_token_as_declared(
+    fleet: Fleet, kind: str, record_property: Callable[[str, object], None]
+) -> None:
+    """The rescue row: a streamed request on the slow lane whose first token comes past the lane's
+    TTFT SLO. The reference answers it from the fast lane within the SLO and closes the slow
+    attempt; a router that declares it cannot rescue serves it from the slow lane, late."""
+    router = await fleet.router(kind)
+    await router.adapter.apply({}, next(fleet.revisions))
+    await asyncio.sleep(router.settle_s)
+    marker = f"rescue{next(fleet.markers)}"
+    body = {"model": "big", "max_tokens": 4, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    slow = fleet.ups["slow"]
+    slow.first_ms = RESCUE_FIRST_S * 1000
+    try:
+        t0 = asyncio.get_running_loop().time()
+        first: float | None = None
+        async with fleet.session.post(
+            f"{router.url}{CHAT}", json=body, headers={"x-conformance-id": marker}
+        ) as r:
+            status, rescued_from = r.status, r.headers.get(RESCUED_HEADER)
+            async for chunk in r.content.iter_any():
+                if first is None and b'"content": "t' in chunk.replace(b'"content":"t', b'"content": "t'):
+                    first = asyncio.get_running_loop().time() - t0
+    finally:
+        slow.first_ms = 0
+    logs = {
+        lane: log
+        for lane, up in fleet.ups.items()
+        for log in up.requests.values()
+        if {k.lower(): v for k, v in log.headers.items()}.get("x-conformance-id") == marker
+    }
+    for log in logs.values():  # the slow attempt a rescue lost is closed only past the lane's SLO
+        await asyncio.wait_for(log.ended.wait(), RESCUE_FIRST_S + 2)
+    assert status == 200 and first is not None, (kind, status)
+    reason = ROUTERS[kind].no_rescue
+    if reason is None:
+        assert first < TTFT_SLOS["slow"], f"{kind}: first token after {first:.2f} s"
+        assert logs["fast"].finished and logs["slow"].cancelled and not logs["slow"].finished, logs
+        assert rescued_from == "slow"
+    else:  # declared: it waits on the slow lane
+        assert first >= RESCUE_FIRST_S and set(logs) == {"slow"} and logs["slow"].finished, (
+            kind,
+            first,
+            logs,
+        )
+    record_property(GAPS_PROPERTY, [kind, "rescue", [] if reason is None else ["rescue"], 0.0])
