@@ -13,7 +13,7 @@ __all__ = ["Goal", "evaluate_goals", "render"]
 
 PATH_ORDER = (
     "direct", "nginx", "nginx-2", "envoy", "envoy-2", "envoy-lanewatch", "envoy-lanewatch-end", "litellm",
-    "litellm-lanewatch", "pipe", "tap", "tap-2", "tap-metrics", "tap-content", "aiohttp",
+    "litellm-lanewatch", "pipe", "tap", "tap-rescue", "tap-2", "tap-metrics", "tap-content", "aiohttp",
 )  # fmt: skip
 
 

@@ -72,7 +72,7 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_MS, GAP_MS, CHUNKS = 50.0, 10.0, 41
 STREAM_S = (FIRST_MS + GAP_MS * (CHUNKS - 1)) / 1000  # one response's length: the stagger span
-PATHS = ("direct", "nginx", "pipe", "tap")
+PATHS = ("direct", "nginx", "pipe", "tap", "tap-rescue")
 TTFT_FIGURES = ("ttft_p50_ms", "ttft_p99_ms")
 
 
@@ -174,6 +174,19 @@ def _paths(
                 pid = gw.process.pid
                 paths.append(
                     _Path("tap", gw.url, lambda pid=pid: [pid], lambda sp=sink_pid: [sp], sink_url)  # type: ignore[misc]
+                )
+            elif name == "tap-rescue":  # as "tap", its requests on a lane the rescue watches (none is late)
+                sink_url, sink_pid = stack.enter_context(_records_sink(tmp))
+                lanes = [
+                    f"fast={up_url}",
+                    f"slow={up_url}",
+                ]  # the default spec's lanes: slow's rescue is fast
+                gw = stack.enter_context(
+                    start_gateway(tmp, lanes, "--lane-order", "fast,slow", "--collector", sink_url)
+                )
+                pid = gw.process.pid
+                paths.append(
+                    _Path("tap-rescue", gw.url, lambda pid=pid: [pid], lambda sp=sink_pid: [sp], sink_url)  # type: ignore[misc]
                 )
             elif name == "tap-metrics":  # no collector: the gateway observes its request metrics itself
                 gw = stack.enter_context(start_gateway(tmp, [f"bench={up_url}"]))
@@ -424,7 +437,11 @@ def flat_keys(levels: dict[str, dict[str, dict[str, Any]]]) -> dict[str, float]:
                 figures["direct"]["upstream_cpu_s_per_1k_chunks"], 4
             )
         out |= _best_of_workers(figures, n)
-        tap, ng = figures.get("tap"), figures.get("nginx")
+        tap, ng, rescue = figures.get("tap"), figures.get("nginx"), figures.get("tap-rescue")
+        if tap and rescue:  # what watching every request for a late first token costs, none being late
+            out[f"tap_rescue_vs_tap_cpu_ratio_{n}"] = _ratio(
+                rescue["proxy_cpu_s_per_1k_chunks"], tap["proxy_cpu_s_per_1k_chunks"]
+            )
         if tap and ng:
             for key in ("added_ttft_p99_ms", "added_ttft_p50_ms"):
                 q = key.split("_")[2]

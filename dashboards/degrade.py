@@ -93,6 +93,23 @@ def _state_panels() -> list[Any]:
             [("green", None), ("red", 0.0001)],
             w=8,
         ),
+        timeseries(
+            "Rescue",
+            "Streamed requests whose first token was late, by what the gateway's rescue did: a second "
+            "attempt on a faster lane that won (the client got its first token from there), lost or "
+            "failed, or why none was sent (throttled by the bucket, the faster lane degraded, "
+            "protecting or over its own SLO). Orange: rescues under way, a lane is late for some "
+            "requests; a steady flow of throttled ones means the bucket is spent and clients wait.",
+            [
+                Query(
+                    f"sum by (lane, to_lane, outcome) (rate({sel(names.GATEWAY_RESCUES_TOTAL, LANE)}[{RATE}]))",
+                    "{{lane}} → {{to_lane}} {{outcome}}",
+                )
+            ],
+            "reqps",
+            [("green", None), ("orange", 0.0001)],
+            w=24,
+        ),
     ]
 
 

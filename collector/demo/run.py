@@ -41,7 +41,7 @@ from .litellm import LITELLM_VERSION, default_litellm_root
 from .live import Snapshot, event_line, render, stage_text
 from .records import Recorder, lane_stats
 from .stack import Stack, StartupError, Tools
-from .summary import build_summary, loop_timings, write_summary
+from .summary import build_summary, loop_timings, rescue_line, write_summary
 from .supervisor import ChildExited, Supervisor, free_ports
 from .timeline import Plan, Step, next_step
 from .traffic import MIX, Served, Traffic, mix_of
@@ -415,6 +415,8 @@ def _write_outputs(
     judge = goodput_from_spec(load_spec(_slo_spec(opts)))
     diagnosis = run.diagnosis.result if run is not None else None
     summary = build_summary(recorder.kept, result.events, info, judge, shed, diagnosis)
+    if summary.get("rescue"):
+        console.print(rescue_line(summary["rescue"]), highlight=False, style="bold")
     records, summary_path, report = (
         opts.out / "records.jsonl",
         opts.out / "summary.json",

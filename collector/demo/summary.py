@@ -171,6 +171,40 @@ def goodput_by_phase(
     }
 
 
+def rescue_during_fault(
+    judge: Goodput, records: Sequence[RequestTiming], events: Sequence[Event], lane: str = "slow"
+) -> dict[str, Any] | None:
+    """The gateway's rescue while the fault held `lane` before its degrade: of the streamed requests
+    routed there (tap records with a first token), how many a faster lane answered, and how many
+    still missed the lane's TTFT SLO; None without a fault phase or a TTFT SLO for the lane."""
+    span = phase_bounds(events, lane).get("fault")
+    slo = next(
+        (b.threshold_s for b in judge.bounds.get(lane, ()) if b.metric == "ttft" and not b.selector), None
+    )
+    if span is None or slo is None:
+        return None
+    streamed = [
+        r
+        for r in records
+        if r.source == "tap"
+        and routed_lane(r) == lane
+        and r.ttft_s is not None
+        and span[0] <= r.started_at < span[1]
+    ]
+    rescued = sum(r.late_lane == lane and r.lane != lane for r in streamed)
+    missed = sum(r.ttft_s is not None and r.ttft_s > slo for r in streamed)
+    return {"lane": lane, "slo_s": slo, "streamed": len(streamed), "rescued": rescued, "missed": missed}
+
+
+def rescue_line(rescue: Mapping[str, Any]) -> str:
+    """One line for the console: what the rescue did during the fault."""
+    lane, slo = rescue["lane"], rescue["slo_s"]
+    return (
+        f"rescue: {rescue['rescued']} of {rescue['streamed']} streamed {lane}-lane requests during the "
+        f"fault were answered by a faster lane; {rescue['missed']} still missed the {slo:g} s TTFT SLO"
+    )
+
+
 def build_summary(
     records: Sequence[RequestTiming],
     events: Sequence[Event],
@@ -189,6 +223,7 @@ def build_summary(
     }
     if goodput is not None:
         out["goodput"] = goodput_by_phase(goodput, records, events, shed)
+        out["rescue"] = rescue_during_fault(goodput, records, events)
     out["diagnosis"] = dict(diagnosis) if diagnosis is not None else None
     out["events"] = [e.to_json() for e in events]
     return out

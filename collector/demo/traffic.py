@@ -28,6 +28,7 @@ from lanewatch.collector.common.headers import (
     LANE_HEADER,
     MODEL_HEADER,
     RESCUE_HEADER,
+    RESCUED_HEADER,
 )
 from lanewatch.collector.probe.prompts import prompt_text
 from lanewatch.collector.probe.settings import DEFAULT_CLASSES, RequestClass
@@ -140,6 +141,7 @@ class Served:
     degraded: str
     status: int
     model: str = ""  # the gateway's x-lanewatch-model: `<requested> -> <served>`
+    rescued: bool = False  # a faster lane answered for a late one (x-lanewatch-rescued-from): no shift
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +302,14 @@ class Traffic:
                 resp.headers.get(self.lane_header, "?"),
                 resp.headers.get(DEGRADED_HEADER, ""),
             )
-            self._served(cls, resp.status, lane, degraded, resp.headers.get(MODEL_HEADER, ""))
+            self._served(
+                cls,
+                resp.status,
+                lane,
+                degraded,
+                resp.headers.get(MODEL_HEADER, ""),
+                RESCUED_HEADER in resp.headers,
+            )
             async for chunk in resp.content.iter_any():
                 if first is None and _CONTENT.search(chunk):
                     first = time.perf_counter() - t0
@@ -316,11 +325,20 @@ class Traffic:
         if manner.leave_after_s is not None:
             self.manners["disconnect"] += 1
 
-    def _served(self, cls: TrafficClass, status: int, lane: str, degraded: str, model: str) -> None:
+    def _served(
+        self, cls: TrafficClass, status: int, lane: str, degraded: str, model: str, rescued: bool = False
+    ) -> None:
         if status != 200:
             self.errors[f"http_{status}"] += 1
         served = Served(
-            time.time(), cls.name, routed_lane(cls, self.fast_max_tokens), lane, degraded, status, model
+            time.time(),
+            cls.name,
+            routed_lane(cls, self.fast_max_tokens),
+            lane,
+            degraded,
+            status,
+            model,
+            rescued,
         )
         self.recent.append(served)
         self.history.append(served)
@@ -332,9 +350,10 @@ class Traffic:
             self.recent.popleft()
 
     def shifted_share(self, routed: str, to: str) -> tuple[float, int] | None:
-        """Share of recent requests routed to `routed` that `to` served, and how many; None if none."""
+        """Share of recent requests routed to `routed` that `to` served, and how many; None if none. A
+        request a faster lane answered for a late one is the rescue's, not a shift's: left out."""
         self._trim()
-        rows = [s for s in self.recent if s.routed == routed and s.status == 200]
+        rows = [s for s in self.recent if s.routed == routed and s.status == 200 and not s.rescued]
         if not rows:
             return None
         return sum(s.served == to for s in rows) / len(rows), len(rows)

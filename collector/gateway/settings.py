@@ -125,12 +125,14 @@ class RescueConfig(Section):
     targets: dict[LaneName, LaneName] = Field(default_factory=dict)
     exclude_classes: list[ClassName] = Field(default_factory=lambda: ["batch"])
     # The throttle, after gRPC's retryThrottling: a bucket per target lane holds up to max_tokens;
-    # each streamed request that could be rescued into it adds token_ratio, each rescue takes one.
-    max_tokens: float = Field(default=10.0, ge=1, le=10_000)
+    # each request of a lane that rescues into it adds token_ratio, each rescue takes one. Size
+    # max_tokens to the rescues a breach needs before the guard's shift: the lane's streamed
+    # requests over about 5 s.
+    max_tokens: float = Field(default=20.0, ge=1, le=10_000)
     token_ratio: float = Field(default=0.05, gt=0, le=1)
     # The deadline: the lane's TTFT SLO less the target's recent TTFT (p90) less margin_s, and
     # never under floor_ratio of the SLO; `deadlines` set it by hand per lane and class.
-    margin_s: float = Field(default=0.1, ge=0, le=60)
+    margin_s: float = Field(default=0.25, ge=0, le=60)
     floor_ratio: float = Field(default=0.25, gt=0, le=1)
     deadlines: list[RescueDeadline] = Field(default_factory=list)
 

@@ -144,6 +144,17 @@ class GoodputRow:
 
 
 @dataclass(frozen=True, slots=True)
+class RescueRow:
+    """The gateway's rescues from one late lane into a faster one: sent, won, and the time they saved."""
+
+    late_lane: str
+    to_lane: str
+    sent: int
+    won: int  # answered by `to_lane`; the others by the late lane after all (lost) or failed
+    saved_s: float | None  # median over the won ones of the late wait less the client's TTFT (at least)
+
+
+@dataclass(frozen=True, slots=True)
 class ReportData:
     """Everything the report renders."""
 
@@ -171,6 +182,7 @@ class ReportData:
     reasons: tuple[FailureReason, ...] = ()
     diagnosis: tuple[LaneDiagnosis, ...] = ()  # `lanewatch diagnose` over the same records
     judged: bool = False  # whether an SLO spec anchored the goodput and the diagnosis
+    rescues: tuple[RescueRow, ...] = ()
 
 
 def parse_events(summary: object) -> tuple[Event, ...]:
@@ -235,7 +247,36 @@ def build_report(
         reasons=failure_reasons(records),
         diagnosis=diagnosis_of(records, judge) if records else (),
         judged=judge is not None,
+        rescues=rescue_rows(records),
     )
+
+
+def rescue_rows(records: Iterable[RequestTiming]) -> tuple[RescueRow, ...]:
+    """Per late lane and the lane its rescues won on: how many were sent and won, the median time saved.
+
+    A lost or failed rescue's record is the late lane's and does not name where the rescue went: it
+    counts under the late lane's first target that won (`?` when none did)."""
+    won: Counter[tuple[str, str]] = Counter()
+    saved: dict[tuple[str, str], list[float]] = {}
+    not_won: Counter[str] = Counter()
+    for r in records:
+        if r.late_lane is None:
+            continue
+        if r.lane == r.late_lane:
+            not_won[r.late_lane] += 1
+            continue
+        key = (r.late_lane, r.lane)
+        won[key] += 1
+        if r.late_wait_s is not None and r.ttft_s is not None:
+            saved.setdefault(key, []).append(max(r.late_wait_s - r.ttft_s, 0.0))
+    keys = set(won) | {(late, "?") for late in not_won if not any(k[0] == late for k in won)}
+    rows = []
+    for late, to in sorted(keys):
+        first = min(t for lane, t in keys if lane == late) == to
+        saves = sorted(saved.get((late, to), []))
+        sent = won[(late, to)] + (not_won[late] if first else 0)
+        rows.append(RescueRow(late, to, sent, won[(late, to)], saves[len(saves) // 2] if saves else None))
+    return tuple(rows)
 
 
 def failure_reasons(records: Iterable[RequestTiming], limit: int = 10) -> tuple[FailureReason, ...]:

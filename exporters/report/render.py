@@ -79,6 +79,8 @@ def render_report(data: ReportData) -> str:
         body += [_timeline_section(data, colors), _tables_section(data)]
         if data.goodput:
             body.append(_goodput_section(data))
+        if data.rescues:
+            body.append(_rescue_section(data))
     title = f"lanewatch report: {data.source}" if data.source else "lanewatch report"
     return (
         '<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head><meta charset="utf-8"/>'
@@ -329,6 +331,30 @@ def _reasons(d: ReportData) -> str:
         '<div class="scroll"><table class="numbers reasons">'
         f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def _rescue_section(d: ReportData) -> str:
+    head = _tr(("late lane", "rescued on", "sent", "won", "time saved (median, at least)"), "th")
+    rows = [
+        _tr(
+            (
+                r.late_lane,
+                r.to_lane,
+                f"{r.sent:,}",
+                f"{r.won:,}",
+                "–" if r.saved_s is None else f"{r.saved_s:.2f} s",
+            )
+        )
+        for r in d.rescues
+    ]
+    table = f'<table class="numbers rescue"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+    explain = (
+        "Streamed requests whose first token was late on their lane, sent again by the gateway to a faster "
+        "lane; the first attempt with a first token answered. A rescue won when the faster lane answered. "
+        "The time saved is the late attempt's wait (to its own first token, or to its close past the "
+        "lane's SLO) less the client's TTFT: a floor, since a closed attempt's first token is never seen."
+    )
+    return _section("rescue", "Rescue", explain, f'<div class="scroll">{table}</div>')
 
 
 def _goodput_section(d: ReportData) -> str:

@@ -72,10 +72,15 @@ class Trial:
 
 
 def gateway_first_shift(traffic: Traffic) -> FirstShift:
-    """The first slow-routed request the fast lane served, by the gateway's headers."""
+    """The first slow-routed request the fast lane served on a shift, by the gateway's headers (not one
+    the fast lane answered because the slow lane was late for it: the rescue's)."""
 
     def first(since: float) -> float | None:
-        times = [s.t for s in traffic.history if s.t > since and s.routed == "slow" and s.served == "fast"]
+        times = [
+            s.t
+            for s in traffic.history
+            if s.t > since and s.routed == "slow" and s.served == "fast" and not s.rescued
+        ]
         return min(times) if times else None
 
     return first
@@ -248,3 +253,14 @@ def first_tokens_during(
         tally[1] += 1
         tally[0] += t.ttft_s is not None and t.ttft_s <= SLOW_TTFT_SLO_S
     return {off: FirstTokens(met, n) for off, (met, n) in out.items()}
+
+
+async def rescue_counts(gateway_url: str) -> dict[str, float]:
+    """The gateway's rescues so far by outcome (won, lost, failed, or why none was sent)."""
+    from lanewatch.collector.gateway.upstream.rescue_policy import DECLINES
+    from lanewatch.exporters.names import GATEWAY_RESCUES_TOTAL
+    from tests.e2e.noise_phase import guard_metrics, guard_sample
+
+    text = await guard_metrics(gateway_url)
+    outcomes = ("won", "lost", "failed", *DECLINES)
+    return {o: n for o in outcomes if (n := guard_sample(text, GATEWAY_RESCUES_TOTAL, outcome=o))}

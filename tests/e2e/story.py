@@ -132,7 +132,12 @@ def assert_shifted_and_back(result: DemoResult, events: list[Event], margin_s: f
     injected = first(events, "fault_injected", lane="slow")
     applied = first(events, "degrade_applied", lane="slow", shift_to="fast")
     restored = first(events, "degrade_restored", lane="slow")
-    slow_routed = [s for s in result.served if s.routed == "slow" and s.status == 200]
+    answered = [s for s in result.served if s.routed == "slow" and s.status == 200]
+    # A request a faster lane answered because the slow lane was late for it is the gateway's
+    # rescue, not the degrade: rare while no fault holds the lane, and left out of the shift's check.
+    steady = [s for s in answered if s.t < injected.t or s.t > restored.t + margin_s]
+    assert sum(s.rescued for s in steady) <= 1 + 0.01 * len(steady)
+    slow_routed = [s for s in answered if not s.rescued]
     during = [s for s in slow_routed if applied.t + margin_s < s.t < restored.t - margin_s]
     after = [s for s in slow_routed if s.t > restored.t + margin_s]
     before = [s for s in slow_routed if s.t < injected.t]

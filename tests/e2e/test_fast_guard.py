@@ -54,6 +54,7 @@ from tests.e2e.fault_trials import (
     first_tokens_during,
     gateway_first_shift,
     reactions,
+    rescue_counts,
     slow_degraded,
     sustained_fault,
 )
@@ -136,6 +137,7 @@ def test_the_guard_shifts_a_sustained_breach_within_seconds_and_ignores_noise() 
                         figures["first_tokens"] = first_tokens_during(
                             traffic.timings, [(f, f + s) for f, s in before_shift]
                         )
+                        figures["rescues"] = await rescue_counts(layout.gateway_url)
                         return figures, audit_of(stack)
                     finally:
                         stop.set()

@@ -52,17 +52,18 @@ def test_tap_overhead_measures_every_path_at_every_concurrency(smoke: tuple[dict
     results, _ = smoke
     for n in SMOKE_STREAMS:
         levels = results["details"]["tap"][str(n)]
-        assert set(levels) == {"direct", "nginx", "pipe", "tap"}
+        assert set(levels) == {"direct", "nginx", "pipe", "tap", "tap-rescue"}
         for path, figures in levels.items():
             assert figures["errors"] == 0 and figures["requests"] >= n, (path, n)
             assert figures["chunks_per_s"] > 0
             # the upstream's first content chunk comes 50 ms after the request: no path beats it
             assert 50 <= figures["ttft_p50_ms"] < 1000, (path, n)
-        # only the tap ships to the records sink, and its CPU is reported as the tap's sink figure
+        # only the taps ship to a records sink, and its CPU is reported as the tap's sink figure
         sink = levels["tap"]["sink_cpu_s_per_1k_chunks"]
         assert sink >= 0  # the flat key is the detail rounded to 4 places
         assert results[f"tap_sink_cpu_s_per_1k_chunks_{n}"] == pytest.approx(sink, abs=5e-5)
-        assert [p for p in levels if "sink_cpu_s_per_1k_chunks" in levels[p]] == ["tap"]
+        assert [p for p in levels if "sink_cpu_s_per_1k_chunks" in levels[p]] == ["tap", "tap-rescue"]
+        assert results[f"tap_rescue_vs_tap_cpu_ratio_{n}"] >= 0
         for path in ("nginx", "pipe", "tap"):
             assert -50 < results[f"{path}_added_ttft_p50_ms_{n}"] < 1000
             assert -50 < results[f"{path}_added_ttft_p99_ms_{n}"] < 1000

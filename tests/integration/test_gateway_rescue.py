@@ -203,8 +203,8 @@ async def test_a_rescue_that_loses_is_cancelled_and_the_late_lane_answers(
     sims: tuple[SimHandle, SimHandle],
 ) -> None:
     fast, slow = sims
-    # Deadline: 2.0 - 0.5 (the fast lane's SLO, with no TTFT of its own yet) - 0.1 = 1.4 s. The slow
-    # lane's first token comes at about 1.7 s; the rescue's not before 1.4 + 1.0 s.
+    # Deadline: 2.0 - 0.5 (the fast lane's SLO, with no TTFT of its own yet) - 0.25 = 1.25 s. The slow
+    # lane's first token comes at about 1.7 s; the rescue's not before 1.25 + 1.0 s.
     _fault(slow, queue_delay_s=1.7)
     _fault(fast, queue_delay_s=1.0)
     try:

@@ -72,6 +72,7 @@ class _Attempt:
         "head",
         "held",
         "held_bytes",
+        "noted",
         "released",
         "rescue",
         "rid",
@@ -88,6 +89,7 @@ class _Attempt:
         self.held_bytes = 0
         self.tail: bytes | None = None  # the attempt finished its body while held
         self.released = False  # its bytes go to the client
+        self.noted = False  # the race has heard of its first token
         self.end_at: float | None = None
         self.rid: int | None = None  # its in-flight entry
 
@@ -133,7 +135,8 @@ class _Held:
         if self.race.winner is None:  # a loser's bytes go nowhere; it runs on only to its first token
             a.held.append(payload)
             a.held_bytes += len(payload)
-        if a.first_at is not None or a.held_bytes > MAX_HELD_BYTES:
+        if not a.noted and (a.first_at is not None or a.held_bytes > MAX_HELD_BYTES):
+            a.noted = True
             self.race.first_content(a)
 
     def finish(self, tail: bytes = b"") -> None:
@@ -225,6 +228,8 @@ class Race:
     # ---------------------------------------------------------------- the race's events
     def first_content(self, a: _Attempt) -> None:
         """`a` has its first content token (or held too much): the first one wins; a loser stops."""
+        if (first := a.first_at) is not None:  # each attempt's TTFT, as it comes: the deadlines read it
+            self.gw.rescue.first_token(a.ex.decision.served_lane, first - a.sent_at, first)
         if self.winner is None:
             self._win(a)
             return
@@ -278,8 +283,6 @@ class Race:
                 )
             else:
                 result = task.result()
-        if a.first_at is not None:
-            self.gw.rescue.first_token(a.ex.decision.served_lane, a.first_at - a.sent_at, a.first_at)
         if self._answer.done():
             return
         if a is self.winner:

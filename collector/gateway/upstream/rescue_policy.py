@@ -9,9 +9,10 @@ and the rescue is decided at its deadline (`RescuePolicy.decide`), against the s
 
 - never into a lane that is itself degraded (shifted away), protecting (capping or shedding), or
   over its own TTFT SLO by its recent attempts;
-- never past the target's token bucket, after gRPC's `retryThrottling`: each request planned for
-  the target adds `token_ratio` (up to `max_tokens`), each rescue takes one, so rescues are at
-  most that share of the requests plus the bucket's size, however sick the lanes are;
+- never past the target's token bucket, after gRPC's `retryThrottling`: each request served on a
+  lane that rescues into the target adds `token_ratio` (up to `max_tokens`), each rescue takes
+  one, so rescues are at most that share of the lane's requests plus the bucket's size, however
+  sick the lanes are;
 - never for a class the policy excludes, a whole (non-streamed) answer, a request that opts out,
   or a lane without a TTFT SLO or a faster lane.
 
@@ -120,12 +121,15 @@ class RescuePolicy:
         self._by_hand = {(d.lane, d.request_class): d.after_s for d in cfg.deadlines}
 
     def plan(self, lane: str, request_class: str, streamed: bool, opted_out: bool, now: float) -> Plan | None:
-        """The request's rescue plan, or None when it is never rescued; a plan earns its target a token."""
+        """The request's rescue plan, or None when it is never rescued; every request of a lane with a
+        target earns that target's bucket its share."""
         target = self.targets.get(lane)
         slo = self.slos.get(lane)
-        if target is None or slo is None or not streamed or opted_out or request_class in self._excluded:
+        if target is None or slo is None:
             return None
-        self.buckets[target].earn()
+        self.buckets[target].earn()  # every request of the lane: rescues are a share of its traffic
+        if not streamed or opted_out or request_class in self._excluded:
+            return None
         return Plan(
             lane, target, self.deadline_s(lane, request_class, target, slo, now), slo + CUTOFF_GRACE_S
         )

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
 from lanewatch.collector.demo.events import Event
 from lanewatch.collector.demo.live import Snapshot, event_line, render, stage_text
-from lanewatch.collector.demo.summary import build_summary, loop_timings, write_summary
+from lanewatch.collector.demo.summary import build_summary, loop_timings, rescue_line, write_summary
 from lanewatch.collector.demo.timeline import Plan
 from lanewatch.collector.record.goodput import Bound, Goodput
 from lanewatch.collector.record.timing import RequestTiming
@@ -212,3 +213,21 @@ def test_without_a_fault_every_request_is_before() -> None:
     summary = build_summary([_tap(T0, 9.0)], [], {}, judge)["goodput"]
     assert summary["phases"] == {"before": [None, None]}
     assert summary["by_phase"]["before"]["slow"]["tap"]["ratio"] == 1.0
+
+
+def test_the_summary_says_how_many_requests_the_rescue_answered_during_the_fault() -> None:
+    judge = Goodput(bounds={"slow": (Bound("ttft", 2.0),), "fast": (Bound("ttft", 0.5),)})
+    rescued = replace(_tap(T0 + 22, 1.9, lane="fast"), late_lane="slow", rescue_sent_s=1.8, late_wait_s=2.1)
+    records = [
+        _tap(T0 + 5, 3.0),  # before the fault: not counted
+        rescued,
+        _tap(T0 + 24, 3.2),  # not rescued (the bucket, an opt-out): missed
+        _tap(T0 + 40, 3.1),  # in the degrade: not counted
+    ]
+    rescue = build_summary(records, STORY, {}, judge)["rescue"]
+    assert rescue == {"lane": "slow", "slo_s": 2.0, "streamed": 2, "rescued": 1, "missed": 1}
+    assert rescue_line(rescue) == (
+        "rescue: 1 of 2 streamed slow-lane requests during the fault were answered by a faster lane; "
+        "1 still missed the 2 s TTFT SLO"
+    )
+    assert build_summary(records, [], {}, judge)["rescue"] is None  # no fault, nothing to tell

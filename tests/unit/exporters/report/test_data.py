@@ -14,6 +14,7 @@ from lanewatch.exporters.report.data import (
     SummaryError,
     build_report,
     parse_events,
+    rescue_rows,
     spans,
 )
 
@@ -183,3 +184,28 @@ def test_spans_pair_start_and_end_and_leave_open_ones_running() -> None:
     events = [Event(10, "fault_injected"), Event(20, "alert_firing"), Event(30, "fault_cleared")]
     assert spans(events, 50) == [("fault", 10, 30), ("alert", 20, 50)]
     assert spans([Event(5, "alert_resolved")], 50) == []
+
+
+def _rescued(lane: str, late_wait_s: float | None, ttft_s: float = 1.9) -> RequestTiming:
+    return RequestTiming(
+        source="tap", target=lane, lane=lane, request_class="c", model="m", status=200, ttft_s=ttft_s,
+        e2e_s=3.0, late_lane="slow", rescue_sent_s=1.8, late_wait_s=late_wait_s,
+    )  # fmt: skip
+
+
+def test_rescue_rows_count_what_won_and_the_time_it_saved_at_least() -> None:
+    plain = RequestTiming(source="tap", target="t", lane="slow", request_class="c", model="m", ttft_s=0.4)
+    records = [
+        plain,
+        _rescued("fast", 2.1),
+        _rescued("fast", 2.5),
+        _rescued("fast", None),
+        _rescued("slow", None),
+    ]
+    (row,) = rescue_rows(records)
+    assert (row.late_lane, row.to_lane, row.sent, row.won) == ("slow", "fast", 4, 3)
+    assert row.saved_s == pytest.approx(0.6)  # of 0.2 and 0.6, the upper median; none for the unknown wait
+    assert rescue_rows([plain]) == ()
+    (lost,) = rescue_rows([_rescued("slow", None)])  # nothing won: where it went is unknown
+    assert (lost.to_lane, lost.sent, lost.won, lost.saved_s) == ("?", 1, 0, None)
+    assert build_report(records).rescues == (row,)

@@ -160,3 +160,15 @@ def test_failed_requests_show_the_servers_message_most_frequent_first_escaped() 
     table = next(t for t in root.iter(f"{X}table") if "reasons" in (t.get("class") or ""))
     rows = ["|".join(td.text or "" for td in tr) for tr in table.iter(f"{X}tr")][1:]
     assert rows == [f"fast|http_4xx|400|3|{long_prompt}", "fast|http_4xx|400|1|<b>bad</b> request"]
+
+
+def test_the_rescue_section_shows_only_when_the_gateway_rescued() -> None:
+    records = sample_records()
+    assert 'id="rescue"' not in render_report(build_report(records))
+    rescued = RequestTiming(
+        source="tap", target="fast", lane="fast", request_class="c", model="m", status=200, ttft_s=1.9,
+        late_lane="slow", rescue_sent_s=1.8, late_wait_s=2.1,
+    )  # fmt: skip
+    page = render_report(build_report([*records, rescued]))
+    section = page[page.index('id="rescue"') :]
+    assert "<td>slow</td><td>fast</td><td>1</td><td>1</td><td>0.20 s</td>" in section
