@@ -98,8 +98,9 @@ def _state_panels() -> list[Any]:
             "Streamed requests whose first token was late, by what the gateway's rescue did: a second "
             "attempt on a faster lane that won (the client got its first token from there), lost or "
             "failed, or why none was sent (throttled by the bucket, the faster lane degraded, "
-            "protecting or over its own SLO). Orange: rescues under way, a lane is late for some "
-            "requests; a steady flow of throttled ones means the bucket is spent and clients wait.",
+            "protecting or over its own SLO). Orange: a lane is late for some requests. Red from one "
+            "a second: it is late for many; the guard should shift it within seconds, and throttled "
+            "ones mean the bucket is spent and clients wait: check the lane and the guard's evidence.",
             [
                 Query(
                     f"sum by (lane, to_lane, outcome) (rate({sel(names.GATEWAY_RESCUES_TOTAL, LANE)}[{RATE}]))",
@@ -107,7 +108,7 @@ def _state_panels() -> list[Any]:
                 )
             ],
             "reqps",
-            [("green", None), ("orange", 0.0001)],
+            [("green", None), ("orange", 0.0001), ("red", 1)],
             w=24,
         ),
     ]

@@ -94,13 +94,16 @@ async def test_short_requests_behind_a_straggler_keep_their_slo_and_no_guard_fir
 
         def straggler(n: int) -> asyncio.Task[float]:
             # Its own first word: the engine's prefix cache would otherwise serve a repeat at once
-            body = {"model": slow.model, "messages": [{"role": "user", "content": f"straggler{n} {STRAGGLER}"}],
+            prompt = f"straggler{n} {STRAGGLER}"
+            body = {"model": slow.model, "messages": [{"role": "user", "content": prompt}],
                     "max_tokens": 1, "stream": True}  # fmt: skip
             return asyncio.create_task(_ttft(session, g.url, body, {"x-lanewatch-lane": "slow"}))
 
         watching = asyncio.create_task(watch())
         start = time.perf_counter()
-        shorts, stragglers, pending = [], [], list(STRAGGLERS_AT_S)
+        shorts: list[asyncio.Task[tuple[bool, float]]] = []
+        stragglers: list[asyncio.Task[float]] = []
+        pending = list(STRAGGLERS_AT_S)
         i = 0
         while (now := time.perf_counter() - start) < RUN_S:
             if pending and now >= pending[0]:
@@ -117,9 +120,8 @@ async def test_short_requests_behind_a_straggler_keep_their_slo_and_no_guard_fir
         watching.cancel()
     rescued = sorted(t for off, t in got if not off)
     waited = sorted(t for off, t in got if off)
-    print(
-        f"straggler: blocked {blocked}; rescue on {rescued[-5:]}; off {waited[-5:]}; {dict(g.gw.stats.rescues)}"
-    )
+    rescues = dict(g.gw.stats.rescues)
+    print(f"straggler: blocked {blocked}; rescue on {rescued[-5:]}; off {waited[-5:]}; {rescues}")
     assert all(t > SLOS["slow"] for t in blocked)  # each straggler's own prefill: seconds
     assert sum(t > SLOS["slow"] for t in waited) >= len(STRAGGLERS_AT_S)  # without the rescue, misses
     assert quantile(rescued, 0.99) <= SLOS["slow"], rescued[-5:]  # with it, the p99 within the SLO

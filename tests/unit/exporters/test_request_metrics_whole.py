@@ -47,3 +47,28 @@ def test_a_sampled_record_spreads_its_exact_count_over_its_sample() -> None:
     assert count.endswith(" 5.0") and total.endswith(" 0.5")
     first = next(line for line in lines if 'le="0.005"' in line)
     assert first.endswith(" 3.0")  # the first of two stands for 3 of the 5 gaps
+
+
+def test_a_won_rescue_counts_the_late_lanes_wait_for_it_and_the_served_lanes_own_ttft() -> None:
+    metrics = RequestMetrics(None, lanes=["fast", "slow"])
+    won = dataclasses.replace(
+        tap(0, ttft_s=1.9), lane="fast", late_lane="slow", rescue_sent_s=1.75, late_wait_s=2.1
+    )
+    metrics.observe(won)
+    text = metrics.exposition()
+
+    def ttft(lane: str, le: str) -> str:
+        return next(
+            line.rsplit(" ", 1)[1]
+            for line in text.splitlines()
+            if line.startswith("lanewatch_ttft_seconds_bucket")
+            and f'lane="{lane}"' in line
+            and f'le="{le}"' in line
+        )
+
+    assert ttft("fast", "0.25") == "1.0"  # 0.15 s from when the fast attempt was sent
+    assert ttft("slow", "2.0") == "0.0" and ttft("slow", "2.5") == "1.0"  # the slow lane missed its 2 s
+    assert (
+        'lanewatch_ttft_seconds_count{lane="slow",model="m",request_class="interactive",source="tap",target="slow"}'
+        in text
+    )

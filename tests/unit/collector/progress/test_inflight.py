@@ -93,3 +93,13 @@ def test_ended_first_tokens_beyond_the_bound_are_dropped_and_counted() -> None:
     out = table.report(1.0)
     assert len(out) == 4096
     assert all(e.first_token and e.age_s == 0.5 for e in out)
+
+
+def test_an_attempt_given_up_without_a_token_reports_its_last_age() -> None:
+    table = InFlight()
+    late = table.start("slow", 1.0, lambda: None)
+    table.end(late, 3.25)  # closed past its SLO, maybe between two reports: its wait is still judged
+    assert table.report(4.0) == [Progress(late, "slow", 2.25, False)]
+    answered = table.start("fast", 1.0, lambda: 1.125)
+    table.end(answered, 5.0)  # a first token is reported as one, whenever the end came
+    assert table.report(6.0) == [Progress(answered, "fast", 0.125, True)]

@@ -15,6 +15,7 @@ from lanewatch.collector.record.window import (
     fit_fixed_per_token,
     flatness,
     quantile,
+    record_value,
     summarize,
 )
 
@@ -104,3 +105,25 @@ def test_records_leave_as_time_passes_even_when_nobody_reads() -> None:
     for t in range(1000):  # 1000 s of one record a second, never scraped
         w.add(_r(ttft=0.1), now=float(t))
     assert len(w) == 11  # only the last window's records are held
+
+
+def test_a_rescued_request_counts_for_each_lane_its_own_attempts_ttft() -> None:
+    won = RequestTiming(
+        source="tap", target="f", lane="fast", request_class="c", model="m", status=200, ttft_s=1.9,
+        e2e_s=2.5, late_lane="slow", rescue_sent_s=1.75, late_wait_s=2.1,
+    )  # fmt: skip
+    assert won.own_ttft_s == pytest.approx(0.15) and won.late_ttft == ("slow", 2.1)
+    lost = RequestTiming(
+        source="tap", target="s", lane="slow", request_class="c", model="m", status=200, ttft_s=1.8,
+        late_lane="slow", rescue_sent_s=1.75,
+    )  # fmt: skip
+    assert lost.own_ttft_s == 1.8 and lost.late_ttft is None  # the late lane answered first after all
+    w = Window()
+    w.add(won, now=0)
+    w.add(lost, now=0)
+    # the slow lane: its own answer (1.8 s) and the wait of the attempt a rescue beat (2.1 s)
+    assert w.lane_p99_ttft(now=1) == {
+        "fast": pytest.approx(0.15),
+        "slow": pytest.approx(quantile([1.8, 2.1], 0.99)),
+    }
+    assert record_value(won, "ttft") == pytest.approx(0.15)
