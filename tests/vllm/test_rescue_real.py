@@ -1,10 +1,10 @@
 """The rescue's loser on a real vLLM: closing its stream makes the engine drop the request.
 
 The slow lane is the real vLLM (the CPU build, the tiny model), the fast lane the simulator. The
-request under test waits on vLLM behind seven long prompts sent straight to it, so its first
+request under test waits on vLLM behind twelve long prompts sent straight to it, so its first
 token is late; the gateway rescues it at once on the fast lane, which answers first. The late
 attempt runs on until its own first token, and is then closed: vLLM must abort it. Had it not,
-it would decode 600 tokens for seconds; instead the engine's running and waiting counts fall to
+it would decode 800 tokens for seconds; instead the engine's running and waiting counts fall to
 zero within a second of the background's end, and it generates no more tokens.
 """
 
@@ -25,9 +25,9 @@ from .engine import VllmHandle
 
 pytestmark = pytest.mark.vllm
 
-PROMPT = "hello " * 1200  # about 1,200 tokens: each prefill takes the CPU build tens of ms
-BACKGROUND = 7
-LOSER_MAX_TOKENS = 600  # what the late attempt would decode if it were not closed
+PROMPT = "hello " * 500  # at most 1,000 tokens: each prefill takes the CPU build tens of ms
+BACKGROUND = 12
+LOSER_MAX_TOKENS = 800  # what the late attempt would decode if it were not closed (2,048 in all at most)
 
 
 def _gauge(text: str, name: str) -> float:
@@ -63,7 +63,8 @@ async def test_the_late_attempt_a_rescue_beat_is_aborted_in_the_real_engine(
 
             async def background() -> None:
                 body = {"model": vllm_server.model, "prompt": PROMPT, "max_tokens": 32, "ignore_eos": True}
-                (await engine.post("/v1/completions", json=body)).raise_for_status()
+                answer = await engine.post("/v1/completions", json=body)
+                assert answer.status_code == 200, answer.text
 
             busy = [asyncio.create_task(background()) for _ in range(BACKGROUND)]
             await asyncio.sleep(0.05)  # the background is in vLLM's queue first

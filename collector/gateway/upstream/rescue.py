@@ -174,11 +174,12 @@ class Race:
         self.outcome: Outcome | None = None  # set once a rescue was sent or declined
         self._answer: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
         self._timers: list[asyncio.TimerHandle] = []
+        self._deadline_timer: asyncio.TimerHandle | None = None
 
     async def run(self, ex: Exchange, flight: Flight) -> Response | None:
         """Race the request to its answer; the client's answer (a response, or None once streamed)."""
         first = self._start(ex, flight, rescue=False, sent_at=ex.t0)
-        self._at(ex.t0 + self.plan.deadline_s, self._deadline)
+        self._deadline_timer = self._at(ex.t0 + self.plan.deadline_s, self._deadline)
         try:
             return await asyncio.shield(self._answer)
         except asyncio.CancelledError:  # the client went away: no attempt has anyone to answer
@@ -238,6 +239,8 @@ class Race:
 
     def _win(self, a: _Attempt) -> None:
         self.winner = a
+        if self._deadline_timer is not None:  # decided: a request answered in time holds no timer
+            self._deadline_timer.cancel()
         self._release(a)
         for other in self.attempts:
             if other is a or not other.alive:
@@ -293,6 +296,8 @@ class Race:
                     self._count("failed")
                 return
             self.winner = a  # the last one standing answers, error or not
+            if self._deadline_timer is not None:
+                self._deadline_timer.cancel()
             self._release(a)
             self._answer.set_result(result)
 
@@ -321,6 +326,7 @@ class Race:
         key = (self.plan.lane, self.plan.target, outcome)
         self.gw.stats.rescues[key] += 1
 
-    def _at(self, when: float, callback: Callable[[], object]) -> None:
-        loop = asyncio.get_running_loop()
-        self._timers.append(loop.call_later(max(0.0, when - perf_counter()), callback))
+    def _at(self, when: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        timer = asyncio.get_running_loop().call_later(max(0.0, when - perf_counter()), callback)
+        self._timers.append(timer)
+        return timer
