@@ -103,7 +103,8 @@ def _state_panels() -> list[Any]:
             "ones mean the bucket is spent and clients wait: check the lane and the guard's evidence.",
             [
                 Query(
-                    f"sum by (lane, to_lane, outcome) (rate({sel(names.GATEWAY_RESCUES_TOTAL, LANE)}[{RATE}]))",
+                    f"sum by (lane, to_lane, outcome) "
+                    f"(rate({sel(names.GATEWAY_RESCUES_TOTAL, LANE)}[{RATE}]))",
                     "{{lane}} → {{to_lane}} {{outcome}}",
                 )
             ],
