@@ -17,6 +17,9 @@ gateway and sees each function called, in this order):
 7. ship: `ship/shipper.py` `RecordShipper.append` queues it for the collector (with a
    `collector_url`; without one the gateway's own /metrics count it).
 
+A streamed request whose first token is late is forwarded again to a faster lane, and the first
+attempt with a token answers (`upstream/rescue.py`, docs/gateway.md#rescue).
+
 The stages live in rooms along the path, each importing only the rooms before it: front/,
 admission/, upstream/, tap/, ship/. `request_path.py` hands a request from one stage to the
 next, `server.py` gives each path its handler, `state.py` holds what one gateway process knows

@@ -1,4 +1,6 @@
 """One completion request along the path: admit it, forward it upstream, tap the answer, record it.
+A streamed request the rescue may take (upstream/rescue_policy.py) is forwarded as a race instead
+(upstream/rescue.py): a second attempt goes to a faster lane if its first token is late.
 
 Each stage is its room's (the gateway's face lists them); this module only hands the request
 from one to the next. Bytes go downstream as they arrive, unchanged (save the usage event the

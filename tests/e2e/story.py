@@ -180,13 +180,22 @@ def check_outputs(out: Path, result: DemoResult, sources: Iterable[str] = ("prob
     shifted = [r for r in records if r["source"] == "tap" and r["attrs"].get("routed_lane") == "slow"]
     assert any(r["lane"] == "fast" for r in shifted) and any(r["lane"] == "slow" for r in shifted)
     assert not [r for r in records if r["error"] == "client_disconnect"], "the run ended with requests cut"
-    # Goodput of the users' requests routed to the slow lane: it falls in the fault and comes back
-    # under the degrade (shifted requests are judged by the slow lane's SLOs and count for it).
+    # Goodput of the users' requests routed to the slow lane (shifted requests are judged by the slow
+    # lane's SLOs and count for it): it falls in the fault, unless the gateway's rescue answered
+    # them from the fast lane in time, and is whole under the degrade and after.
     goodput = {p: lanes["slow"]["tap"]["ratio"] for p, lanes in summary["goodput"]["by_phase"].items()}
-    print(f"goodput of slow-lane user requests: {goodput}")
+    rescue = summary.get("rescue")
+    print(f"goodput of slow-lane user requests: {goodput}; rescue during the fault: {rescue}")
     assert set(goodput) == {"before", "fault", "degraded", "after"}
-    assert goodput["before"] > 0.9 and goodput["fault"] < 0.5
-    assert goodput["degraded"] > goodput["fault"] + 0.4 and goodput["after"] > 0.9
+    assert goodput["before"] > 0.9 and goodput["after"] > 0.9
+    if rescue is not None and rescue["rescued"]:
+        # the lane still missed (its page fired on the late attempts: story_complete); its users
+        # did not, at least for half of the requests a rescue took
+        assert rescue["streamed"] - rescue["missed"] >= rescue["rescued"] / 2, rescue
+        assert goodput["degraded"] > 0.9
+    else:
+        assert goodput["fault"] < 0.5
+        assert goodput["degraded"] > goodput["fault"] + 0.4
     html = (out / "report.html").read_text()
     for label in ("fault injected", "alert firing", "degrade applied", "degrade restored"):
         assert label in html

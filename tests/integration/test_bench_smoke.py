@@ -80,7 +80,7 @@ def test_tap_overhead_measures_every_path_at_every_concurrency(smoke: tuple[dict
         assert "4_pinned" not in results["details"]["tap"]
         return
     pinned = results["details"]["tap"]["4_pinned"]
-    assert set(pinned) == {"direct", "nginx", "pipe", "tap"}
+    assert set(pinned) == {"direct", "nginx", "pipe", "tap", "tap-rescue"}
     assert all(f["errors"] == 0 and f["requests"] >= 4 for f in pinned.values())
     assert -50 < results["tap_added_ttft_p99_ms_4_pinned"] < 1000
 
