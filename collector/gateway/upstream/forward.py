@@ -28,7 +28,7 @@ from lanewatch.collector.http1.phases import LegTimes
 from lanewatch.collector.openai_api.error_detail import clean, error_detail
 from lanewatch.collector.record.timing import ErrorKind, error_kind_for_status
 
-from ..front.connection import FrontConn, Response
+from ..front.connection import Response
 from ..front.errors import error_kind_of, error_response, sse_error_event, status_for
 from .exchange import Exchange
 from .pool import LanePool, Upstream
@@ -37,7 +37,7 @@ from .response_head import check_head, client_headers
 if TYPE_CHECKING:  # handed over by the request path: the next stage's types, for the checker only
     from ..tap.stream_scan import StreamTap
 
-__all__ = ["Flight", "Forwarding", "UpstreamRequest", "begin", "forward"]
+__all__ = ["Client", "Flight", "Forwarding", "UpstreamRequest", "begin", "forward"]
 
 
 class UpstreamCounts(Protocol):
@@ -65,6 +65,20 @@ class Forwarding(Protocol):
     def stats(self) -> UpstreamCounts: ...
 
 
+class Client(Protocol):
+    """The client's side of an answer, as forwarding writes it: its connection (front/connection.py
+    `FrontConn`), or a stand-in that holds the answer back (rescue.py)."""
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def paused(self) -> bool: ...
+    def start(self, status: int, reason: str, headers: list[tuple[str, str]], length: int | None) -> None: ...
+    def send(self, payload: bytes) -> None: ...
+    def finish(self, tail: bytes = b"") -> None: ...
+    async def drain(self) -> None: ...
+
+
 _UPSTREAM_FAILURES = (ErrorKind.TIMEOUT, ErrorKind.STALL, ErrorKind.TRUNCATED, ErrorKind.BAD_STREAM)
 
 
@@ -73,7 +87,7 @@ class _Downstream:
 
     __slots__ = ("conn", "front", "gone", "paused", "tap")
 
-    def __init__(self, front: FrontConn, tap: StreamTap, conn: UpstreamConn) -> None:
+    def __init__(self, front: Client, tap: StreamTap, conn: UpstreamConn) -> None:
         self.front, self.tap, self.conn = front, tap, conn
         self.gone = self.paused = False
 
@@ -148,7 +162,7 @@ def begin(gw: Forwarding, ex: Exchange, request: UpstreamRequest) -> Flight:
     return flight
 
 
-async def forward(gw: Forwarding, front: FrontConn, ex: Exchange, flight: Flight) -> Response | None:
+async def forward(gw: Forwarding, front: Client, ex: Exchange, flight: Flight) -> Response | None:
     """Finish what `begin` started: the answer streamed back; another upstream when one cannot connect."""
     pool = gw.pools[ex.decision.served_lane]
     tried: list[Upstream] = []
@@ -203,7 +217,7 @@ def _wire(line: str) -> bytes:
 
 
 async def _exchange(
-    gw: Forwarding, front: FrontConn, ex: Exchange, flight: Flight, up: Upstream
+    gw: Forwarding, front: Client, ex: Exchange, flight: Flight, up: Upstream
 ) -> Response | None:
     """The request to `up` (on the connection it left on, else a new one) and the answer's head."""
     tls = gw.ssl[up.lane] if up.tls else None
@@ -236,7 +250,7 @@ async def _exchange(
 
 
 async def _respond(
-    gw: Forwarding, front: FrontConn, ex: Exchange, conn: UpstreamConn, head: ResponseHead, strip_usage: bool
+    gw: Forwarding, front: Client, ex: Exchange, conn: UpstreamConn, head: ResponseHead, strip_usage: bool
 ) -> Response | None:
     """The answer streamed to the client through the tap; an error frame if it breaks on the way."""
     ex.status, ex.error = head.status, error_kind_for_status(head.status)
@@ -277,7 +291,7 @@ def _client_gone(ex: Exchange, conn: UpstreamConn) -> None:
     ex.error = ErrorKind.CLIENT_DISCONNECT
 
 
-async def _await_body_end(gw: Forwarding, conn: UpstreamConn, sink: _Downstream, front: FrontConn) -> None:
+async def _await_body_end(gw: Forwarding, conn: UpstreamConn, sink: _Downstream, front: Client) -> None:
     """Wait while the body flows through `sink` (in upstream's read callbacks): for its end, a drain,
     or a stall. ConnectionResetError when the client went away."""
     timeout = gw.cfg.read_timeout_s
@@ -334,7 +348,7 @@ class _Collect:
         return self.data.decode("utf-8", "replace").strip()
 
 
-def _end_broken(front: FrontConn, sink: _Downstream | None, kind: ErrorKind, reason: str) -> None:
+def _end_broken(front: Client, sink: _Downstream | None, kind: ErrorKind, reason: str) -> None:
     """A stream that broke after its head went out: an error frame (SSE), then the end."""
     frame = b""
     if sink is not None and not sink.gone:

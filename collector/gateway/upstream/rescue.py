@@ -305,7 +305,7 @@ class Race:
     def _start(self, ex: Exchange, flight: Flight, rescue: bool, sent_at: float) -> _Attempt:
         a = _Attempt(ex, rescue, sent_at)
         self.attempts.append(a)
-        a.task = asyncio.ensure_future(forward(self.gw, _Held(self, a, self.front), ex, flight))  # type: ignore[arg-type]
+        a.task = asyncio.ensure_future(forward(self.gw, _Held(self, a, self.front), ex, flight))
         a.task.add_done_callback(lambda task: self._ended(a, task))
         a.rid = self.gw.in_flight.start(ex.decision.served_lane, sent_at, lambda: a.first_at)
         return a
