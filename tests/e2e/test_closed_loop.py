@@ -21,6 +21,7 @@ from rich.console import Console
 
 from lanewatch.collector.demo import DemoResult, Options, Plan, run_demo
 from lanewatch.collector.demo.events import story_complete
+from lanewatch.collector.diagnose.thresholds import Thresholds
 from tests.conftest import require_binary
 from tests.e2e.story import PanelCheck, assert_shifted_and_back, check_outputs, expected_empty, loop_gaps
 
@@ -103,7 +104,12 @@ def assert_the_queue_is_named(out: Path, panels: PanelCheck, log: str) -> None:
     assert diagnosis["findings"], diagnosis
     top = diagnosis["findings"][0]
     assert diagnosis["lane"] == "slow" and top["check"] in QUEUE_CHECKS, diagnosis
-    assert top["explains"]["of"] == "ttft" and top["explains"]["share"] > 0.5, diagnosis
+    # The queue explains the share of TTFT that makes a lane queue-bound. Not all of it: the gateway
+    # rescues the late requests, and a rescued request's wait counts for the lane's TTFT while its
+    # late attempt, closed before vLLM scheduled it, has no span and so no queue time (0.47 of
+    # TTFT here, against over 0.5 before the rescue).
+    share = top["explains"]["share"]
+    assert top["explains"]["of"] == "ttft" and share >= Thresholds().queue_share, diagnosis
     assert f"top finding: slow lane: {top['check']}" in log
     entries = [e for e in panels.audit if e["event"] == "diagnosis" and e["lane"] == "slow"]
     assert entries, f"no diagnosis in the audit log: {panels.audit}"
