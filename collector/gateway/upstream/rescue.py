@@ -34,11 +34,10 @@ from .exchange import Exchange, RescueTrace
 from .forward import Flight, Forwarding, UpstreamCounts, UpstreamRequest, begin, forward
 from .rescue_policy import Decline, Plan, RescuePolicy
 
-__all__ = ["Outcome", "Race", "Rescuing"]
+__all__ = ["Race", "Rescuing"]
 
 log = logging.getLogger("lanewatch.gateway")
 
-Outcome = str  # won | lost | failed, or a Decline
 MAX_HELD_BYTES = 64 * 1024  # bytes before a first content token no answer needs: past it, released
 
 
@@ -171,7 +170,6 @@ class Race:
         self.gw, self.front, self.plan, self._rescue_request = gw, front, plan, rescue_request
         self.attempts: list[_Attempt] = []
         self.winner: _Attempt | None = None
-        self.outcome: Outcome | None = None  # set once a rescue was sent or declined
         self._answer: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
         self._timers: list[asyncio.TimerHandle] = []
         self._deadline_timer: asyncio.TimerHandle | None = None
@@ -295,10 +293,7 @@ class Race:
                 if a.rescue:
                     self._count("failed")
                 return
-            self.winner = a  # the last one standing answers, error or not
-            if self._deadline_timer is not None:
-                self._deadline_timer.cancel()
-            self._release(a)
+            self._win(a)  # the last one standing answers, error or not
             self._answer.set_result(result)
 
     # ---------------------------------------------------------------- helpers
@@ -321,8 +316,8 @@ class Race:
         if a.tail is not None:
             self.front.finish(a.tail)
 
-    def _count(self, outcome: Outcome) -> None:
-        self.outcome = outcome
+    def _count(self, outcome: str) -> None:
+        """One more deadline of this lane's, by what it did: won, lost, failed, or a Decline."""
         key = (self.plan.lane, self.plan.target, outcome)
         self.gw.stats.rescues[key] += 1
 
