@@ -10,10 +10,19 @@ from hypothesis import HealthCheck, settings
 
 from lanewatch.collector.config import ENV_PREFIX
 from lanewatch.collector.degrade.adapters.files import find_binary
+from lanewatch.collector.demo.supervisor import PORT_SHARE_ENV
 
 # The router conformance suite's summary of declared gaps: hooks here reach xdist's controller too.
 from .integration.conformance.summary import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401
 from .missing import missing
+
+# Parallel workers draw ports from slices of their own, and so do the servers they start (the
+# variable is inherited): two workers drawing from one range could each pick a port the other has
+# just found free and not yet bound.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ[PORT_SHARE_ENV] = (
+        f"{os.environ['PYTEST_XDIST_WORKER'].removeprefix('gw')}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}"
+    )
 
 # Hypothesis' per-example deadline (200 ms) and its too-slow check time the machine, not the code:
 # `make test` runs tests a few at a time on two cores. Properties are checked without them.

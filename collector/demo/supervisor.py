@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,29 +69,56 @@ def free_ports(count: int) -> list[int]:
     as the source port of any outgoing connection on the machine before the child binds it (a
     busy machine opens thousands a second), and the child would then fail with EADDRINUSE.
     """
-    low, high = _quiet_range()
+    low, high = _share(*_quiet_range(), os.environ.get(PORT_SHARE_ENV, ""))
     socks: list[socket.socket] = []
     try:
         for _ in range(count * 50):
             if len(socks) == count:
                 break
+            port = _RANDOM.randrange(low, high) if high > low else 0
+            if port and port in _GIVEN:  # handed out lately, maybe not bound yet: draw again
+                continue
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                s.bind(("127.0.0.1", _RANDOM.randrange(low, high) if high > low else 0))
+                s.bind(("127.0.0.1", port))
             except OSError:  # taken: draw again
                 s.close()
                 continue
             socks.append(s)
         if len(socks) < count:
             raise OSError(f"no {count} free ports found in {low}-{high}")
-        return [int(s.getsockname()[1]) for s in socks]
+        ports = [int(s.getsockname()[1]) for s in socks]
+        _GIVEN.extend(ports)
+        return ports
     finally:
         for s in socks:
             s.close()
 
 
+# Several runs at once on one machine (the test suite's parallel workers) each take a slice of
+# the quiet range: `k/n` is the k-th of n (0-based). Two runs drawing from one range would each
+# find a port free that the other has handed out but not yet bound.
+PORT_SHARE_ENV = "LANEWATCH_PORT_SHARE"
+
+
+def _share(low: int, high: int, share: str) -> tuple[int, int]:
+    """The `k/n` slice of [low, high); the whole range when share is empty; ValueError if malformed."""
+    if not share or high <= low:
+        return low, high
+    k, sep, n = share.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and int(k) < int(n)):
+        raise ValueError(f"{PORT_SHARE_ENV}={share!r} is not k/n with 0 <= k < n")
+    width = (high - low) // int(n)
+    if width < 100:
+        raise ValueError(f"{PORT_SHARE_ENV}={share!r}: a slice of {low}-{high} would hold {width} ports")
+    return low + int(k) * width, low + (int(k) + 1) * width
+
+
 # Not the module-level random: a test that seeds it would make parallel workers draw alike.
 _RANDOM = random.SystemRandom()
+# Ports this process handed out lately: a caller that draws again before binding its last draw
+# must not get the same port twice.
+_GIVEN: deque[int] = deque(maxlen=512)
 QUIET_FLOOR = 20000  # below: ports that services commonly claim (8080, 9090, 9093, ...)
 
 

@@ -63,7 +63,8 @@ def test_tap_overhead_measures_every_path_at_every_concurrency(smoke: tuple[dict
         assert sink >= 0  # the flat key is the detail rounded to 4 places
         assert results[f"tap_sink_cpu_s_per_1k_chunks_{n}"] == pytest.approx(sink, abs=5e-5)
         assert [p for p in levels if "sink_cpu_s_per_1k_chunks" in levels[p]] == ["tap", "tap-rescue"]
-        assert results[f"tap_rescue_vs_tap_cpu_ratio_{n}"] >= 0
+        # /proc's 10 ms ticks may give the plain tap 0 CPU in a smoke run: the ratio is then "inf"
+        assert float(results[f"tap_rescue_vs_tap_cpu_ratio_{n}"]) >= 0
         for path in ("nginx", "pipe", "tap"):
             assert -50 < results[f"{path}_added_ttft_p50_ms_{n}"] < 1000
             assert -50 < results[f"{path}_added_ttft_p99_ms_{n}"] < 1000

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.collector.demo.supervisor import QUIET_FLOOR, _quiet_range, free_ports
+from lanewatch.collector.demo.supervisor import PORT_SHARE_ENV, QUIET_FLOOR, _quiet_range, _share, free_ports
 
 
 def test_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:
@@ -35,5 +35,30 @@ def test_a_taken_port_is_never_handed_out(monkeypatch: pytest.MonkeyPatch) -> No
         held.bind(("127.0.0.1", 0))
         taken = held.getsockname()[1]
         monkeypatch.setattr("lanewatch.collector.demo.supervisor._quiet_range", lambda: (taken, taken + 1))
+        monkeypatch.delenv(PORT_SHARE_ENV, raising=False)
         with pytest.raises(OSError, match=f"no 1 free ports found in {taken}-{taken + 1}"):
             free_ports(1)
+
+
+def test_a_share_is_a_slice_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _share(20000, 32000, "") == (20000, 32000)
+    assert _share(20000, 32000, "0/3") == (20000, 24000)
+    assert _share(20000, 32000, "2/3") == (28000, 32000)
+    assert _share(0, 0, "1/3") == (0, 0)  # not Linux: the kernel's pick, whatever the share
+    for bad in ("3/3", "x/3", "1", "1/"):
+        with pytest.raises(ValueError, match=PORT_SHARE_ENV):
+            _share(20000, 32000, bad)
+    with pytest.raises(ValueError, match="would hold 10 ports"):
+        _share(20000, 21000, "0/100")
+    monkeypatch.setattr("lanewatch.collector.demo.supervisor._quiet_range", lambda: (20000, 32000))
+    monkeypatch.setenv(PORT_SHARE_ENV, "1/4")
+    assert all(23000 <= p < 26000 for p in free_ports(30))
+
+
+def test_a_port_handed_out_is_not_handed_out_again_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a range of 200 ports, drawn 150 at a time without binding any: no port twice
+    monkeypatch.setattr("lanewatch.collector.demo.supervisor._quiet_range", lambda: (40000, 40200))
+    monkeypatch.delenv(PORT_SHARE_ENV, raising=False)
+    first = free_ports(100)
+    second = free_ports(50)
+    assert not set(first) & set(second)
