@@ -190,7 +190,9 @@ def start_simulator(
 
 def _wait_healthy(h: SimHandle) -> None:
     # The TLS sim writes its certificate as it starts: until then ssl_verify cannot load it (OSError).
-    wait_http(f"{h.url}/health", h.process, h.log_path.read_text, verify=lambda: h.ssl_verify)
+    # Each try waits 5 s: a sim started with a slow-handshake fault (1 s in the tests) takes that
+    # long before it answers anything.
+    wait_http(f"{h.url}/health", h.process, h.log_path.read_text, verify=lambda: h.ssl_verify, try_s=5.0)
 
 
 def wait_http(
@@ -199,14 +201,16 @@ def wait_http(
     log: Callable[[], str],
     timeout_s: float = START_TIMEOUT_S,
     verify: Callable[[], ssl.SSLContext | bool] = lambda: True,
+    try_s: float = 1.0,
 ) -> None:
-    """Poll `url` until it answers 200; AssertionError with `log()` if `proc` exits first or time runs out."""
+    """Poll `url` until it answers 200 (each try within `try_s`); AssertionError with `log()` if `proc`
+    exits first or time runs out."""
 
     def answers() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"{proc.args!r} exited with {proc.returncode}:\n{log()}")
         try:
-            return httpx.get(url, verify=verify(), timeout=1.0).status_code == 200
+            return httpx.get(url, verify=verify(), timeout=try_s).status_code == 200
         except (httpx.TransportError, OSError):
             return False
 

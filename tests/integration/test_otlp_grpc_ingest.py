@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -264,27 +265,42 @@ async def test_a_call_of_forty_thousand_spans_leaves_the_loop_free() -> None:
     port = await receiver.start()
     payload = body(list(range(1, 40_001)), 0.01)  # ~6 MB, under the 8 MiB limit
     loop = asyncio.get_running_loop()
-    lags: list[float] = []
-    done = asyncio.Event()
 
-    async def tick() -> None:
-        last = loop.time()
-        while not done.is_set():
-            await asyncio.sleep(0.005)
-            lags.append(loop.time() - last)
+    async def one_call() -> tuple[float, float, grpc.StatusCode, Any]:
+        """(longest wait between two loop ticks, the call's length, its status, its answer)."""
+        lags: list[float] = []
+        done = asyncio.Event()
+
+        async def tick() -> None:
             last = loop.time()
+            while not done.is_set():
+                await asyncio.sleep(0.005)
+                lags.append(loop.time() - last)
+                last = loop.time()
 
-    ticker = asyncio.create_task(tick())
+        ticker = asyncio.create_task(tick())
+        try:
+            started = loop.time()
+            code, answer = await export(port, payload)
+            took = loop.time() - started
+        finally:
+            done.set()
+            await ticker
+        return max(lags), took, code, answer
+
+    calls = []
     try:
-        started = loop.time()
-        code, answer = await export(port, payload)
-        took = loop.time() - started
+        # Decoding on the loop would stall it for the whole call, every call; a host too loaded
+        # to schedule this process for a while can stall it once. So: the best of three calls.
+        for _ in range(3):
+            calls.append(await one_call())
+            if calls[-1][0] < calls[-1][1] / 2:
+                break
     finally:
-        done.set()
-        await ticker
         await receiver.shutdown()
+    stall, took, code, answer = min(calls, key=lambda c: c[0] / c[1])
     # The decoding ran beside the loop: no wait between two ticks near the call's length.
-    assert max(lags) < took / 2, f"longest loop stall {max(lags):.3f} s in a {took:.3f} s call"
+    assert stall < took / 2, f"longest loop stall {stall:.3f} s in a {took:.3f} s call (best of {len(calls)})"
     assert code is grpc.StatusCode.OK and answer is not None
     assert answer.partial_success.rejected_spans == 40_000 - 2048
 
