@@ -11,7 +11,7 @@ STAMP := $(if $(ACTIVE_VENV),,$(VENV)/.installed-stamp)
 # "lanewatch.collector=collector ...": the import name and folder of each package, from pyproject's
 # [tool.setuptools.package-dir] (the one place the mapping is written).
 PKG_DIRS := $(shell $(PYTHON) -c 'import tomllib; m = tomllib.load(open("pyproject.toml", "rb"))["tool"]["setuptools"]["package-dir"]; print(*(f"{k}={v}" for k, v in m.items()))')
-DEBIAN_TOOLS := prometheus prometheus-alertmanager prometheus-blackbox-exporter chromium nginx-light curl
+DEBIAN_TOOLS := prometheus prometheus-alertmanager prometheus-blackbox-exporter chromium nginx-light curl postgresql
 
 .PHONY: run run-vllm test lint typecheck tools generate docs golden check-generated bench clean .mypy-tree vllm vllm-fixtures test-vllm test-vllm-matrix
 
@@ -25,12 +25,14 @@ $(STAMP): pyproject.toml
 endif
 
 # Prometheus 2.42, Alertmanager 0.25, Chromium (renders the report in a test), nginx (the reference
-# proxy in bench/), blackbox_exporter 0.23 (the reference prober in bench/) and curl (the prober's
-# reference) from Debian, installed when missing and running as root.
+# proxy in bench/), blackbox_exporter 0.23 (the reference prober in bench/), curl (the prober's
+# reference) and PostgreSQL 15 (the controller pair's shared store; the tests start private clusters)
+# from Debian, installed when missing and running as root.
 # Otherwise the tests that need them skip loudly (and fail under CI=true).
 tools:
 	@missing=""; for b in prometheus promtool prometheus-alertmanager prometheus-blackbox-exporter chromium nginx curl; do \
 	  command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
+	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing$$missing (apt-get: $(DEBIAN_TOOLS))"; \

@@ -165,6 +165,7 @@ class Spec:
     probe_failures: Check | None = None
     target_down: Down | None = None
     component_down: Down | None = None
+    controller_no_leader: Down | None = None
     convergence: tuple[Convergence, ...] = ()
     flatness: Flatness | None = None
     waiting_requests: Check | None = None

@@ -35,6 +35,7 @@ from .spec_schema import (
     FlatnessModel,
     KvCacheModel,
     MitigationModel,
+    NoLeaderModel,
     PreemptionsModel,
     ProbeFailuresModel,
     QuantileAlertModel,
@@ -230,6 +231,7 @@ def _alerts(alerts: AlertsModel, lines: Lines) -> dict[str, Any]:
         "probe_failures": _check(alerts.probe_failures),
         "target_down": _down(alerts.target_down),
         "component_down": _down(alerts.component_down),
+        "controller_no_leader": _down(alerts.controller_no_leader),
         "convergence": tuple(_convergence(alerts.convergence, lines)),
         "flatness": _flatness(alerts.flatness),
         "waiting_requests": _check(sat.waiting_requests if sat else None),
@@ -274,7 +276,7 @@ def _check(
     return None if m is None else model.Check(m.above, seconds_of(m.for_), m.severity)
 
 
-def _down(m: DownModel | None) -> model.Down | None:
+def _down(m: DownModel | NoLeaderModel | None) -> model.Down | None:
     if m is None:
         return None
     jobs = m.jobs if isinstance(m, ComponentDownModel) else ""

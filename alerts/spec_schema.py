@@ -250,6 +250,15 @@ class ComponentDownModel(DownModel):
     """Regular expression of the Prometheus jobs watched."""
 
 
+class NoLeaderModel(_Model):
+    """No degrade controller leads (none runs, or neither of a pair holds the lease) for `for`."""
+
+    for_: For = Field(default="30s", alias="for")
+    """How long no controller may lead before the page: longer than a takeover (a lease and a try)."""
+    severity: Severity = "page"
+    """The alert's `severity` label."""
+
+
 class ConvergenceModel(_Model):
     """The fast lane's P99 TTFT at or above `ratio` × the slow lane's for `for`."""
 
@@ -341,6 +350,8 @@ class AlertsModel(_Model):
     """`LanewatchTargetDown`: the collector cannot scrape a target."""
     component_down: ComponentDownModel | None = None
     """`LanewatchComponentDown`: Prometheus cannot scrape a job."""
+    controller_no_leader: NoLeaderModel | None = None
+    """`LanewatchDegradeNoLeader`: no degrade controller leads, so nothing degrades or restores."""
     convergence: list[ConvergenceModel] = Field(default_factory=list)
     """`LanewatchLaneConvergence`, one per lane pair."""
     flatness: FlatnessModel | None = None

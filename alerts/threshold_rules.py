@@ -101,6 +101,21 @@ def _target_down(spec: Spec) -> list[Rule]:
         )
         expr = f"{promql.selector('up', [('job', '=~', d.jobs)])} == 0"
         rules.append(alert(spec, f"{PREFIX}ComponentDown", expr, d.for_s, d.severity, text, slo="monitoring"))
+    if spec.controller_no_leader:
+        d = spec.controller_no_leader
+        text = AlertText(
+            summary="No degrade controller leads",
+            description=(
+                f"No lanewatch degrade controller has led for {format_duration(d.for_s)}: alerts reach "
+                "nobody who acts, no lane degrades or restores, and the routers keep the state they hold."
+            ),
+            dashboard_uid=names.DASHBOARD_DEGRADE_UID,
+            lane=None,
+        )
+        # every controller down leaves no series at all: `or vector(0)` makes that a 0 too
+        expr = f"(max({names.DEGRADE_LEADER}) or vector(0)) < 1"
+        name = f"{PREFIX}DegradeNoLeader"
+        rules.append(alert(spec, name, expr, d.for_s, d.severity, text, slo="monitoring"))
     return rules
 
 

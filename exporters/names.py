@@ -159,6 +159,7 @@ DEGRADE_NOTIFICATIONS_TOTAL: Final = f"{PREFIX}_degrade_notifications_total"  # 
 DEGRADE_ALERTS_TOTAL: Final = f"{PREFIX}_degrade_alerts_total"  # outcome (fired, duplicate, stale, ...)
 DEGRADE_ADAPTER_SYNCED: Final = f"{PREFIX}_degrade_adapter_synced"  # gauge 0/1: adapter
 DEGRADE_STATE_REVISION: Final = f"{PREFIX}_degrade_state_revision"  # gauge: stored state revision
+DEGRADE_LEADER: Final = f"{PREFIX}_degrade_leader"  # gauge 0/1: this controller leads (always 1 alone)
 ACTION: Final = "action"
 ACTION_DEGRADE: Final = (
     "degrade"  # `action` label of mitigation alerts: Alertmanager routes them to the controller

@@ -109,6 +109,7 @@ def serve(
     from lanewatch.collector.common.validation import check_http_url
     from lanewatch.collector.config import ConfigError, load_config
     from lanewatch.collector.degrade.adapters import choose
+    from lanewatch.collector.degrade.pair import LeadershipLost
     from lanewatch.collector.degrade.runner import SetupError
     from lanewatch.collector.degrade.runner import serve as run_controller
     from lanewatch.collector.degrade.store import StoreError
@@ -148,8 +149,8 @@ def serve(
         cfg = override(base, {k: f for k, f in flags.items() if f.value is not None}, "degrade.")
         context = _diagnosis_context(slo_spec, loaded.diagnose) if cfg.prometheus_url else None
         asyncio.run(run_controller(cfg, context))
-    except (ConfigError, OverrideError, SetupError, StoreError) as exc:
-        fail("degrade serve", exc)
+    except (ConfigError, OverrideError, SetupError, StoreError, LeadershipLost) as exc:
+        fail("degrade serve", exc)  # exit 2 for bad settings, 1 for a failure (a lost lead)
 
 
 def _diagnosis_context(slo_spec: Path | None, thresholds: Thresholds) -> DiagnosisContext:
@@ -225,6 +226,15 @@ def envoy_routes(
 @degrade_app.command("status")
 def status(
     state_dir: Path | None = typer.Option(None, "--state-dir", help="The controller's state directory."),
+    shared_store: str | None = typer.Option(
+        None,
+        "--shared-store",
+        help="A controller pair's PostgreSQL (its degrade.shared_store.url): also shows which one leads.",
+        show_default=False,
+    ),
+    password_file: Path | None = typer.Option(
+        None, "--password-file", help="File holding the shared store's password.", show_default=False
+    ),
     controller: str | None = typer.Option(
         None,
         "--controller",
@@ -250,9 +260,15 @@ def status(
     from lanewatch.collector.degrade.readback import exit_status, report_lines
     from lanewatch.collector.degrade.routers_client import ControllerError, fetch_routers
 
-    if state_dir is None and controller is None:
-        fail("degrade status", "give --state-dir, --controller or both")
-    stored = _stored_status(state_dir, last, as_json) if state_dir is not None else None
+    if state_dir is not None and shared_store is not None:
+        fail("degrade status", "give --state-dir (one controller) or --shared-store (a pair), not both")
+    if state_dir is None and shared_store is None and controller is None:
+        fail("degrade status", "give --state-dir or --shared-store, --controller, or both")
+    stored = None
+    if state_dir is not None:
+        stored = _stored_status(state_dir, last, as_json)
+    elif shared_store is not None:
+        stored = _shared_status(shared_store, password_file, last, as_json)
     if controller is None:
         typer.echo(stored)
         return
@@ -274,6 +290,36 @@ def status(
     else:
         typer.echo("\n".join([*([stored] if stored is not None else []), *report_lines(routers)]))
     raise typer.Exit(exit_status(routers))
+
+
+def _shared_status(url: str, password_file: Path | None, last: int, as_json: bool) -> str:
+    """A pair's report from its shared store: who leads, then what `_stored_status` shows."""
+    from pydantic import ValidationError
+
+    from lanewatch.collector.common.secrets import read_secret
+    from lanewatch.collector.degrade.settings import SharedStoreConfig
+    from lanewatch.collector.degrade.shared_store import SharedStore, connect
+    from lanewatch.collector.degrade.status import status_json, status_text
+    from lanewatch.collector.degrade.store import StoreError
+
+    try:
+        checked = SharedStoreConfig(url=url)
+        password = read_secret(password_file, "--password-file") if password_file is not None else None
+    except ValidationError as exc:
+        fail("degrade status", f"--shared-store: {exc.errors()[0]['msg']}")
+    except ValueError as exc:
+        fail("degrade status", exc)
+    try:
+        store = SharedStore(connect(checked.url, password, checked.timeout_s), "status", readonly=True)
+        try:
+            snap, entries, adapters, lease = store.load(), store.recent(last), store.adapters(), store.lease()
+        finally:
+            store.close()
+    except StoreError as exc:
+        fail("degrade status", exc, RUNTIME)
+    if as_json:
+        return status_json(snap, entries, adapters, paired=True, lease=lease)
+    return status_text(snap, entries, adapters, paired=True, lease=lease)
 
 
 def _stored_status(state_dir: Path, last: int, as_json: bool) -> str:

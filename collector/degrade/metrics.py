@@ -72,6 +72,18 @@ class _StateCollector(Collector):
         return self._policy.faster_lane(lane) if lane in self._policy.lane_order else None
 
 
+class _LeaderCollector(Collector):
+    def __init__(self, leading: Callable[[], bool]) -> None:
+        self._leading = leading
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            names.DEGRADE_LEADER,
+            "1 while this controller leads (holds the lease of a pair, or runs alone).",
+            value=1.0 if self._leading() else 0.0,
+        )
+
+
 class DegradeMetrics:
     """Counters for events plus a collector over the live state, all on `registry`."""
 
@@ -97,7 +109,7 @@ class DegradeMetrics:
         )
         self.notifications = Counter(
             names.DEGRADE_NOTIFICATIONS_TOTAL,
-            "Webhook posts by outcome (applied, unchanged, unauthorized, too_large, invalid, error).",
+            "Webhook posts by outcome (applied, unchanged, queued, unauthorized, too_large, invalid, error).",
             [names.OUTCOME],
             registry=registry,
         )
@@ -110,6 +122,10 @@ class DegradeMetrics:
         for adapter in adapters:
             for reason in FAILURE_REASONS:
                 self.adapter_failures.labels(adapter, reason)
+
+    def lead(self, leading: Callable[[], bool]) -> None:
+        """Export `lanewatch_degrade_leader` from `leading()` (one of a pair; a lone one leads always)."""
+        self.registry.register(_LeaderCollector(leading))
 
     def watch(self, policy: Policy, view: Callable[[], tuple[ControllerState, int, dict[str, bool]]]) -> None:
         """Export the state gauges from `view()` = (state, revision, adapter synced flags)."""

@@ -21,10 +21,10 @@ from .adapters import REGISTRY, Adapter, AdapterError
 from .audit_diagnosis import DiagnosisContext, PrometheusWhy, Why
 from .metrics import DegradeMetrics
 from .policy import Policy, load_policy
-from .server import create_app
+from .server import Front, create_app
 from .service import DegradeService
 from .settings import DegradeConfig
-from .store import Store, lock_state_dir
+from .store import StateStore, Store, lock_state_dir
 
 __all__ = ["SetupError", "build_adapters", "build_why", "read_secret", "serve"]
 
@@ -113,7 +113,11 @@ def build_why(cfg: DegradeConfig, context: DiagnosisContext) -> Why | None:
 
 
 async def serve(cfg: DegradeConfig, context: DiagnosisContext | None = None) -> None:
-    """Run the controller until SIGINT or SIGTERM; `context` anchors the diagnoses of its actions."""
+    """Run the controller until SIGINT or SIGTERM; `context` anchors the diagnoses of its actions.
+
+    Alone (no `shared_store`) it leads at once on SQLite under `state_dir`; one of a pair
+    campaigns for the lease first (pair.py).
+    """
     token = _token(cfg)
     policy = load_policy(cfg.policy_file).with_hysteresis(
         cfg.min_hold_s, cfg.recovery_stable_s, cfg.escalation_cooldown_s
@@ -123,22 +127,22 @@ async def serve(cfg: DegradeConfig, context: DiagnosisContext | None = None) -> 
         preflight.check(policy, cfg.adapters)
     except ConfigError as exc:
         raise SetupError(str(exc)) from None
-    lock = lock_state_dir(cfg.state_dir)
-    store = Store(cfg.state_dir)
     metrics = DegradeMetrics(CollectorRegistry(), [a.name for a in adapters])
     why = build_why(cfg, context or DiagnosisContext())
-    service = DegradeService(policy, store, adapters, metrics, why=why, apply_timeout_s=cfg.apply_timeout_s)
+
+    def leading(store: StateStore) -> DegradeService:
+        return DegradeService(policy, store, adapters, metrics, why=why, apply_timeout_s=cfg.apply_timeout_s)
+
+    if cfg.shared_store is not None:
+        from .pair import serve_pair
+
+        await serve_pair(cfg, cfg.shared_store, leading, metrics, token, serving)
+        return
+    lock = lock_state_dir(cfg.state_dir)
+    service = leading(Store(cfg.state_dir))
+    metrics.lead(lambda: True)
     service.resume()
-    app = create_app(service, metrics, token, cfg.max_body_bytes)
-    config = uvicorn_config(
-        app,
-        limits_of(cfg.server),
-        host=cfg.server.host,
-        port=cfg.server.port,
-        log_level="info",
-        lifespan="off",
-    )
-    server = _Server(config)
+    server = serving(cfg, Front(service), metrics, token)
     stop = asyncio.Event()
     driver = asyncio.create_task(service.run(stop, cfg.tick_s, cfg.reconcile_interval_s))
     check = asyncio.create_task(_check_lane_order(adapters, policy))
@@ -150,3 +154,17 @@ async def serve(cfg: DegradeConfig, context: DiagnosisContext | None = None) -> 
         await asyncio.gather(driver, check, return_exceptions=True)
         await service.shutdown()
         lock.close()
+
+
+def serving(cfg: DegradeConfig, front: Front, metrics: DegradeMetrics, token: str | None) -> uvicorn.Server:
+    """The controller's HTTP server over `front`, not yet started."""
+    app = create_app(front, metrics, token, cfg.max_body_bytes)
+    config = uvicorn_config(
+        app,
+        limits_of(cfg.server),
+        host=cfg.server.host,
+        port=cfg.server.port,
+        log_level="info",
+        lifespan="off",
+    )
+    return _Server(config)

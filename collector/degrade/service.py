@@ -29,7 +29,7 @@ from .metrics import DegradeMetrics
 from .policy import Policy
 from .readback import RouterReport, compare, stale
 from .state import AuditEntry, ControllerState, LaneSpec, desired_state
-from .store import Store
+from .store import StateStore
 from .webhook import Notification
 
 __all__ = ["DegradeService", "Handled"]
@@ -54,7 +54,7 @@ class DegradeService:
     def __init__(
         self,
         policy: Policy,
-        store: Store,
+        store: StateStore,
         adapters: Sequence[Adapter],
         metrics: DegradeMetrics,
         clock: Callable[[], float] = time.time,

@@ -13,10 +13,49 @@ from lanewatch.collector.common.validation import HttpUrl, check_unique
 from .adapters.base import AdapterSettings
 from .adapters.registry import REGISTRY
 
-__all__ = ["AdapterEntry", "DegradeConfig"]
+__all__ = ["AdapterEntry", "DegradeConfig", "SharedStoreConfig"]
 
 # One `degrade.adapters` entry: the registry picks its settings class by `kind`.
 AdapterEntry = Annotated[SerializeAsAny[AdapterSettings], PlainValidator(lambda v: REGISTRY.parse(v))]
+
+
+class SharedStoreConfig(Section):
+    """A controller pair's shared store (PostgreSQL): state, audit, the leader's lease, the inbox."""
+
+    # libpq connection string or URI, without a password: `postgresql://lanewatch@db:5432/lanewatch`
+    url: str = Field(min_length=1)
+    password_file: Path | None = None  # the password, from a file (never in the URL or the logs)
+    name: str | None = Field(default=None, max_length=200)  # this controller's name; default host:pid
+    # Where the other controller and `degrade status` reach this one; default http://host:port.
+    advertise_url: HttpUrl | None = None
+    # After Kubernetes' leader election: the lease lasts lease_s; the leader stops leading when it
+    # could not renew for renew_deadline_s; both try every retry_s.
+    lease_s: float = Field(default=6.0, gt=0, le=600)
+    renew_deadline_s: float = Field(default=4.0, gt=0, le=600)
+    retry_s: float = Field(default=1.0, gt=0, le=60)
+    timeout_s: float = Field(default=2.0, gt=0, le=60)  # one call to the store, connecting included
+    inbox_max: int = Field(default=10_000, ge=1)  # notifications that may wait for a leader
+
+    @field_validator("url")
+    @classmethod
+    def _no_password(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme and scheme not in ("postgresql", "postgres"):
+            raise ValueError(f"a postgresql:// URL or a libpq connection string, not {scheme}://")
+        if (scheme and urlsplit(value).password) or "password=" in value.replace(" ", "").lower():
+            raise ValueError("holds a password: give it in password_file instead")
+        return value
+
+    @model_validator(mode="after")
+    def _times(self) -> SharedStoreConfig:
+        if not self.retry_s < self.renew_deadline_s < self.lease_s:
+            raise ValueError(
+                f"retry_s ({self.retry_s:g}) < renew_deadline_s ({self.renew_deadline_s:g}) "
+                f"< lease_s ({self.lease_s:g}) must hold"
+            )
+        return self
 
 
 class DegradeConfig(Section):
@@ -26,6 +65,8 @@ class DegradeConfig(Section):
     token_file: Path | None = None  # bearer token Alertmanager must send; required unless insecure_dev
     insecure_dev: bool = False
     state_dir: Path = Path("lanewatch-state")
+    # Set: this controller is one of a pair on PostgreSQL (state_dir unused); unset: alone on SQLite.
+    shared_store: SharedStoreConfig | None = None
     policy_file: Path | None = None  # None: the built-in default policy (collector/degrade/policy.py)
     # Hysteresis overrides; None keeps the policy's value.
     min_hold_s: float | None = Field(default=None, ge=0)

@@ -81,6 +81,7 @@ class AuditEntry:
         str  # apply | escalate | restore | fired | resolved | expired | resumed
         # | adapter_failed | adapter_ok | adapter_skipped (an action the adapter cannot take)
         # | diagnosis (why it acted: the lane's top findings from Prometheus, or why none)
+        # | lead (one of a pair took the lead: its name, URL, term, the revision it starts from)
     )
     lane: str | None = None
     action: str | None = None

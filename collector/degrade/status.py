@@ -6,10 +6,11 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from .shared_store import Lease
 from .state import AuditEntry, desired_state, state_to_json
 from .store import Snapshot
 
-__all__ = ["status_json", "status_text"]
+__all__ = ["leader_line", "status_json", "status_text"]
 
 Entries = list[tuple[int, int, AuditEntry]]
 Reports = dict[str, dict[str, Any]]
@@ -39,9 +40,32 @@ def adapter_lines(reports: Reports) -> list[str]:
     return lines
 
 
-def status_text(snap: Snapshot, entries: Entries, adapters: Reports | None = None) -> str:
-    """A human-readable report of the state, the adapters and recent audit entries."""
-    lines = [f"revision {snap.revision}" + (f", updated {_when(snap.updated_at)}" if snap.revision else "")]
+def leader_line(lease: Lease | None) -> str:
+    """Which controller of a pair leads, since when, and for how long its lease holds; or that none does."""
+    if lease is None:
+        return "leader: none (no controller has led yet)"
+    if not lease.live:
+        ago = lease.now - lease.expires_at
+        return f"leader: NONE: {lease.holder}'s lease (term {lease.term}) expired {ago:.1f} s ago"
+    return (
+        f"leader: {lease.holder} ({lease.url}), term {lease.term}, since {_when(lease.acquired_at)}, "
+        f"lease renewed to {lease.expires_at - lease.now:.1f} s from now"
+    )
+
+
+def status_text(
+    snap: Snapshot,
+    entries: Entries,
+    adapters: Reports | None = None,
+    *,
+    paired: bool = False,
+    lease: Lease | None = None,
+) -> str:
+    """A human-readable report of the state, the adapters and recent audit entries (and a pair's leader)."""
+    lines = [leader_line(lease)] if paired else []
+    lines.append(
+        f"revision {snap.revision}" + (f", updated {_when(snap.updated_at)}" if snap.revision else "")
+    )
     lanes = desired_state(snap.state)
     if not lanes:
         lines.append("no lane is degraded")
@@ -92,8 +116,15 @@ def _why(entries: Entries, lane: str) -> list[str]:
     return out
 
 
-def status_json(snap: Snapshot, entries: Entries, adapters: Reports | None = None) -> str:
-    """The same report as JSON."""
+def status_json(
+    snap: Snapshot,
+    entries: Entries,
+    adapters: Reports | None = None,
+    *,
+    paired: bool = False,
+    lease: Lease | None = None,
+) -> str:
+    """The same report as JSON (`leader`, for a pair: its lease, null when none was ever taken)."""
     out: dict[str, Any] = {
         "revision": snap.revision,
         "adapters": adapters or {},
@@ -113,4 +144,6 @@ def status_json(snap: Snapshot, entries: Entries, adapters: Reports | None = Non
             for seq, rev, e in entries
         ],
     }
+    if paired:
+        out["leader"] = None if lease is None else {**lease.to_json(), "live": lease.live}
     return json.dumps(out, indent=2, sort_keys=True)

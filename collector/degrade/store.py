@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from lanewatch.collector.common.errors import StartupError
 
@@ -34,7 +34,16 @@ from .state import (
     state_to_json,
 )
 
-__all__ = ["DB_FILE", "Snapshot", "StateLocked", "Store", "StoreError", "alert_changes", "lock_state_dir"]
+__all__ = [
+    "DB_FILE",
+    "Snapshot",
+    "StateLocked",
+    "StateStore",
+    "Store",
+    "StoreError",
+    "alert_changes",
+    "lock_state_dir",
+]
 
 DB_FILE = "degrade.sqlite3"
 LOCK_FILE = "degrade.lock"
@@ -82,6 +91,34 @@ class Snapshot:
     revision: int
     state: ControllerState
     updated_at: float
+
+
+class StateStore(Protocol):
+    """Where the controller keeps its state and audit log: SQLite alone, PostgreSQL for a pair."""
+
+    def load(self) -> Snapshot:
+        """The current state and its revision."""
+        ...
+
+    def commit(self, state: ControllerState, audit: Sequence[AuditEntry], at: float) -> int:
+        """Replace the state and append its audit entries atomically; the new revision."""
+        ...
+
+    def append(self, audit: Sequence[AuditEntry]) -> None:
+        """Append audit entries that change no state."""
+        ...
+
+    def note_adapter(self, name: str, report: dict[str, Any]) -> None:
+        """Replace what is recorded of adapter `name`."""
+        ...
+
+    def adapters(self) -> dict[str, dict[str, Any]]:
+        """What each adapter last reported, by name."""
+        ...
+
+    def close(self) -> None:
+        """Let the store go."""
+        ...
 
 
 class Store:

@@ -41,6 +41,7 @@ class GatewayAdmin:
     revision: int | None = None
     puts: list[tuple[float, dict[str, Any]]] = field(default_factory=list)  # (monotonic time, lanes)
     states: list[dict[str, Any]] = field(default_factory=list)  # each distinct state held, in order
+    taken: list[tuple[int | None, dict[str, Any]]] = field(default_factory=list)  # (revision, lanes) per PUT
     fail_next: list[int] = field(default_factory=list)  # statuses to answer before serving again
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -116,6 +117,7 @@ class GatewayAdmin:
                     return web.json_response(stale, status=409)
                 self.revision = revision
                 self.puts.append((time.monotonic(), lanes))
+                self.taken.append((revision, lanes))
                 if lanes != self.lanes:
                     self.lanes, self.version = lanes, self.version + 1
                     self.states.append(lanes)

@@ -14,7 +14,7 @@ from lanewatch.collector.degrade.adapters import AdapterError, RouterView
 from lanewatch.collector.degrade.adapters.dry_run import DryRunAdapter
 from lanewatch.collector.degrade.metrics import DegradeMetrics
 from lanewatch.collector.degrade.readback import compare, exit_status, report_lines, reports_json, stale
-from lanewatch.collector.degrade.server import create_app
+from lanewatch.collector.degrade.server import Front, create_app
 from lanewatch.collector.degrade.service import DegradeService
 from lanewatch.collector.degrade.store import Store
 from lanewatch.collector.degrade.webhook import parse_notification
@@ -102,7 +102,7 @@ async def test_the_service_reads_every_router_back_and_a_failing_one_is_stale(tm
 
 
 def test_get_routers_needs_the_token(controller: Controller) -> None:
-    with TestClient(create_app(controller.service, controller.metrics, TOKEN, 4096)) as c:
+    with TestClient(create_app(Front(controller.service), controller.metrics, TOKEN, 4096)) as c:
         assert c.get("/routers").status_code == 401
         r = c.get("/routers", headers=AUTH)
     assert r.status_code == 200
@@ -127,7 +127,10 @@ runner = CliRunner()
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        ([], 2, "give --state-dir, --controller or both"),
+        ([], 2, "give --state-dir or --shared-store, --controller, or both"),
+        (["--state-dir", "s", "--shared-store", "postgresql://x@h/db"], 2, "not both"),
+        (["--shared-store", "mysql://x@h/db"], 2, "--shared-store: Value error, a postgresql:// URL"),
+        (["--shared-store", "postgresql://x:hunter2@h/db"], 2, "holds a password"),
         (["--controller", "ftp://x"], 2, "--controller: 'ftp://x' must start with http"),
         (["--controller", "http://127.0.0.1:9", "--token-file", "/nonexistent/t"], 2, "--token-file"),
     ],

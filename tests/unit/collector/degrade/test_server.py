@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lanewatch.collector.degrade.server import create_app
+from lanewatch.collector.degrade.server import Front, create_app
 from lanewatch.exporters import names
 from tests.alertmanager_bodies import fixture
 
@@ -22,7 +22,7 @@ LIMIT = 4096
 
 @pytest.fixture
 def client(controller: Controller) -> Iterator[TestClient]:
-    app = create_app(controller.service, controller.metrics, TOKEN, LIMIT)
+    app = create_app(Front(controller.service), controller.metrics, TOKEN, LIMIT)
     with TestClient(app) as c:
         yield c
 
@@ -122,7 +122,7 @@ def test_healthz_and_metrics(client: TestClient, controller: Controller) -> None
 
 
 def test_insecure_dev_accepts_posts_without_a_token(controller: Controller) -> None:
-    with TestClient(create_app(controller.service, controller.metrics, None, LIMIT)) as c:
+    with TestClient(create_app(Front(controller.service), controller.metrics, None, LIMIT)) as c:
         r = post(c, fixture("firing"), {"Content-Type": "application/json"})
     assert r.status_code == 200
 
@@ -165,7 +165,7 @@ def _mutations() -> st.SearchStrategy[Any]:
 
 
 def test_fuzzed_posts_never_fail_open(controller: Controller) -> None:
-    app = create_app(controller.service, controller.metrics, TOKEN, LIMIT)
+    app = create_app(Front(controller.service), controller.metrics, TOKEN, LIMIT)
     with TestClient(app) as client:
 
         @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
