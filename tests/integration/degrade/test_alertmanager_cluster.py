@@ -1,0 +1,139 @@
+"""Two real Alertmanager 0.25 replicas, peered by gossip on loopback, in front of a controller pair.
+
+The alert goes to both replicas, as Prometheus and the guard send it; each replica notifies both
+controllers. The replicas deduplicate among themselves and the controllers' decisions are
+idempotent, so the lane shifts once and restores once, also when one replica is killed between
+the two.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.conftest import require_binary
+from tests.postgres import Cluster
+from tests.waiting import eventually
+
+from .gateway_admin import start_gateway_admin
+from .loopback import free_port, running, wait_http
+from .pair_processes import AM_TOKEN, GW_TOKEN, SHIFT50, Controller, audit, check_router_history, leader_of
+from .test_alertmanager_loop import post_alert, rfc3339_now
+
+pytestmark = pytest.mark.integration
+
+
+def replica_config(tmp_path: Path, controllers: list[Controller]) -> Path:
+    """One receiver with a webhook per controller: every replica notifies both."""
+    token = tmp_path / "am-credentials"
+    token.write_text(AM_TOKEN)
+    auth = {"authorization": {"type": "Bearer", "credentials_file": str(token)}}
+    config = {
+        "route": {
+            "receiver": "lanewatch-degrade",
+            "group_by": ["alertname", "lane"],
+            "group_wait": "500ms",
+            "group_interval": "1s",
+            "repeat_interval": "1h",
+        },
+        "receivers": [
+            {
+                "name": "lanewatch-degrade",
+                "webhook_configs": [
+                    {
+                        "url": f"http://127.0.0.1:{c.port}/alertmanager",
+                        "send_resolved": True,
+                        "http_config": auth,
+                    }
+                    for c in controllers
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@contextmanager
+def am_cluster(tmp_path: Path, config: Path) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+    """Two replicas, each naming the other as its peer; (URL, process) each, once both see two members."""
+    binary = require_binary("prometheus-alertmanager")
+    web, gossip = [free_port(), free_port()], [free_port(), free_port()]
+    with ExitStack() as stack:
+        out = []
+        for i in (0, 1):
+            cmd = [
+                binary, f"--config.file={config}", f"--storage.path={tmp_path / f'am-{i}'}",
+                f"--web.listen-address=127.0.0.1:{web[i]}",
+                f"--cluster.listen-address=127.0.0.1:{gossip[i]}",
+                f"--cluster.advertise-address=127.0.0.1:{gossip[i]}",
+                f"--cluster.peer=127.0.0.1:{gossip[1 - i]}",
+                # brief for a test: how long the second replica waits on the first before it sends
+                # too, and how often a replica retries a peer that was not up yet
+                "--cluster.peer-timeout=1s", "--cluster.reconnect-interval=1s",
+                "--cluster.gossip-interval=50ms", "--cluster.pushpull-interval=2s",
+            ]  # fmt: skip
+            proc = stack.enter_context(running(cmd, tmp_path / f"am-{i}.log"))
+            url = f"http://127.0.0.1:{web[i]}"
+            wait_http(f"{url}/-/ready", proc)
+            out.append((url, proc))
+
+        def peered() -> bool:
+            for url, _ in out:
+                cluster: dict[str, Any] = httpx.get(f"{url}/api/v2/status", timeout=5).json()["cluster"]
+                if cluster.get("status") != "ready" or len(cluster.get("peers") or []) != 2:
+                    return False
+            return True
+
+        eventually(peered, 30, "both Alertmanager replicas see a cluster of two, settled")
+        yield out
+
+
+def post_to_all(urls: list[str], starts: str, ends: str | None = None) -> int:
+    """Post the alert to every replica, as Prometheus and the guard do; how many took it."""
+    took = 0
+    for url in urls:
+        try:
+            post_alert(url, starts, ends)
+            took += 1
+        except httpx.TransportError:  # a replica that is down
+            pass
+    return took
+
+
+def test_a_clustered_pair_of_alertmanagers_drives_the_controllers_once_per_decision(
+    tmp_path: Path, fresh: Cluster
+) -> None:
+    with start_gateway_admin(GW_TOKEN) as gw, ExitStack() as stack:
+        pair = [Controller(n, tmp_path, fresh, gw) for n in ("a", "b")]
+        for c in pair:
+            c.start(stack)
+        leader_of(pair)
+        replicas = stack.enter_context(am_cluster(tmp_path, replica_config(tmp_path, pair)))
+        urls = [url for url, _ in replicas]
+        starts = rfc3339_now()
+        assert post_to_all(urls, starts) == 2
+        gw.wait_for(lambda g: g.lanes == SHIFT50, 15, "slow shifted 50% to fast")
+
+        killed_url, killed = random.choice(replicas)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(10)
+        assert post_to_all(urls, starts, ends=rfc3339_now()) == 1
+        gw.wait_for(lambda g: g.lanes == {}, 20, f"the slow lane restored with {killed_url} killed")
+        assert gw.states == [SHIFT50, {}]  # each step once: no replica, no controller acted twice
+        check_router_history(gw)
+        notified = sum(int(c.metrics_value("lanewatch_degrade_notifications_total", "applied")) for c in pair)
+        assert notified >= 2  # the firing and the resolved notification, each decided by the leader
+    events = [e for _, _, e, _ in audit(fresh)]
+    assert events.count("apply") == 1 and events.count("restore") == 1, events
+    assert events.count("fired") == 1 and events.count("resolved") == 1, events
