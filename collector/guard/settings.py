@@ -25,6 +25,12 @@ class GuardConfig(BaseModel):
 
     enabled: bool = False
     alertmanager_urls: list[HttpUrl] = Field(default_factory=list)  # every instance of an HA pair
+    # This collector's name, as the `instance` label of its alerts. Set it (to a unique name each)
+    # where several collectors each see a share of a lane's requests (behind Envoy's load balancing,
+    # or sharded): each share's alert then stands alone in Alertmanager, and the lane resolves only
+    # once every share has. Unset, all guards' alerts are one alert, which the first share to recover
+    # resolves while the others still miss.
+    instance: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
     fire_window_s: float = Field(default=3.0, gt=0, le=300)
     resolve_window_s: float = Field(default=10.0, gt=0, le=3600)
     min_judged: int = Field(default=4, ge=1)  # the evidence floor: requests judged in the window

@@ -28,7 +28,7 @@ def load_guard(g: GuardConfig, spec_path: Path | None) -> FastGuard | None:
         return None
     spec = load_spec(spec_path or DEFAULT_SPEC)
     ratio = g.error_ratio if g.error_ratio is not None else _spec_ratio(spec)
-    alerts = guard_alerts(spec, ratio)
+    alerts = guard_alerts(spec, ratio, g.instance)
     if not alerts:
         raise ConfigError("guard.enabled: the SLO spec has no lane TTFT SLO without a selector to guard")
     rule = GuardRule(
@@ -47,9 +47,12 @@ def _spec_ratio(spec: Spec) -> float:
     return spec.mitigation.error_ratio if spec.mitigation is not None else DEFAULT_GUARD_RATIO
 
 
-def guard_alerts(spec: Spec, ratio: float = DEFAULT_GUARD_RATIO) -> list[GuardAlert]:
+def guard_alerts(
+    spec: Spec, ratio: float = DEFAULT_GUARD_RATIO, instance: str | None = None
+) -> list[GuardAlert]:
     """One guard alert per lane TTFT SLO: the generated mitigation rule's labels and annotations
-    (those the spec's rules carry, or would with `mitigate` windows at `ratio`).
+    (those the spec's rules carry, or would with `mitigate` windows at `ratio`), and `instance`
+    (the collector's name among several) when given.
 
     An SLO with a selector is left to the rules (progress carries no request class); of two TTFT
     SLOs on one lane, the tighter threshold is guarded.
@@ -70,6 +73,6 @@ def guard_alerts(spec: Spec, ratio: float = DEFAULT_GUARD_RATIO) -> list[GuardAl
         known = out.get(slo.lane)
         if known is not None and known.threshold_s <= slo.threshold_s:
             continue
-        labels = (("alertname", rule.alert), *rule.labels)
+        labels = (("alertname", rule.alert), *rule.labels, *((("instance", instance),) if instance else ()))
         out[slo.lane] = GuardAlert(slo.lane, slo.name, slo.threshold_s, labels, rule.annotations)
     return list(out.values())
