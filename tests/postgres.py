@@ -31,6 +31,17 @@ class Cluster:
     port: int
     password_file: Path
     folder: Path
+    pg_ctl: str = ""
+    options: str = ""
+
+    def stop(self) -> None:
+        """Stop the server at once, as a crash would (`-m immediate`)."""
+        _as_postgres(self.pg_ctl, "-D", str(self.folder / "data"), "-m", "immediate", "stop")
+
+    def start(self) -> None:
+        """Start the server again on its port, and wait until it takes connections."""
+        data, log = str(self.folder / "data"), str(self.folder / "log")
+        _as_postgres(self.pg_ctl, "-D", data, "-o", self.options, "-l", log, "-w", "start")
 
     @property
     def url(self) -> str:
@@ -55,6 +66,12 @@ def _bin() -> Path:
     return Path(found[-1]).parent
 
 
+def _as_postgres(*args: str) -> None:
+    cmd = ["runuser", "-u", "postgres", "--", *args]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"{args[0]} failed:\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
+
+
 @contextmanager
 def cluster() -> Iterator[Cluster]:
     """A fresh cluster (initdb, then pg_ctl start), stopped and removed after the block."""
@@ -68,13 +85,7 @@ def cluster() -> Iterator[Cluster]:
     os.chmod(password, 0o600)
     data, port = folder / "data", free_port()
 
-    def as_postgres(*args: str) -> None:
-        run = subprocess.run(
-            ["runuser", "-u", "postgres", "--", *args], capture_output=True, text=True, timeout=120
-        )
-        assert run.returncode == 0, f"{args[0]} failed:\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
-
-    as_postgres(
+    _as_postgres(
         str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "-E", "UTF8", "--no-sync",
         "--auth-host=scram-sha-256", "--auth-local=trust", f"--pwfile={password}",
     )  # fmt: skip
@@ -84,9 +95,9 @@ def cluster() -> Iterator[Cluster]:
     (secret / "password").write_text(password.read_text())
     os.chmod(secret / "password", 0o600)
     pg_ctl = str(bin_dir / "pg_ctl")
-    as_postgres(pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start")
+    _as_postgres(pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start")
     try:
-        yield Cluster(port, secret / "password", folder)
+        yield Cluster(port, secret / "password", folder, pg_ctl, options)
     finally:
         stop = [pg_ctl, "-D", str(data), "-m", "immediate", "stop"]
         subprocess.run(["runuser", "-u", "postgres", "--", *stop], capture_output=True, timeout=60)

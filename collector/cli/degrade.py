@@ -310,7 +310,9 @@ def _shared_status(url: str, password_file: Path | None, last: int, as_json: boo
     except ValueError as exc:
         fail("degrade status", exc)
     try:
-        store = SharedStore(connect(checked.url, password, checked.timeout_s), "status", readonly=True)
+        store = SharedStore(
+            lambda: connect(checked.url, password, checked.timeout_s), "status", readonly=True
+        )
         try:
             snap, entries, adapters, lease = store.load(), store.recent(last), store.adapters(), store.lease()
         finally:

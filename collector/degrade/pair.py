@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -59,7 +60,7 @@ async def serve_pair(
             raise StoreError(str(exc)) from None
     me = shared.name or f"{socket.gethostname()}:{os.getpid()}"
     url = shared.advertise_url or f"http://{cfg.server.host}:{cfg.server.port}"
-    store = SharedStore(connect(shared.url, password, shared.timeout_s), me)
+    store = SharedStore(functools.partial(connect, shared.url, password, shared.timeout_s), me)
     leadership = Leadership(store, url, LeaseTimes(shared.lease_s, shared.renew_deadline_s, shared.retry_s))
     front = Front(leadership=leadership, inbox_max=shared.inbox_max)
     metrics.lead(lambda: front.role() == "leader")

@@ -20,7 +20,7 @@ psycopg (3) is imported here only: the lone controller on SQLite needs no driver
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -174,8 +174,11 @@ class SharedStore:
     audit log are fenced by it. The adapter reports and the inbox take any controller's write.
     """
 
-    def __init__(self, db: psycopg.Connection[Any], me: str, *, readonly: bool = False) -> None:
-        self._db = db
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection[Any]], me: str, *, readonly: bool = False
+    ) -> None:
+        self._connect = connect
+        self._db = connect()
         self.me = me
         self.term: int | None = None
         self._stored: dict[str, AlertRecord] = {}
@@ -184,25 +187,34 @@ class SharedStore:
         else:
             self._migrate()
 
+    def _live(self) -> psycopg.Connection[Any]:
+        """The connection, made again when the last one broke (a restarted or failed-over server);
+        StoreError while the store is unreachable."""
+        if self._db.closed or self._db.broken:
+            self._db = self._connect()
+        return self._db
+
     def _migrate(self) -> None:
-        with self._db.transaction():
-            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            exists = self._db.execute("SELECT to_regclass('lanewatch_schema') IS NOT NULL").fetchone()
+        db = self._live()
+        with db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            exists = db.execute("SELECT to_regclass('lanewatch_schema') IS NOT NULL").fetchone()
             if not (exists and exists[0]):
                 for statement in _SCHEMA:
-                    self._db.execute(statement)
-                self._db.execute("INSERT INTO lanewatch_schema VALUES (1, %s)", (SCHEMA_VERSION,))
+                    db.execute(statement)
+                db.execute("INSERT INTO lanewatch_schema VALUES (1, %s)", (SCHEMA_VERSION,))
                 empty = state_to_json(ControllerState())
-                self._db.execute("INSERT INTO lanewatch_state VALUES (1, 0, %s, 0)", (empty,))
+                db.execute("INSERT INTO lanewatch_state VALUES (1, 0, %s, 0)", (empty,))
         self._check_schema()
 
     def _check_schema(self) -> None:
-        exists = self._db.execute("SELECT to_regclass('lanewatch_schema') IS NOT NULL").fetchone()
+        db = self._live()
+        exists = db.execute("SELECT to_regclass('lanewatch_schema') IS NOT NULL").fetchone()
         if not (exists and exists[0]):
             raise StoreError(
                 "the shared store has no lanewatch tables yet; `lanewatch degrade serve` makes them"
             )
-        row = self._db.execute("SELECT version FROM lanewatch_schema WHERE id = 1").fetchone()
+        row = db.execute("SELECT version FROM lanewatch_schema WHERE id = 1").fetchone()
         version = int(row[0]) if row else 0
         if version != SCHEMA_VERSION:
             raise StoreError(f"shared store schema version {version}; this lanewatch reads {SCHEMA_VERSION}")
@@ -215,7 +227,8 @@ class SharedStore:
         A renewal keeps `term`; a take (ours had lapsed, or another's) raises it. On None, `term`
         is cleared: this controller no longer leads.
         """
-        row = self._db.execute(
+        db = self._live()
+        row = db.execute(
             _TAKE, {"me": self.me, "url": url, "lease_s": lease_s, "term": self.term or 0}
         ).fetchone()
         if row is None:
@@ -227,13 +240,15 @@ class SharedStore:
 
     def lease(self) -> Lease | None:
         """Who holds the lease (or held it last); None when no controller has ever led."""
-        row = self._db.execute(_LEASE).fetchone()
+        db = self._live()
+        row = db.execute(_LEASE).fetchone()
         return _lease(row) if row else None
 
     def resign(self) -> None:
         """Let the lease go now (a clean shutdown), so that the standby need not wait it out."""
+        db = self._live()
         if self.term is not None:
-            self._db.execute(
+            db.execute(
                 "UPDATE lanewatch_leader SET expires_at = now() WHERE id = 1 AND holder = %s AND term = %s",
                 (self.me, self.term),
             )
@@ -242,10 +257,11 @@ class SharedStore:
     @contextmanager
     def _fenced(self) -> Iterator[None]:
         """A transaction that writes only while this controller holds the lease it won."""
+        db = self._live()
         if self.term is None:
             raise Deposed(f"{self.me} does not lead")
-        with self._db.transaction():
-            if self._db.execute(_FENCE, (self.me, self.term)).fetchone() is None:
+        with db.transaction():
+            if db.execute(_FENCE, (self.me, self.term)).fetchone() is None:
                 term, self.term = self.term, None
                 raise Deposed(f"{self.me} no longer holds the lease of term {term}")
             yield
@@ -254,12 +270,11 @@ class SharedStore:
 
     def load(self) -> Snapshot:
         """The current state and its revision, read in one snapshot."""
-        with self._db.transaction():
-            self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            row = self._db.execute(
-                "SELECT revision, body, updated_at FROM lanewatch_state WHERE id = 1"
-            ).fetchone()
-            rows = self._db.execute("SELECT fingerprint, body FROM lanewatch_alert").fetchall()
+        db = self._live()
+        with db.transaction():
+            db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            row = db.execute("SELECT revision, body, updated_at FROM lanewatch_state WHERE id = 1").fetchone()
+            rows = db.execute("SELECT fingerprint, body FROM lanewatch_alert").fetchall()
         assert row is not None  # made with the schema
         revision, body, updated_at = row
         alerts = {fp: alert_from_json(text) for fp, text in sorted(rows)}
@@ -268,17 +283,18 @@ class SharedStore:
 
     def commit(self, state: ControllerState, audit: Sequence[AuditEntry], at: float) -> int:
         """Replace the state and append its audit entries in one fenced transaction; the new revision."""
+        db = self._live()
         body = state_to_json(replace(state, alerts={}))
         upserts, deletes = alert_changes(self._stored, state.alerts)
         with self._fenced():
-            row = self._db.execute(
+            row = db.execute(
                 "UPDATE lanewatch_state SET revision = revision + 1, body = %s, updated_at = %s WHERE id = 1 "
                 "RETURNING revision",
                 (body, at),
             ).fetchone()
             assert row is not None
             revision = int(row[0])
-            with self._db.cursor() as cur:
+            with db.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO lanewatch_alert VALUES (%s, %s) "
                     "ON CONFLICT (fingerprint) DO UPDATE SET body = excluded.body",
@@ -293,13 +309,15 @@ class SharedStore:
 
     def append(self, audit: Sequence[AuditEntry]) -> None:
         """Append audit entries that change no state, in a fenced transaction."""
+        db = self._live()
         with self._fenced():
-            row = self._db.execute("SELECT revision FROM lanewatch_state WHERE id = 1").fetchone()
+            row = db.execute("SELECT revision FROM lanewatch_state WHERE id = 1").fetchone()
             assert row is not None
             self._insert(int(row[0]), audit)
 
     def _insert(self, revision: int, audit: Sequence[AuditEntry]) -> None:
-        with self._db.cursor() as cur:
+        db = self._live()
+        with db.cursor() as cur:
             cur.executemany(
                 "INSERT INTO lanewatch_audit (revision, term, at, event, lane, action, detail) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
@@ -319,7 +337,8 @@ class SharedStore:
 
     def recent(self, limit: int) -> list[tuple[int, int, AuditEntry]]:
         """The last `limit` audit entries, oldest first, as (seq, revision, entry)."""
-        rows = self._db.execute(
+        db = self._live()
+        rows = db.execute(
             "SELECT seq, revision, at, event, lane, action, detail FROM lanewatch_audit "
             "ORDER BY seq DESC LIMIT %s",
             (limit,),
@@ -331,14 +350,14 @@ class SharedStore:
 
     def audit_terms(self) -> list[tuple[int, int, str, str | None]]:
         """Every audit entry's (revision, term, event, lane), in order: what the fleet test checks."""
-        rows = self._db.execute(
-            "SELECT revision, term, event, lane FROM lanewatch_audit ORDER BY seq"
-        ).fetchall()
+        db = self._live()
+        rows = db.execute("SELECT revision, term, event, lane FROM lanewatch_audit ORDER BY seq").fetchall()
         return [(int(r), int(t), str(e), lane) for r, t, e, lane in rows]
 
     def note_adapter(self, name: str, report: dict[str, Any]) -> None:
         """Replace what is recorded of adapter `name` (its last apply and last error)."""
-        self._db.execute(
+        db = self._live()
+        db.execute(
             "INSERT INTO lanewatch_adapter VALUES (%s, %s) "
             "ON CONFLICT (name) DO UPDATE SET body = excluded.body",
             (name, json.dumps(report, sort_keys=True)),
@@ -346,19 +365,22 @@ class SharedStore:
 
     def adapters(self) -> dict[str, dict[str, Any]]:
         """What each adapter last reported, by name."""
-        rows = self._db.execute("SELECT name, body FROM lanewatch_adapter ORDER BY name").fetchall()
+        db = self._live()
+        rows = db.execute("SELECT name, body FROM lanewatch_adapter ORDER BY name").fetchall()
         return {name: json.loads(body) for name, body in rows}
 
     def audit_count(self) -> int:
         """How many audit entries there are."""
-        row = self._db.execute("SELECT count(*) FROM lanewatch_audit").fetchone()
+        db = self._live()
+        row = db.execute("SELECT count(*) FROM lanewatch_audit").fetchone()
         return int(row[0]) if row else 0
 
     # --- the inbox ---------------------------------------------------------------------------
 
     def enqueue(self, body: bytes, at: float, limit: int) -> int:
         """Keep a notification for the leader; its id. InboxFull when `limit` are waiting."""
-        row = self._db.execute(
+        db = self._live()
+        row = db.execute(
             "INSERT INTO lanewatch_inbox (at, received_by, body) "
             "SELECT %s, %s, %s WHERE (SELECT count(*) FROM lanewatch_inbox) < %s RETURNING id",
             (at, self.me, body, limit),
@@ -369,15 +391,15 @@ class SharedStore:
 
     def inbox(self, limit: int) -> list[tuple[int, bytes]]:
         """The oldest `limit` notifications waiting, as (id, body)."""
-        rows = self._db.execute(
-            "SELECT id, body FROM lanewatch_inbox ORDER BY id LIMIT %s", (limit,)
-        ).fetchall()
+        db = self._live()
+        rows = db.execute("SELECT id, body FROM lanewatch_inbox ORDER BY id LIMIT %s", (limit,)).fetchall()
         return [(int(i), bytes(b)) for i, b in rows]
 
     def done(self, ids: Sequence[int]) -> None:
         """Drop handled notifications from the inbox."""
+        db = self._live()
         if ids:
-            self._db.execute("DELETE FROM lanewatch_inbox WHERE id = ANY(%s)", (list(ids),))
+            db.execute("DELETE FROM lanewatch_inbox WHERE id = ANY(%s)", (list(ids),))
 
     def close(self) -> None:
         """Close the connection."""

@@ -125,7 +125,7 @@ def status(pg: Cluster, *args: str) -> Any:
 
 
 def audit(pg: Cluster) -> list[tuple[int, int, str, str | None]]:
-    reader = SharedStore(connect(pg.url, pg.password(), 5.0), "test", readonly=True)
+    reader = SharedStore(lambda: connect(pg.url, pg.password(), 5.0), "test", readonly=True)
     try:
         return reader.audit_terms()
     finally:

@@ -6,7 +6,9 @@ API (409 for an older revision), with the lease cut short (3 s) to keep the test
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -126,3 +128,51 @@ def test_a_leader_that_stops_hands_over_at_once(tmp_path: Path, fresh: Cluster) 
         took = time.monotonic() - stopped
         print(f"takeover after SIGTERM: {took:.2f} s")
         assert took < LEASE_S, took  # it resigned: no lease to wait out
+
+
+def test_a_controller_whose_store_is_unreachable_exits_naming_it(tmp_path: Path) -> None:
+    from tests.servers import closed_port
+
+    from .loopback import free_port, lanewatch_cmd
+
+    (tmp_path / "pw").write_text("s3cret-pw-77\n")
+    (tmp_path / "am.token").write_text(AM_TOKEN + "\n")
+    store = {
+        "url": f"postgresql://lanewatch@127.0.0.1:{closed_port()}/db",
+        "password_file": str(tmp_path / "pw"),
+    }
+    (tmp_path / "c.yaml").write_text(json.dumps({"degrade": {"shared_store": store}}))
+    cmd = lanewatch_cmd(
+        "degrade", "serve", "-c", str(tmp_path / "c.yaml"), "--port", str(free_port()),
+        "--token-file", str(tmp_path / "am.token"), "--adapter", "dry-run",
+    )  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "cannot reach the shared store" in done.stderr and "127.0.0.1" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "s3cret-pw-77" not in done.stderr + done.stdout
+
+
+def test_the_pair_rides_out_a_database_restart(tmp_path: Path, fresh: Cluster) -> None:
+    starts = time.time()
+    with start_gateway_admin(GW_TOKEN) as gw, ExitStack() as stack:
+        pair = [Controller(n, tmp_path, fresh, gw) for n in ("a", "b")]
+        for c in pair:
+            c.start(stack)
+        leader, standby = leader_of(pair)
+        assert leader.notify(body(alert("firing", starts=starts))).status_code == 200
+        gw.wait_for(lambda g: g.lanes == SHIFT50, 10, "slow shifted 50% to fast")
+        assert leader.proc is not None
+        fresh.stop()
+        try:
+            # the leader cannot renew: it stops leading, and exits for its supervisor to restart it
+            assert leader.proc.wait(15) == 1, output(leader.proc)
+            assert "lost the lead" in leader.log()
+            assert standby.role() == "standby"  # nobody leads while the database is down
+        finally:
+            fresh.start()
+        eventually(lambda: standby.role() == "leader", 15, f"{standby.name} leads once the database is back")
+        leader.start(stack)
+        assert leader.role() == "standby"
+        assert standby.notify(body(alert("resolved", starts=starts))).status_code == 200
+        gw.wait_for(lambda g: g.lanes == {}, 10, "the slow lane restored by the new leader")
+        check_router_history(gw)

@@ -15,7 +15,7 @@ from tests.postgres import Cluster
 
 
 def store(pg: Cluster, me: str, **kw: Any) -> SharedStore:
-    return SharedStore(connect(pg.url, pg.password(), 5.0), me, **kw)
+    return SharedStore(lambda: connect(pg.url, pg.password(), 5.0), me, **kw)
 
 
 def entry(event: str) -> AuditEntry:
