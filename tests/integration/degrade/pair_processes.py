@@ -85,6 +85,14 @@ class Controller:
         return "".join(p.read_text(errors="replace") for p in sorted(self.tmp.glob(f"{self.name}-*.log")))
 
 
+def start_pair(tmp_path: Path, pg: Cluster, gw: GatewayAdmin, stack: ExitStack) -> list[Controller]:
+    """Controllers `a` and `b` on the store, both driving `gw`, each started (closed with `stack`)."""
+    pair = [Controller(n, tmp_path, pg, gw) for n in ("a", "b")]
+    for c in pair:
+        c.start(stack)
+    return pair
+
+
 def leader_of(pair: list[Controller]) -> tuple[Controller, Controller]:
     """(leader, standby), once exactly one leads."""
     roles: dict[str, Controller] = {}

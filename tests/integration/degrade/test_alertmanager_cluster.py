@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from tests.conftest import require_binary
 from tests.postgres import Cluster
@@ -26,42 +25,18 @@ from tests.waiting import eventually
 
 from .gateway_admin import start_gateway_admin
 from .loopback import free_port, running, wait_http
-from .pair_processes import AM_TOKEN, GW_TOKEN, SHIFT50, Controller, audit, check_router_history, leader_of
-from .test_alertmanager_loop import post_alert, rfc3339_now
+from .pair_processes import (
+    AM_TOKEN,
+    GW_TOKEN,
+    SHIFT50,
+    audit,
+    check_router_history,
+    leader_of,
+    start_pair,
+)
+from .test_alertmanager_loop import alertmanager_config, post_alert, rfc3339_now
 
 pytestmark = pytest.mark.integration
-
-
-def replica_config(tmp_path: Path, controllers: list[Controller]) -> Path:
-    """One receiver with a webhook per controller: every replica notifies both."""
-    token = tmp_path / "am-credentials"
-    token.write_text(AM_TOKEN)
-    auth = {"authorization": {"type": "Bearer", "credentials_file": str(token)}}
-    config = {
-        "route": {
-            "receiver": "lanewatch-degrade",
-            "group_by": ["alertname", "lane"],
-            "group_wait": "500ms",
-            "group_interval": "1s",
-            "repeat_interval": "1h",
-        },
-        "receivers": [
-            {
-                "name": "lanewatch-degrade",
-                "webhook_configs": [
-                    {
-                        "url": f"http://127.0.0.1:{c.port}/alertmanager",
-                        "send_resolved": True,
-                        "http_config": auth,
-                    }
-                    for c in controllers
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "alertmanager.yml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 @contextmanager
@@ -115,11 +90,11 @@ def test_a_clustered_pair_of_alertmanagers_drives_the_controllers_once_per_decis
     tmp_path: Path, fresh: Cluster
 ) -> None:
     with start_gateway_admin(GW_TOKEN) as gw, ExitStack() as stack:
-        pair = [Controller(n, tmp_path, fresh, gw) for n in ("a", "b")]
-        for c in pair:
-            c.start(stack)
+        pair = start_pair(tmp_path, fresh, gw, stack)
         leader_of(pair)
-        replicas = stack.enter_context(am_cluster(tmp_path, replica_config(tmp_path, pair)))
+        replicas = stack.enter_context(
+            am_cluster(tmp_path, alertmanager_config(tmp_path, *(c.port for c in pair), token=AM_TOKEN))
+        )
         urls = [url for url, _ in replicas]
         starts = rfc3339_now()
         assert post_to_all(urls, starts) == 2

@@ -31,9 +31,11 @@ def lane(percent: int) -> dict[str, Any]:
     }
 
 
-def alertmanager_config(tmp_path: Path, controller_port: int) -> Path:
-    token = tmp_path / "am-credentials"
-    token.write_text(AM_TOKEN)
+def alertmanager_config(tmp_path: Path, *controller_ports: int, token: str = AM_TOKEN) -> Path:
+    """A receiver with one webhook per controller (each notified), all sending `token`."""
+    credentials = tmp_path / "am-credentials"
+    credentials.write_text(token)
+    auth = {"authorization": {"type": "Bearer", "credentials_file": str(credentials)}}
     config = {
         "route": {
             "receiver": "lanewatch-degrade",
@@ -47,10 +49,11 @@ def alertmanager_config(tmp_path: Path, controller_port: int) -> Path:
                 "name": "lanewatch-degrade",
                 "webhook_configs": [
                     {
-                        "url": f"http://127.0.0.1:{controller_port}/alertmanager",
+                        "url": f"http://127.0.0.1:{port}/alertmanager",
                         "send_resolved": True,
-                        "http_config": {"authorization": {"type": "Bearer", "credentials_file": str(token)}},
+                        "http_config": auth,
                     }
+                    for port in controller_ports
                 ],
             }
         ],

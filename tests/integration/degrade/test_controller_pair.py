@@ -27,10 +27,10 @@ from .pair_processes import (
     LEASE_S,
     RETRY_S,
     SHIFT50,
-    Controller,
     audit,
     check_router_history,
     leader_of,
+    start_pair,
     status,
 )
 
@@ -41,9 +41,7 @@ def test_the_standby_takes_over_a_killed_leader_with_nothing_lost(tmp_path: Path
     starts = time.time()
     firing, resolved = body(alert("firing", starts=starts)), body(alert("resolved", starts=starts))
     with start_gateway_admin(GW_TOKEN) as gw, ExitStack() as stack:
-        pair = [Controller(n, tmp_path, fresh, gw) for n in ("a", "b")]
-        for c in pair:
-            c.start(stack)
+        pair = start_pair(tmp_path, fresh, gw, stack)
         leader, standby = leader_of(pair)
         assert standby.health()["leader"]["holder"] == leader.name
         # Alertmanager sends to both: the leader decides, the standby keeps its copy for a leader
@@ -90,9 +88,7 @@ def test_a_stalled_leader_that_wakes_up_changes_nothing(tmp_path: Path, fresh: C
     starts = time.time()
     firing, resolved = body(alert("firing", starts=starts)), body(alert("resolved", starts=starts))
     with start_gateway_admin(GW_TOKEN) as gw, ExitStack() as stack:
-        pair = [Controller(n, tmp_path, fresh, gw) for n in ("a", "b")]
-        for c in pair:
-            c.start(stack)
+        pair = start_pair(tmp_path, fresh, gw, stack)
         leader, standby = leader_of(pair)
         assert leader.notify(firing).status_code == 200
         gw.wait_for(lambda g: g.lanes == SHIFT50, 10, "slow shifted 50% to fast")
@@ -116,9 +112,7 @@ def test_a_stalled_leader_that_wakes_up_changes_nothing(tmp_path: Path, fresh: C
 
 def test_a_leader_that_stops_hands_over_at_once(tmp_path: Path, fresh: Cluster) -> None:
     with start_gateway_admin(GW_TOKEN) as gw, ExitStack() as stack:
-        pair = [Controller(n, tmp_path, fresh, gw) for n in ("a", "b")]
-        for c in pair:
-            c.start(stack)
+        pair = start_pair(tmp_path, fresh, gw, stack)
         leader, standby = leader_of(pair)
         assert leader.proc is not None
         leader.proc.send_signal(signal.SIGTERM)
@@ -155,9 +149,7 @@ def test_a_controller_whose_store_is_unreachable_exits_naming_it(tmp_path: Path)
 def test_the_pair_rides_out_a_database_restart(tmp_path: Path, fresh: Cluster) -> None:
     starts = time.time()
     with start_gateway_admin(GW_TOKEN) as gw, ExitStack() as stack:
-        pair = [Controller(n, tmp_path, fresh, gw) for n in ("a", "b")]
-        for c in pair:
-            c.start(stack)
+        pair = start_pair(tmp_path, fresh, gw, stack)
         leader, standby = leader_of(pair)
         assert leader.notify(body(alert("firing", starts=starts))).status_code == 200
         gw.wait_for(lambda g: g.lanes == SHIFT50, 10, "slow shifted 50% to fast")
