@@ -166,6 +166,7 @@ class Spec:
     target_down: Down | None = None
     component_down: Down | None = None
     controller_no_leader: Down | None = None
+    router_unsynced: Down | None = None
     convergence: tuple[Convergence, ...] = ()
     flatness: Flatness | None = None
     waiting_requests: Check | None = None

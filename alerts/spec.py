@@ -39,6 +39,7 @@ from .spec_schema import (
     PreemptionsModel,
     ProbeFailuresModel,
     QuantileAlertModel,
+    RouterUnsyncedModel,
     SeverityWindowsModel,
     SLOModel,
     SpecDocumentModel,
@@ -232,6 +233,7 @@ def _alerts(alerts: AlertsModel, lines: Lines) -> dict[str, Any]:
         "target_down": _down(alerts.target_down),
         "component_down": _down(alerts.component_down),
         "controller_no_leader": _down(alerts.controller_no_leader),
+        "router_unsynced": _down(alerts.router_unsynced),
         "convergence": tuple(_convergence(alerts.convergence, lines)),
         "flatness": _flatness(alerts.flatness),
         "waiting_requests": _check(sat.waiting_requests if sat else None),
@@ -276,7 +278,7 @@ def _check(
     return None if m is None else model.Check(m.above, seconds_of(m.for_), m.severity)
 
 
-def _down(m: DownModel | NoLeaderModel | None) -> model.Down | None:
+def _down(m: DownModel | NoLeaderModel | RouterUnsyncedModel | None) -> model.Down | None:
     if m is None:
         return None
     jobs = m.jobs if isinstance(m, ComponentDownModel) else ""

@@ -259,6 +259,15 @@ class NoLeaderModel(_Model):
     """The alert's `severity` label."""
 
 
+class RouterUnsyncedModel(_Model):
+    """A router has not held the controller's current state for `for` (its applies fail)."""
+
+    for_: For = Field(default="2m", alias="for")
+    """How long a router may go without the current state: longer than a few reconcile intervals."""
+    severity: Severity = "page"
+    """The alert's `severity` label."""
+
+
 class ConvergenceModel(_Model):
     """The fast lane's P99 TTFT at or above `ratio` × the slow lane's for `for`."""
 
@@ -352,6 +361,8 @@ class AlertsModel(_Model):
     """`LanewatchComponentDown`: Prometheus cannot scrape a job."""
     controller_no_leader: NoLeaderModel | None = None
     """`LanewatchDegradeNoLeader`: no degrade controller leads, so nothing degrades or restores."""
+    router_unsynced: RouterUnsyncedModel | None = None
+    """`LanewatchDegradeRouterUnsynced`: a router does not hold the leading controller's state."""
     convergence: list[ConvergenceModel] = Field(default_factory=list)
     """`LanewatchLaneConvergence`, one per lane pair."""
     flatness: FlatnessModel | None = None

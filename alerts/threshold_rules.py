@@ -116,6 +116,22 @@ def _target_down(spec: Spec) -> list[Rule]:
         expr = f"(max({names.DEGRADE_LEADER}) or vector(0)) < 1"
         name = f"{PREFIX}DegradeNoLeader"
         rules.append(alert(spec, name, expr, d.for_s, d.severity, text, slo="monitoring"))
+    if spec.router_unsynced:
+        d = spec.router_unsynced
+        text = AlertText(
+            summary="Router {{ $labels.adapter }} does not hold the degrade controller's state",
+            description=(
+                "The leading degrade controller's applies to {{ $labels.adapter }} have not succeeded "
+                f"for {format_duration(d.for_s)}: that router keeps an older state, and no degrade or "
+                "restore reaches it."
+            ),
+            dashboard_uid=names.DASHBOARD_DEGRADE_UID,
+            lane=None,
+        )
+        # only the leader exports it: a standby's absence is no failure, nobody leading is NoLeader's
+        expr = f"max by ({names.ADAPTER}) ({names.DEGRADE_ADAPTER_SYNCED}) == 0"
+        name = f"{PREFIX}DegradeRouterUnsynced"
+        rules.append(alert(spec, name, expr, d.for_s, d.severity, text, slo="monitoring"))
     return rules
 
 
