@@ -103,7 +103,6 @@ class Leadership:
                 lease = self.store.take_lease(self.url, self.times.lease_s)
             except Exception as exc:
                 log.warning("could not renew the lease: %s", exc)
-                lease = self.seen  # unchanged: the deadline decides
                 if must_step_down(renewed_at, self._clock(), self.times):
                     raise LostLead(
                         f"could not renew the lease for {self.times.renew_deadline_s:g} s"

@@ -28,7 +28,7 @@ from .metrics import DegradeMetrics
 from .server import Front
 from .service import DegradeService
 from .settings import DegradeConfig, SharedStoreConfig
-from .shared_store import SharedStore, connect
+from .shared_store import Deposed, SharedStore, connect
 from .state import AuditEntry
 from .store import StateStore, StoreError
 from .webhook import WebhookError, parse_notification
@@ -75,21 +75,25 @@ async def serve_pair(
         lease = await leadership.campaign(stop)
         if lease is None:
             return
-        service = leading(store)
-        detail = {"holder": me, "url": url, "term": lease.term, "revision": service.revision}
-        store.append([AuditEntry(time.time(), "lead", None, None, detail)])
-        log.info("%s leads (term %d) from revision %d", me, lease.term, service.revision)
-        service.resume()
-        front.service = service
-        keep = asyncio.create_task(leadership.keep(stop))
-        tasks = [
-            keep,
-            asyncio.create_task(service.run(stop, cfg.tick_s, cfg.reconcile_interval_s)),
-            asyncio.create_task(drain(store, service, stop, cfg.tick_s)),
-        ]
-        await asyncio.wait([keep, served], return_when=asyncio.FIRST_COMPLETED)
-        if keep.done() and not keep.cancelled():
-            lost = keep.exception()
+        try:
+            service = leading(store)
+            detail = {"holder": me, "url": url, "term": lease.term, "revision": service.revision}
+            store.append([AuditEntry(time.time(), "lead", None, None, detail)])
+            service.resume()
+        except (Deposed, StoreError) as exc:  # lost again before it could start leading
+            lost = LostLead(str(exc))
+        else:
+            log.info("%s leads (term %d) from revision %d", me, lease.term, service.revision)
+            front.service = service
+            keep = asyncio.create_task(leadership.keep(stop))
+            tasks = [
+                keep,
+                asyncio.create_task(service.run(stop, cfg.tick_s, cfg.reconcile_interval_s)),
+                asyncio.create_task(drain(store, service, stop, cfg.tick_s)),
+            ]
+            await asyncio.wait([keep, served], return_when=asyncio.FIRST_COMPLETED)
+            if keep.done() and not keep.cancelled():
+                lost = keep.exception()
     finally:
         stop.set()
         server.should_exit = True
@@ -113,16 +117,24 @@ async def drain(store: SharedStore, service: DegradeService, stop: asyncio.Event
             log.warning("cannot read the inbox: %s", exc)
             waiting = []
         handled: list[int] = []
-        for inbox_id, body in waiting:
-            try:
-                notification = parse_notification(body)
-            except WebhookError:  # checked before it was kept; dropped, not retried forever
-                log.error("inbox notification %d is not a valid notification: dropped", inbox_id)
-            else:
-                await service.handle(notification)  # Deposed ends the lead: keep() sees it too
-            handled.append(inbox_id)
+        try:
+            for inbox_id, body in waiting:
+                try:
+                    notification = parse_notification(body)
+                except WebhookError:  # checked before it was kept; dropped, not retried forever
+                    log.error("inbox notification %d is not a valid notification: dropped", inbox_id)
+                else:
+                    await service.handle(notification)
+                handled.append(inbox_id)
+        except Deposed:
+            return  # no longer the leader: keep() ends the lead, the next leader drains the rest
+        except Exception as exc:  # the store failed mid-way: what was handled is dropped, the rest waits
+            log.warning("could not handle an inbox notification: %s", exc)
         if handled:
-            store.done(handled)
+            try:
+                store.done(handled)
+            except Exception as exc:  # handled again next time: decisions are idempotent
+                log.warning("could not drop handled notifications from the inbox: %s", exc)
         if len(waiting) < DRAIN_BATCH:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), every_s)
