@@ -29,26 +29,34 @@ LEASE_S, RENEW_DEADLINE_S, RETRY_S = 3.0, 2.0, 0.5
 class Controller:
     """One controller process of the pair: its name, port and process."""
 
-    def __init__(self, name: str, tmp: Path, pg: Cluster, gw: GatewayAdmin) -> None:
-        self.name, self.port, self.tmp = name, free_port(), tmp
+    def __init__(
+        self, name: str, tmp: Path, pg: Cluster, gw: GatewayAdmin | list[dict[str, Any]], hold_s: float = 0.5
+    ) -> None:
+        """`gw`: the one gateway admin to drive, or `degrade.adapters` entries for several routers."""
+        self.name, self.port, self.tmp, self.hold_s = name, free_port(), tmp, hold_s
         (tmp / "am.token").write_text(AM_TOKEN + "\n")
         (tmp / "gw.token").write_text(GW_TOKEN + "\n")
         shared = {
             "url": pg.url, "password_file": str(pg.password_file), "name": name,
             "lease_s": LEASE_S, "renew_deadline_s": RENEW_DEADLINE_S, "retry_s": RETRY_S,
         }  # fmt: skip
+        degrade: dict[str, Any] = {"shared_store": shared}
+        if isinstance(gw, list):
+            degrade["adapters"] = gw
         self.config = tmp / f"{name}.yaml"
-        self.config.write_text(yaml.safe_dump({"degrade": {"shared_store": shared}}))
-        self.gw = gw
+        self.config.write_text(yaml.safe_dump({"degrade": degrade}))
+        self.gw = gw if isinstance(gw, GatewayAdmin) else None
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def cmd(self) -> list[str]:
+        router = (
+            ["--gateway", self.gw.url, "--gateway-token-file", str(self.tmp / "gw.token")] if self.gw else []
+        )
         return lanewatch_cmd(
             "degrade", "serve", "-c", str(self.config), "--host", "127.0.0.1", "--port", str(self.port),
-            "--token-file", str(self.tmp / "am.token"), "--gateway", self.gw.url,
-            "--gateway-token-file", str(self.tmp / "gw.token"), "--tick-s", "0.05",
-            "--min-hold-s", "0.5", "--recovery-stable-s", "0.3", "--escalation-cooldown-s", "600",
+            "--token-file", str(self.tmp / "am.token"), *router, "--tick-s", "0.05",
+            "--min-hold-s", str(self.hold_s), "--recovery-stable-s", "0.3", "--escalation-cooldown-s", "600",
         )  # fmt: skip
 
     def start(self, stack: ExitStack) -> None:
@@ -80,6 +88,15 @@ class Controller:
         text = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
         prefix = f'{name}{{outcome="{outcome}"}} '
         return sum(float(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix))
+
+    def leads_by_metrics(self) -> float:
+        """Its `lanewatch_degrade_leader` gauge (what LanewatchDegradeNoLeader reads)."""
+        text = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
+        return next(
+            float(line.split()[1])
+            for line in text.splitlines()
+            if line.startswith("lanewatch_degrade_leader ")
+        )
 
     def log(self) -> str:
         return "".join(p.read_text(errors="replace") for p in sorted(self.tmp.glob(f"{self.name}-*.log")))

@@ -44,6 +44,7 @@ def test_the_standby_takes_over_a_killed_leader_with_nothing_lost(tmp_path: Path
         pair = start_pair(tmp_path, fresh, gw, stack)
         leader, standby = leader_of(pair)
         assert standby.health()["leader"]["holder"] == leader.name
+        assert (leader.leads_by_metrics(), standby.leads_by_metrics()) == (1.0, 0.0)
         # Alertmanager sends to both: the leader decides, the standby keeps its copy for a leader
         answer = leader.notify(firing)
         assert answer.status_code == 200 and answer.json()["outcomes"] == {"fired": 1}, answer.text
