@@ -224,8 +224,9 @@ class SharedStore:
     def take_lease(self, url: str, lease_s: float) -> Lease | None:
         """Take the lease if free or expired, or renew ours; None when another controller holds it.
 
-        A renewal keeps `term`; a take (ours had lapsed, or another's) raises it. On None, `term`
-        is cleared: this controller no longer leads.
+        A renewal keeps `term`, also of our own lease that lapsed while nobody took it (nothing
+        could be written meanwhile: a write needs a live lease); taking another's raises it. On
+        None, `term` is cleared: this controller no longer leads.
         """
         db = self._live()
         row = db.execute(
