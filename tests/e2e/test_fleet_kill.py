@@ -41,7 +41,7 @@ import pytest
 import yaml
 
 from lanewatch.alerts.spec import DEMO_SPEC
-from tests.conftest import require_binary
+from tests.alertmanager_cluster import peered, replica_commands
 from tests.integration.degrade.pair_processes import AM_TOKEN, Controller, audit, leader_of
 from tests.integration.degrade.test_alertmanager_loop import alertmanager_config
 from tests.postgres import Cluster, cluster
@@ -159,35 +159,9 @@ def collector_part(tmp: Path, i: int, port: int, am_urls: list[str]) -> Part:
 
 
 def alertmanager_parts(tmp: Path, config: Path) -> tuple[list[Part], list[str]]:
-    binary = require_binary("prometheus-alertmanager")
-    web, gossip = [free_port(), free_port()], [free_port(), free_port()]
-    parts, urls = [], []
-    for i in (0, 1):
-        cmd = [
-            binary, f"--config.file={config}", f"--storage.path={tmp / f'am-{i}'}",
-            f"--web.listen-address=127.0.0.1:{web[i]}",
-            f"--cluster.listen-address=127.0.0.1:{gossip[i]}",
-            f"--cluster.advertise-address=127.0.0.1:{gossip[i]}",
-            f"--cluster.peer=127.0.0.1:{gossip[1 - i]}",
-            "--cluster.peer-timeout=1s", "--cluster.reconnect-interval=1s",
-            "--cluster.gossip-interval=50ms", "--cluster.pushpull-interval=2s",
-        ]  # fmt: skip
-        url = f"http://127.0.0.1:{web[i]}"
-        parts.append(Part(f"alertmanager-{i}", cmd, tmp, f"{url}/-/ready"))
-        urls.append(url)
-    return parts, urls
-
-
-def peered(urls: list[str]) -> bool:
-    """Every replica sees a settled cluster of all of them."""
-    for url in urls:
-        try:
-            c: dict[str, Any] = httpx.get(f"{url}/api/v2/status", timeout=2).json()["cluster"]
-        except httpx.HTTPError:
-            return False
-        if c.get("status") != "ready" or len(c.get("peers") or []) != len(urls):
-            return False
-    return True
+    replicas = replica_commands(tmp, config)
+    parts = [Part(f"alertmanager-{i}", cmd, tmp, f"{url}/-/ready") for i, (cmd, url) in enumerate(replicas)]
+    return parts, [url for _, url in replicas]
 
 
 def degrade_of(url: str) -> dict[str, Any] | None:

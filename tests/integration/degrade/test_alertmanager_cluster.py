@@ -14,17 +14,16 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import require_binary
+from tests.alertmanager_cluster import peered, replica_commands
 from tests.postgres import Cluster
 from tests.waiting import eventually
 
 from .gateway_admin import start_gateway_admin
-from .loopback import free_port, running, wait_http
+from .loopback import running, wait_http
 from .pair_processes import (
     AM_TOKEN,
     GW_TOKEN,
@@ -42,35 +41,14 @@ pytestmark = pytest.mark.integration
 @contextmanager
 def am_cluster(tmp_path: Path, config: Path) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
     """Two replicas, each naming the other as its peer; (URL, process) each, once both see two members."""
-    binary = require_binary("prometheus-alertmanager")
-    web, gossip = [free_port(), free_port()], [free_port(), free_port()]
     with ExitStack() as stack:
         out = []
-        for i in (0, 1):
-            cmd = [
-                binary, f"--config.file={config}", f"--storage.path={tmp_path / f'am-{i}'}",
-                f"--web.listen-address=127.0.0.1:{web[i]}",
-                f"--cluster.listen-address=127.0.0.1:{gossip[i]}",
-                f"--cluster.advertise-address=127.0.0.1:{gossip[i]}",
-                f"--cluster.peer=127.0.0.1:{gossip[1 - i]}",
-                # brief for a test: how long the second replica waits on the first before it sends
-                # too, and how often a replica retries a peer that was not up yet
-                "--cluster.peer-timeout=1s", "--cluster.reconnect-interval=1s",
-                "--cluster.gossip-interval=50ms", "--cluster.pushpull-interval=2s",
-            ]  # fmt: skip
+        for i, (cmd, url) in enumerate(replica_commands(tmp_path, config)):
             proc = stack.enter_context(running(cmd, tmp_path / f"am-{i}.log"))
-            url = f"http://127.0.0.1:{web[i]}"
             wait_http(f"{url}/-/ready", proc)
             out.append((url, proc))
-
-        def peered() -> bool:
-            for url, _ in out:
-                cluster: dict[str, Any] = httpx.get(f"{url}/api/v2/status", timeout=5).json()["cluster"]
-                if cluster.get("status") != "ready" or len(cluster.get("peers") or []) != 2:
-                    return False
-            return True
-
-        eventually(peered, 30, "both Alertmanager replicas see a cluster of two, settled")
+        urls = [url for url, _ in out]
+        eventually(lambda: peered(urls), 30, "both Alertmanager replicas see a cluster of two, settled")
         yield out
 
 
