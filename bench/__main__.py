@@ -88,6 +88,8 @@ class Sizes:
     # tap table's Envoy level
     envoy_cost_streams: tuple[int, ...] = (64,)
     envoy_cost_rounds: int = 16
+    envoy_cost_long_rounds: int = 4  # again with 10 s answers (0: not measured)
+    envoy_cost_long_s: float = 10.0
 
 
 SMOKE = Sizes(
@@ -96,6 +98,7 @@ SMOKE = Sizes(
     fleet_targets=(20,), fleet_s=3.0, fleet_warmup_s=2.0, degrade_trials=1, group_interval="1s",
     router_trials=1, fast_loop_trials=1, fast_loop_scenarios=("probes-1s",), diagnose_records=2_000,
     litellm_streams=(), litellm_rounds=1, envoy_cost_streams=(4,), envoy_cost_rounds=1,
+    envoy_cost_long_rounds=0,
 )  # fmt: skip
 
 
@@ -188,7 +191,10 @@ def run(sizes: Sizes, parts: tuple[str, ...], tmp: Path) -> dict[str, Any]:
             "Envoy with lanewatch's access log and tracing, and without: "
             f"{', '.join(map(str, sizes.envoy_cost_streams))} streams, {sizes.envoy_cost_rounds} rounds"
         )
-        r = envoy_cost.run_envoy_cost(sizes.envoy_cost_streams, sizes.envoy_cost_rounds, sizes.seconds, _log)
+        r = envoy_cost.run_envoy_cost(
+            sizes.envoy_cost_streams, sizes.envoy_cost_rounds, sizes.seconds, _log,
+            sizes.envoy_cost_long_rounds, sizes.envoy_cost_long_s,
+        )  # fmt: skip
         details["envoycost"] = r
         keys |= envoy_cost.flat_keys(r)
     end = machine_facts()

@@ -15,6 +15,9 @@ entries Envoy sends once a second are all in the collector's CPU and counters.
 - added TTFT: a lanewatch row's TTFT quantile − `envoy`'s in the same round, the median over rounds
 - the collector's CPU per record (a request's end entry, its span and its guard verdict), per
   periodic entry (the flush row's CPU per request over the end-only row's, per periodic entry)
+- the same again with answers that stream for 10 s (1,000 chunks; levels named `<n>_10s`), where
+  the periodic flush writes about 50 entries a request: what Envoy spends on the guard's
+  evidence against what it spends forwarding the answer
 
 Run alone: `python -m bench --only envoycost --out DIR`.
 """
@@ -28,11 +31,16 @@ from typing import Any
 from .machine import machine_facts, part_facts
 from .tap_overhead import paired_diffs, run_tap_bench, summarize_level
 
-__all__ = ["END_ONLY", "PATHS", "PLAIN", "WITH_FLUSH", "envoy_costs", "flat_keys", "run_envoy_cost", "totals"]
+__all__ = [
+    "END_ONLY", "LONG_CHUNKS", "PATHS", "PLAIN", "WITH_FLUSH", "envoy_costs", "flat_keys", "run_envoy_cost",
+    "totals",
+]  # fmt: skip
 
 PLAIN, WITH_FLUSH, END_ONLY = "envoy", "envoy-lanewatch", "envoy-lanewatch-end"
 PATHS = ("direct", PLAIN, WITH_FLUSH, END_ONLY)
 _NET = "collector_net_cpu_ms_per_record"
+LONG_CHUNKS = 1000  # 10 ms apart: answers that stream for 10 s
+LONG = "_10s"  # the long answers' level suffix
 
 
 def totals(samples: Sequence[Any]) -> dict[str, Any]:
@@ -90,6 +98,8 @@ def envoy_costs(
                 "periodic_entries": max(entries - ends, 0.0),
                 "periodic_per_request": max(entries - ends, 0.0) / t["requests"],
                 "spans_per_request": c.get("spans_sent", 0.0) / t["requests"],
+                # the OTLP calls Envoy made to the collector, logs and spans: what costs it most
+                "collector_calls_per_request": c.get("collector_calls", 0.0) / t["requests"],
                 "log_entries_dropped": c.get("log_entries_dropped", 0.0),
                 "collector_cpu_ms_per_record": _ms(_per(t["collector_cpu_s"], records)),
                 "collector_cpu_ms_per_log_entry": _ms(_per(t["collector_cpu_s"], entries)),
@@ -125,21 +135,36 @@ def _us_diff(a_ms: float | None, b_ms: float | None, per: float) -> float | None
 
 
 def run_envoy_cost(
-    streams: Sequence[int], rounds: int, seconds: float, log: Callable[[str], None] = print
+    streams: Sequence[int],
+    rounds: int,
+    seconds: float,
+    log: Callable[[str], None] = print,
+    long_rounds: int = 0,
+    long_seconds: float = 10.0,
 ) -> dict[str, Any]:
-    """Measure the four paths at each concurrency: results.json's `details.envoycost`."""
+    """Measure the four paths at each concurrency, and with `long_rounds`, again with 10 s answers
+    (`long_seconds` of requests started a round): results.json's `details.envoycost`."""
     started, facts = time.monotonic(), machine_facts()
     bench = run_tap_bench(streams, rounds, seconds, PATHS, log=log)
-    levels = {n: summarize_level(s) for n, s in bench.samples.items()}
-    sums = {n: {path: totals(s) for path, s in level.items()} for n, level in bench.samples.items()}
+    samples, unavailable = dict(bench.samples), dict(bench.unavailable)
+    if long_rounds:
+        long = run_tap_bench(
+            streams, long_rounds, long_seconds, PATHS, log=log, chunks=LONG_CHUNKS, label=LONG
+        )
+        samples |= long.samples
+        unavailable |= long.unavailable
+    levels = {n: summarize_level(s) for n, s in samples.items()}
+    sums = {n: {path: totals(s) for path, s in level.items()} for n, level in samples.items()}
     return {
         **part_facts(facts, started),
         "rounds": rounds,
         "seconds": seconds,
+        "long_rounds": long_rounds,
+        "long_seconds": long_seconds,
         "levels": levels,
         "totals": sums,
         "cost": {n: envoy_costs(levels[n], sums[n]) for n in levels},
-        "unavailable": bench.unavailable,
+        "unavailable": unavailable,
     }
 
 
@@ -152,7 +177,7 @@ _FLAT = (
     "envoy_cpu_ms_per_request", "added_envoy_cpu_ms_per_request", "added_ttft_p50_ms", "added_ttft_p99_ms",
     "collector_cpu_ms_per_record", "collector_cpu_ms_per_log_entry", "collector_net_cpu_ms_per_record",
     "collector_net_cpu_ms_per_log_entry", "collector_idle_cpu_ms_per_s", "periodic_per_request",
-    "spans_per_request",
+    "spans_per_request", "collector_calls_per_request",
 )  # fmt: skip
 
 
@@ -172,4 +197,9 @@ def flat_keys(r: Mapping[str, Any]) -> dict[str, float]:
         for key, value in cost.get("periodic", {}).items():
             if isinstance(value, int | float):
                 out[f"envoy_periodic_{key}_{n}"] = round(float(value), 3)
+        plain = cost.get(PLAIN, {}).get("envoy_cpu_ms_per_request")
+        for path, prefix in ((WITH_FLUSH, "envoy_lanewatch"), (END_ONLY, "envoy_lanewatch_end")):
+            mine = cost.get(path, {}).get("envoy_cpu_ms_per_request")
+            if plain and mine is not None:  # Envoy's CPU per request with lanewatch over without
+                out[f"{prefix}_vs_envoy_cpu_ratio_{n}"] = round(mine / plain, 4)
     return out

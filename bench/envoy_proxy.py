@@ -9,7 +9,7 @@ process. The binary is found as the degrade adapters find it (beside this Python
 
 `lanewatch_bootstrap` is the same bootstrap with what deploy/envoy/access-log.yaml adds to the
 HttpConnectionManager (the OpenTelemetry access log, its periodic flush, request ids, tracing),
-copied from that file, both senders pointed at a collector's OTLP/gRPC listener.
+copied from that file with its tracer batching, both senders pointed at a collector's HTTP port.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from lanewatch.collector.degrade.adapters.files import find_binary
+from lanewatch.collector.demo.envoy import send_to_collector
 from tests.servers import free_port, started, wait_http
 
 from .machine import ProxyProcess
@@ -114,8 +115,8 @@ def lanewatch_bootstrap(
     token: str | None = None,
 ) -> dict[str, Any]:
     """`envoy_bootstrap` with the shipped access log, request ids and tracing sending to 127.0.0.1:
-    `collector_port` (the collector's OTLP/gRPC listener); `flush=False` leaves out the periodic flush;
-    with `token`, both send the collector's ingest token as a bearer token.
+    `collector_port` (the collector's HTTP port, its OTLP/HTTP receivers); `flush=False` leaves out
+    the periodic flush; with `token`, both send the collector's ingest token as a bearer token.
 
     The upstream's cluster is `fast`, a lane of the default SLO spec, so the collector's fast guard
     judges every request as it would behind the shipped bootstrap."""
@@ -128,16 +129,13 @@ def lanewatch_bootstrap(
         if key not in tap:
             raise ValueError(f"{shipped.name}: its http_connection_manager has no {key}")
         hcm[key] = copy.deepcopy(tap[key])
-    for sender in (hcm["access_log"][0], hcm["tracing"]["provider"]):
-        service = sender["typed_config"]["grpc_service"]
-        service["envoy_grpc"]["cluster_name"] = COLLECTOR_CLUSTER
-        if token is not None:
-            service["initial_metadata"] = [{"key": "authorization", "value": f"Bearer {token}"}]
+    send_to_collector(hcm, token, COLLECTOR_CLUSTER)
     shipped_clusters = source["static_resources"]["clusters"]
     collector = copy.deepcopy(next(c for c in shipped_clusters if c["name"] == COLLECTOR_CLUSTER))
     endpoint = collector["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
     endpoint["address"] = _socket(collector_port)
     config["static_resources"]["clusters"].append(collector)
+    config["layered_runtime"] = copy.deepcopy(source["layered_runtime"])
     return config
 
 

@@ -92,11 +92,11 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def _layout(tmp: Path, router: str, seed: int) -> Layout:
-    fast, slow, collector, gateway, degrade, prometheus, alertmanager, *extra = free_ports(12)
+    fast, slow, collector, gateway, degrade, prometheus, alertmanager, *extra = free_ports(11)
     return Layout(
         tmp, fast, slow, collector, gateway, degrade, prometheus, alertmanager, seed,
-        router=router, envoy_port=extra[0], envoy_admin_port=extra[1], otlp_grpc_port=extra[2],
-        litellm_port=extra[3], litellm_admin_port=extra[4],
+        router=router, envoy_port=extra[0], envoy_admin_port=extra[1], litellm_port=extra[2],
+        litellm_admin_port=extra[3],
     )  # fmt: skip
 
 

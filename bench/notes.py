@@ -138,8 +138,9 @@ NOTES: dict[str, Any] = {
         "with what deploy/envoy/access-log.yaml adds to its HttpConnectionManager, copied from that file "
         "(bench/envoy_proxy.py `lanewatch_bootstrap`): request ids, tracing at 100 % with traceparent "
         "propagation, the OpenTelemetry access logger and its 0.2 s periodic flush "
-        "(`access_log_options`), both sending over gRPC to a real `lanewatch collect` of its own (OTLP/gRPC "
-        "receiver on, the fast guard on, the upstream's cluster named `fast`, a lane of the default SLO "
+        "(`access_log_options`) in each stream's first 3 s (the logger's `filter`), the log in batches a second apart and the tracer's spans too (its "
+        "`layered_runtime`), both sending over OTLP/HTTP to a real `lanewatch collect` of its own (its "
+        "HTTP port, the fast guard on, the upstream's cluster named `fast`, a lane of the default SLO "
         "spec, so each request is judged); `envoy-lanewatch-end`, the same without the periodic flush "
         "(one entry per request, at its end), to part what a periodic entry costs from what a request "
         "does. The four run in interleaved rounds, the order rotating each round, so the load other work "
@@ -152,7 +153,10 @@ NOTES: dict[str, Any] = {
         "counter `access_logs.open_telemetry_access_log.logs_written`); periodic entries are the "
         "entries written less the end entries, spans Envoy's `tracing.opentelemetry.spans_sent`. The "
         "added TTFT is a lanewatch row's quantile minus `envoy`'s in the same round, the median over "
-        "the rounds."
+        "the rounds. The levels named `64_10s` run the same four paths with answers of 1,000 chunks, "
+        "10 s each (the periodic flush writes about 15 entries a request, in its first 3 s), each "
+        "round's requests started within its first 10 s and run to their end; the ratio rows are "
+        "Envoy's CPU per request with lanewatch over `envoy`'s."
     ),
     "tap_method": (
         "Upstream: bench/sse_light.py, one process behind every path — response headers at once, the "
@@ -291,5 +295,26 @@ NOTES["why"] |= {
         "One window for two lanes costs {diagnose_prometheus_cpu_s} CPU s, most of it lanewatch's "
         "start and imports; Prometheus answers the queries in a fraction of a second.",
         "The queries or the interpreter's start cost more than the goal allows.",
+    ),
+    "envoy_record_cost": (
+        "Envoy sends the collector a call a second of entries (OTLP/HTTP, up to 256 KiB) and one of "
+        "spans, {envoy_lanewatch_end_collector_calls_per_request_64:.3f} calls a request: the CPU goes "
+        "to the entries, not to calls (about 1.5 ms each), and the figure includes the collector's idle "
+        "{envoy_lanewatch_end_collector_idle_cpu_ms_per_s_64:.1f} ms a second.",
+        "The collector's CPU goes to calls more than to entries; see the Envoy section.",
+    ),
+    "envoy_periodic_cost": (
+        "A periodic entry is decoded, mapped and judged by the guard in the same call as the others.",
+        "The collector's CPU goes to calls more than to entries; see the Envoy section.",
+    ),
+    "envoy_long_ratio": (
+        "Envoy spends on lanewatch's log, flush and tracing less than a tenth of what it spends "
+        "forwarding a 10 s answer: {envoy_lanewatch_periodic_per_request_64_10s:.0f} periodic entries "
+        "a request, those of its first 3 s (the logger's duration filter), the guard's evidence "
+        "until the slowest lane's SLO has passed; without the flush "
+        "{envoy_lanewatch_end_vs_envoy_cpu_ratio_64_10s:.3f} ×.",
+        "The periodic entries are the gap: without the flush Envoy spends "
+        "{envoy_lanewatch_end_vs_envoy_cpu_ratio_64_10s:.3f} × its own CPU per request, with it "
+        "{envoy_lanewatch_periodic_per_request_64_10s:.0f} entries more a request, each formatted and sent.",
     ),
 }

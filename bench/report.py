@@ -135,6 +135,15 @@ def _scale_goals(keys: Mapping[str, Any]) -> list[Goal]:
               _fixed(300.0)),
         _goal(keys, "fleet_delay", f"{fleet}: probe start delay p99 ≤ 100 ms", "project goal",
               "fleet_1000_start_delay_p99_ms", "ms", _fixed(100.0)),
+        _goal(keys, "envoy_record_cost",
+              "a collector's CPU per Envoy record ≤ 0.24 ms (64 streams, end entries)", "project goal",
+              "envoy_lanewatch_end_collector_cpu_ms_per_record_64", "ms", _fixed(0.24)),
+        _goal(keys, "envoy_periodic_cost",
+              "a collector's CPU per periodic entry of Envoy's ≤ 45 µs (64 streams)", "project goal",
+              "envoy_periodic_collector_cpu_us_per_entry_64", "µs", _fixed(45.0)),
+        _goal(keys, "envoy_long_ratio",
+              "Envoy's CPU per request with lanewatch's log, flush and tracing ≤ 1.1 × Envoy alone, "
+              "10 s answers", "project goal", "envoy_lanewatch_vs_envoy_cpu_ratio_64_10s", "×", _fixed(1.1)),
     ]  # fmt: skip
 
 

@@ -241,13 +241,20 @@ def _add_peer(
     paths.append(_Path(name, url, pids, lambda: sink, sink_url))
 
 
-async def _measure(path: _Path, conns: list[Any], seconds: float, up_pid: int) -> _Sample:
+def stream_s(chunks: int) -> float:
+    """One answer's length with `chunks` content chunks: the stagger span of a level's streams."""
+    return (FIRST_MS + GAP_MS * (chunks - 1)) / 1000
+
+
+async def _measure(
+    path: _Path, conns: list[Any], seconds: float, up_pid: int, chunks: int = CHUNKS
+) -> _Sample:
     me = os.getpid()
     pids, side = path.pids(), path.side_pids()
     counted = path.counters() if path.counters else {}  # outside the CPU readings: pages cost CPU too
     user0, sys0 = cpu_split(*pids)
     before = (cpu_s(up_pid), cpu_s(me), cpu_s(*side))
-    load = await run_load(conns, seconds, STREAM_S, CHUNKS)
+    load = await run_load(conns, seconds, stream_s(chunks), chunks)
     if path.name in STAMPLESS:  # its events carry its own `created`, not the upstream's write time
         load.delay_us = []
     if path.settle_s:
@@ -261,18 +268,25 @@ async def _measure(path: _Path, conns: list[Any], seconds: float, up_pid: int) -
 
 
 async def _level(
-    paths: list[_Path], streams: int, rounds: int, seconds: float, up_pid: int, log: Callable[[str], None]
+    paths: list[_Path],
+    streams: int,
+    rounds: int,
+    seconds: float,
+    up_pid: int,
+    log: Callable[[str], None],
+    chunks: int = CHUNKS,
 ) -> dict[str, list[_Sample]]:
     conns = {p.name: await open_connections(p.port, streams) for p in paths}
+    span = stream_s(chunks)
     try:
         for p in paths:  # warm-up: proxies open their upstream connections, caches fill
-            await run_load(conns[p.name], min(seconds, STREAM_S * 2), STREAM_S, CHUNKS)
+            await run_load(conns[p.name], min(seconds, STREAM_S * 2), span, chunks)
         settle = max((p.settle_s for p in paths), default=0.0)
         await asyncio.sleep(settle)  # what the warm-ups shipped on a timer is in before the first sample
         out: dict[str, list[_Sample]] = {p.name: [] for p in paths}
         for r in range(rounds):
             for p in paths[r % len(paths) :] + paths[: r % len(paths)]:
-                s = await _measure(p, conns[p.name], seconds, up_pid)
+                s = await _measure(p, conns[p.name], seconds, up_pid, chunks)
                 out[p.name].append(s)
                 log(
                     f"  {streams:>4} streams  round {r + 1}  {p.name:<7} {s.load.requests:>5} requests"
@@ -293,10 +307,13 @@ def run_tap_bench(
     log: Callable[[str], None] = print,
     pinned: Sequence[int] = (),
     extra: Mapping[int, Sequence[str]] | None = None,
+    chunks: int = CHUNKS,
+    label: str = "",
 ) -> TapBench:
     """Measure every path at every concurrency, then at each of `pinned` with the proxies on a core
     of their own (level "<n>_pinned"; skipped on one core); processes are started and stopped here.
-    `extra`: more paths (peers) measured at those concurrencies only, beside the others."""
+    `extra`: more paths (peers) measured at those concurrencies only, beside the others; `chunks`:
+    each answer's content chunks (10 ms apart); `label` is appended to each level's name."""
     bench = TapBench()
     extra = extra or {}
     every = [*paths, *(p for n in sorted(extra) for p in extra[n] if p not in paths)]
@@ -312,7 +329,7 @@ def run_tap_bench(
                 here = [p for p in started_paths if p.name in paths or p.name in extra.get(n, ())]
                 if n not in streams:
                     here = [p for p in here if p.name == "direct" or p.name in extra.get(n, ())]
-                bench.samples[str(n)] = await _level(here, n, rounds, seconds, up_pid, log)
+                bench.samples[f"{n}{label}"] = await _level(here, n, rounds, seconds, up_pid, log, chunks)
             cpus = sorted(os.sched_getaffinity(0))
             if pinned and len(cpus) < 2:
                 log("  one core: no pinned level")

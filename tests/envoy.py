@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from lanewatch.collector.degrade.adapters.files import find_binary
+from lanewatch.collector.demo.envoy import send_to_collector
 from tests.layout import ROOT
 from tests.missing import missing
 from tests.servers import free_port, started, wait_http
@@ -53,8 +54,9 @@ def access_log_bootstrap(
 ) -> tuple[dict[str, Any], int, int]:
     """The shipped access-log bootstrap with loopback ports: (config, listener port, admin port).
 
-    `lanes` maps each cluster (fast, slow) to its upstream's port; the collector's gRPC listener
-    is at `collector_port`; with `token`, both of Envoy's gRPC services send it as a bearer token.
+    `lanes` maps each cluster (fast, slow) to its upstream's port; the collector's HTTP port (its
+    OTLP/HTTP receivers) is `collector_port`; with `token`, both of Envoy's OTLP/HTTP senders send it
+    as a bearer token.
     """
     config: dict[str, Any] = yaml.safe_load(ACCESS_LOG_BOOTSTRAP.read_text())
     listen, admin = free_port(), free_port()
@@ -64,11 +66,7 @@ def access_log_bootstrap(
     for cluster in config["static_resources"]["clusters"]:
         port = collector_port if cluster["name"] == "lanewatch_collector" else lanes[cluster["name"]]
         _address(cluster)["port_value"] = port
-    if token is not None:
-        hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
-        metadata = [{"key": "authorization", "value": f"Bearer {token}"}]
-        hcm["tracing"]["provider"]["typed_config"]["grpc_service"]["initial_metadata"] = metadata
-        hcm["access_log"][0]["typed_config"]["grpc_service"]["initial_metadata"] = metadata
+    send_to_collector(listener["filter_chains"][0]["filters"][0]["typed_config"], token)
     return config, listen, admin
 
 

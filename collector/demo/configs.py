@@ -77,9 +77,8 @@ class Layout:
     seed: int = 0
     vllm_lanes: frozenset[str] = frozenset()  # lanes served by a real `vllm serve`, not the simulator
     router: str = "gateway"  # what the traffic goes through: `gateway`, `envoy` or `litellm`
-    envoy_port: int = 0  # with router envoy: its listener, its admin, the collector's OTLP/gRPC
+    envoy_port: int = 0  # with router envoy: its listener and its admin
     envoy_admin_port: int = 0
-    otlp_grpc_port: int = 0
     litellm_port: int = 0  # with router litellm: the proxy, and its handler's degrade endpoint
     litellm_admin_port: int = 0
 
@@ -371,8 +370,7 @@ def lanewatch_config(
     }
     if guard:
         cfg["guard"] = {"enabled": True, "alertmanager_urls": [layout.alertmanager_url]}
-    if layout.router == "envoy":  # Envoy's access log and spans come over OTLP/gRPC; the controller drives it
-        cfg["otlp"] = {"grpc_listen": f"127.0.0.1:{layout.otlp_grpc_port}"}
+    if layout.router == "envoy":  # Envoy's access log and spans come over OTLP/HTTP; the controller drives it
         cfg["degrade"] = {"adapters": [envoy_adapter_entry(layout)]}
     if layout.router == "litellm":  # the handler in the proxy ships records; the controller drives it
         cfg["degrade"] = {"adapters": [litellm_adapter_entry(layout)]}

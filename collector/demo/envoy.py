@@ -33,7 +33,10 @@ from .configs import (
     write_private,
 )
 
-__all__ = ["ROUTE_CONFIG", "demo_bootstrap", "demo_route_template", "held_state", "write_envoy_configs"]
+__all__ = [
+    "ROUTE_CONFIG", "demo_bootstrap", "demo_route_template", "held_state", "send_to_collector",
+    "write_envoy_configs",
+]  # fmt: skip
 
 ROUTE_CONFIG: Final = "lanes"  # the template's route_config.name, the bootstrap's rds name
 COLLECTOR_CLUSTER: Final = "lanewatch_collector"
@@ -61,6 +64,22 @@ def _loopback(port: int) -> dict[str, Any]:
     return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
 
 
+def send_to_collector(
+    hcm: dict[str, Any], token: str | None = None, cluster: str = COLLECTOR_CLUSTER
+) -> None:
+    """Point the access log's and the tracer's OTLP/HTTP exports (an HttpConnectionManager's) at
+    `cluster`; with `token`, the collector's ingest token, every call carries it as a bearer token."""
+    for sender in (hcm["access_log"][0], hcm["tracing"]["provider"]):
+        try:
+            service = sender["typed_config"]["http_service"]
+        except KeyError:
+            raise TemplateError(f"{sender.get('name')}: no http_service to send to the collector") from None
+        service["http_uri"]["cluster"] = cluster
+        if token is not None:
+            header = {"header": {"key": "authorization", "value": f"Bearer {token}"}}
+            service["request_headers_to_add"] = [header]
+
+
 def demo_bootstrap(
     routes: dict[str, Any], access_log: dict[str, Any], layout: Layout, token: str | None = None
 ) -> dict[str, Any]:
@@ -75,11 +94,7 @@ def demo_bootstrap(
     hcm["tracing"] = copy.deepcopy(tap.get("tracing") or hcm.get("tracing"))
     if "access_log_options" in tap:  # the periodic flush: the fast guard sees requests under way
         hcm["access_log_options"] = copy.deepcopy(tap["access_log_options"])
-    for sender in (hcm["access_log"][0], hcm["tracing"]["provider"]):  # both to the collector's gRPC
-        service = sender["typed_config"]["grpc_service"]
-        service["envoy_grpc"]["cluster_name"] = COLLECTOR_CLUSTER
-        if token is not None:  # the collector's ingest token, as gRPC metadata on every call
-            service["initial_metadata"] = [{"key": "authorization", "value": f"Bearer {token}"}]
+    send_to_collector(hcm, token)
     route_file = layout.envoy_route_file
     hcm["rds"] = {
         "route_config_name": ROUTE_CONFIG,
@@ -107,9 +122,8 @@ def demo_bootstrap(
                     },
                 }
             clusters.append(cluster)
-        elif "http2_protocol_options" in str(cluster.get("typed_extension_protocol_options")):
-            cluster["name"] = cluster["load_assignment"]["cluster_name"] = COLLECTOR_CLUSTER
-            _endpoint(cluster)["port_value"] = layout.otlp_grpc_port
+        elif name == COLLECTOR_CLUSTER:
+            _endpoint(cluster)["port_value"] = layout.collector_port
             clusters.append(cluster)
         else:
             raise TemplateError(f"bootstrap.yaml: cluster {name!r} has no demo counterpart")

@@ -313,12 +313,12 @@ async def run_demo(
         return result
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="lanewatch-demo-") as tmp:
-        fast, slow, collector, gateway, degrade, prometheus, alertmanager, *router = free_ports(12)
+        fast, slow, collector, gateway, degrade, prometheus, alertmanager, *router = free_ports(11)
         layout = Layout(
             Path(tmp), fast, slow, collector, gateway, degrade, prometheus, alertmanager, opts.seed,
             vllm_lanes=opts.vllm_lanes, router=opts.router,
-            envoy_port=router[0], envoy_admin_port=router[1], otlp_grpc_port=router[2],
-            litellm_port=router[3], litellm_admin_port=router[4],
+            envoy_port=router[0], envoy_admin_port=router[1], litellm_port=router[2],
+            litellm_admin_port=router[3],
         )  # fmt: skip
         out_records = opts.out / "records.jsonl" if opts.out else None
         recorder = Recorder([layout.records("collector")], out_records)  # probe and tap records, joined

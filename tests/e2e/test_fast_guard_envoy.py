@@ -70,10 +70,10 @@ def test_behind_envoy_the_guard_shifts_a_sustained_breach_within_seconds() -> No
     if tools.envoy is None:
         require_binary("envoy")
     with tempfile.TemporaryDirectory(prefix="lanewatch-guard-envoy-") as tmp:
-        fast, slow, collector, gateway, degrade, prometheus, alertmanager, *envoy = free_ports(10)
+        fast, slow, collector, gateway, degrade, prometheus, alertmanager, *envoy = free_ports(9)
         layout = Layout(
             Path(tmp), fast, slow, collector, gateway, degrade, prometheus, alertmanager, seed=17,
-            router="envoy", envoy_port=envoy[0], envoy_admin_port=envoy[1], otlp_grpc_port=envoy[2],
+            router="envoy", envoy_port=envoy[0], envoy_admin_port=envoy[1],
         )  # fmt: skip
 
         async def run() -> tuple[QuietFigures, list[Trial], list[float], list[dict[str, Any]]]:

@@ -14,8 +14,11 @@ Then the killed parts start again (the controller as the standby), as their supe
 
 Over the run: the standby takes over within 10 s of each kill; the audit log holds each shift
 and each restore once, in revision order; no gateway ever holds an older revision than one it
-held. Prometheus is left out: the guard is the path that acts within seconds, and the rules'
-alerts on the controllers (`LanewatchDegradeNoLeader`) are checked by promtool.
+held. The records lost are counted: every answered request's record is in a collector's file
+but those a killed gateway or collector still held (answered through it in the few seconds
+before the kill: its shipping interval and the collector's join wait). A Prometheus scrapes both
+controllers with the default spec's rules (the no-leader page's wait cut to 8 s): after the
+trials both controllers are killed and the page fires; one started again, it resolves.
 """
 
 from __future__ import annotations
@@ -41,10 +44,12 @@ import pytest
 import yaml
 
 from lanewatch.alerts.spec import DEMO_SPEC
+from lanewatch.collector.record.files import read_records
 from tests.alertmanager_cluster import peered, replica_commands
 from tests.integration.degrade.pair_processes import AM_TOKEN, Controller, audit, leader_of
 from tests.integration.degrade.test_alertmanager_loop import alertmanager_config
 from tests.postgres import Cluster, cluster
+from tests.prometheus import alert_state, query_value, rules_with_waits, start_prometheus
 from tests.servers import free_port, lanewatch_command, start_simulator, wait_http
 from tests.waiting import eventually
 
@@ -61,6 +66,9 @@ ADMIN_TOKEN = "gw-admin-fleet-0099"
 INGEST_TOKEN = "ingest-fleet-0098"
 SLOW_MODEL = "meta-llama/Llama-3.1-70B-Instruct"
 FAST_MODEL = "meta-llama/Llama-3.2-1B-Instruct"
+SHIPPING_S = 0.5  # the gateways' shipping interval
+JOIN_WAIT_S = 5.0  # the collectors' otlp.join_wait_s (the default): how long a record waits for a span
+NO_LEADER_FOR_S = 8
 
 
 @dataclass
@@ -111,6 +119,7 @@ class Fleet:
     held: dict[str, list[tuple[int | None, str]]] = field(default_factory=dict)  # gateway run -> revisions
     sent: int = 0
     failed: int = 0
+    answered: list[tuple[int, float]] = field(default_factory=list)  # (gateway, monotonic) per answer
 
 
 def _write(path: Path, data: dict[str, Any]) -> Path:
@@ -133,7 +142,7 @@ def gateway_part(tmp: Path, i: int, fast: str, slow: str, collector_port: int) -
             "health_interval_s": 1.0,
             "collector_url": f"http://127.0.0.1:{collector_port}",
             "collector_token_file": str(tmp / "ingest.token"),
-            "shipping": {"interval_s": 0.5, "progress_interval_s": 0.1},
+            "shipping": {"interval_s": SHIPPING_S, "progress_interval_s": 0.1},
             "rescue": {"enabled": False},  # what is measured here is the shift
         },
     }
@@ -144,13 +153,15 @@ def gateway_part(tmp: Path, i: int, fast: str, slow: str, collector_port: int) -
 
 
 def collector_part(tmp: Path, i: int, port: int, am_urls: list[str]) -> Part:
+    """Collector `i`, its records appended to records-<i>.jsonl across its runs."""
     config = {
         "server": {"host": "127.0.0.1", "port": port},
         "ingest": {"token_file": str(tmp / "ingest.token")},
         "probe": {"enabled": False},
         "scrape": {"enabled": False},
         "gpu": {"enabled": False},
-        "export": {"slo_spec": str(DEMO_SPEC)},
+        "export": {"slo_spec": str(DEMO_SPEC), "records_path": str(tmp / f"records-{i}.jsonl")},
+        "otlp": {"join_wait_s": JOIN_WAIT_S},
         "guard": {"enabled": True, "alertmanager_urls": am_urls, "instance": f"collector-{i}"},
     }
     path = _write(tmp / f"collector-{i}.yaml", config)
@@ -227,11 +238,13 @@ def traffic(fleet: Fleet) -> Iterator[None]:
         "stream": True,
     }
 
-    async def one(client: httpx.AsyncClient, url: str) -> None:
+    async def one(client: httpx.AsyncClient, gateway: int) -> None:
         try:
+            url = fleet.gateway_urls[gateway]
             async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
                 await r.aread()
             fleet.sent += 1
+            fleet.answered.append((gateway, time.monotonic()))
         except httpx.HTTPError:
             fleet.failed += 1  # a gateway killed under it
 
@@ -240,7 +253,7 @@ def traffic(fleet: Fleet) -> Iterator[None]:
             tasks: set[asyncio.Task[None]] = set()
             i = 0
             while not stop.is_set():
-                live = [u for p, u in zip(fleet.gateways, fleet.gateway_urls, strict=True) if p.alive]
+                live = [g for g, p in enumerate(fleet.gateways) if p.alive]
                 if live:
                     task = asyncio.create_task(one(client, live[i % len(live)]))
                     tasks.add(task)
@@ -274,6 +287,8 @@ def test_one_of_each_killed_mid_fault_and_the_lane_still_shifts_and_restores(tmp
     rng = random.Random()
     shifts: list[float] = []
     takeovers: list[float] = []
+    kills: list[tuple[int, float]] = []  # (the gateway and collector pair killed, when)
+    rules = rules_with_waits(tmp_path, {"controllerNoLeader": NO_LEADER_FOR_S})
     with ExitStack() as stack:
         pg: Cluster = stack.enter_context(cluster())
         fast = stack.enter_context(start_simulator(tmp_path, model=FAST_MODEL))
@@ -305,6 +320,8 @@ def test_one_of_each_killed_mid_fault_and_the_lane_still_shifts_and_restores(tmp
             c.start(stack)
         eventually(lambda: peered(am_urls), 30, "the Alertmanager replicas peered")
         leader_of(controllers)
+        targets = [f"127.0.0.1:{c.port}" for c in controllers]
+        prometheus = stack.enter_context(start_prometheus(tmp_path, rules, {"lanewatch-degrade": targets}))
 
         with watching(fleet), traffic(fleet):
             time.sleep(5.0)  # the guard judges a few seconds of good requests first
@@ -316,6 +333,7 @@ def test_one_of_each_killed_mid_fault_and_the_lane_still_shifts_and_restores(tmp
                 pair = rng.randrange(2)  # a gateway with the collector it reports to
                 am = rng.choice(alertmanagers)
                 killed_at = time.monotonic()
+                kills.append((pair, killed_at))
                 assert leader.proc is not None
                 leader.proc.send_signal(signal.SIGKILL)
                 for part in (am, fleet.gateways[pair], collectors[pair]):
@@ -334,10 +352,41 @@ def test_one_of_each_killed_mid_fault_and_the_lane_still_shifts_and_restores(tmp
                     part.start()
                 eventually(lambda: peered(am_urls), 30, "the Alertmanager replicas peered again")
                 time.sleep(3.0)
+
+        # Both controllers down: the no-leader page fires; one back: it leads and the page resolves
+        leaders = "max(lanewatch_degrade_leader)"
+        eventually(lambda: query_value(prometheus, leaders) == 1.0, 30, "Prometheus sees a leader")
+        page = "LanewatchDegradeNoLeader"
+        assert alert_state(prometheus, page) != "firing"
+        first = controllers[0]
+        for c in controllers:
+            assert c.proc is not None
+            c.proc.send_signal(signal.SIGKILL)
+            c.proc.wait(10)
+        both = time.monotonic()
+        eventually(lambda: alert_state(prometheus, page) == "firing", NO_LEADER_FOR_S + 20, "the page fires")
+        fired = time.monotonic() - both
+        first.start(stack)
+        back = time.monotonic()
+        eventually(lambda: alert_state(prometheus, page) is None, 30, "the no-leader page resolves")
+        resolved = time.monotonic() - back
         entries = audit(pg)
+    # every part stopped: each collector wrote what it held (records waiting for a span included)
+    files = [read_records(tmp_path / f"records-{i}.jsonl").records for i in (0, 1)]
+    recorded = {r.trace_id or r.request_id for records in files for r in records}
+    lost = fleet.sent - len(recorded)
+    horizon = SHIPPING_S + JOIN_WAIT_S + 1.5  # what a killed pair could still hold at its kill
+    at_risk = sum(1 for g, t in fleet.answered for p, k in kills if g == p and k - horizon <= t <= k)
     print(f"shifted {[round(s, 1) for s in shifts]} s after the fault began")
     print(f"the standby led {[round(t, 1) for t in takeovers]} s after the kill")
     print(f"requests answered {fleet.sent}, cut by a killed gateway {fleet.failed}")
+    print(f"records lost {lost} of {fleet.sent} (answered through a killed pair within {horizon} s "
+          f"of its kill: {at_risk})")  # fmt: skip
+    print(f"no leader: the page fired {fired:.1f} s after both were killed (wait {NO_LEADER_FOR_S} s), "
+          f"resolved {resolved:.1f} s after one came back")  # fmt: skip
+    assert len(recorded) <= fleet.sent + fleet.failed  # no record of a request nobody sent
+    assert lost <= at_risk, (lost, at_risk)
+    assert NO_LEADER_FOR_S <= fired <= NO_LEADER_FOR_S + 20, fired
     assert max(shifts) <= SHIFT_WITHIN_S, shifts
     assert max(takeovers) <= TAKEOVER_WITHIN_S, takeovers
     for run, held in fleet.held.items():  # no gateway run ever went back to an older revision

@@ -154,7 +154,7 @@ class Collector:
 
     svc: CollectorService
     url: str
-    grpc_port: int
+    port: int  # its HTTP port: Envoy sends its access log there over OTLP/HTTP
     token: str
     token_path: Path
     events: list[tuple[str, Progress]] = field(default_factory=list)  # (reporter, event), as judged
@@ -173,22 +173,22 @@ class Collector:
 @asynccontextmanager
 async def collector(tmp_path: Path) -> AsyncIterator[Collector]:
     """A collector on 127.0.0.1 (guard on, the bundled SLO spec: the fast lane's TTFT SLO is 0.5 s,
-    an ingest token, an OTLP/gRPC listener for Envoy), each progress event and record kept."""
-    port, grpc_port = free_port(), free_port()
+    an ingest token, OTLP on), each progress event and record kept."""
+    port = free_port()
     token_path, token = token_file(tmp_path)
     cfg = LanewatchConfig(
         ingest={"token_file": token_path},
         scrape={"enabled": False},
         gpu={"enabled": False},
         probe={"enabled": False},
-        otlp={"enabled": True, "grpc_listen": f"127.0.0.1:{grpc_port}", "join_wait_s": 0.0},
+        otlp={"enabled": True, "join_wait_s": 0.0},
         server={"port": port},
         guard={"enabled": True, "alertmanager_urls": ["http://127.0.0.1:9"]},
     )
     svc = CollectorService.from_config(cfg, source_factory=None)
     guard = svc.guard
     assert guard is not None
-    got = Collector(svc, f"http://127.0.0.1:{port}", grpc_port, token, token_path)
+    got = Collector(svc, f"http://127.0.0.1:{port}", port, token, token_path)
     judge = guard.progress
 
     def progress(reporter: str, events: Any) -> None:

@@ -114,7 +114,8 @@ def test_every_request_through_envoy_is_a_record_joined_to_its_vllm_span(
         ) as slow,
     ):
         lanes = {"fast": fast, "slow": slow}
-        bootstrap = access_log_bootstrap({"fast": fast.port, "slow": slow.port}, grpc_port, token=TOKEN)
+        http_port = int(collector_url.rsplit(":", 1)[1])  # Envoy sends over OTLP/HTTP, the sims over gRPC
+        bootstrap = access_log_bootstrap({"fast": fast.port, "slow": slow.port}, http_port, token=TOKEN)
         with start_envoy(tmp_path, bootstrap) as envoy:
             sent = asyncio.run(send_all(envoy, lanes))
             assert all(s["status"] == 200 and s["done"] for s in sent), sent[:3]

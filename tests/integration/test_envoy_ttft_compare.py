@@ -54,7 +54,7 @@ def complete(path: Path) -> list[dict[str, RequestTiming]]:
     return [g for g in by_trace(path).values() if {"probe", "envoy", "tap"} <= set(g)]
 
 
-def collect_args(tmp_path: Path, envoy_url: str, model: str, http_port: int, grpc_port: int) -> list[str]:
+def collect_args(tmp_path: Path, envoy_url: str, model: str, http_port: int) -> list[str]:
     """`lanewatch collect` probing through Envoy, receiving its access log and the gateway's records."""
     target = {"name": "envoy", "url": envoy_url, "lane": "fast", "model": model, "scrape": False}
     short = {"name": "short", "prompt_words": 16, "max_tokens": 8}
@@ -65,13 +65,12 @@ def collect_args(tmp_path: Path, envoy_url: str, model: str, http_port: int, grp
     }
     path = tmp_path / "collect.yaml"
     path.write_text(json.dumps(config))
-    records, listen = str(tmp_path / "records.jsonl"), f"127.0.0.1:{grpc_port}"
-    return [*lanewatch_command(), "collect", "-c", str(path), "--port", str(http_port),
-            "--records", records, "--otlp-grpc-listen", listen]  # fmt: skip
+    records = str(tmp_path / "records.jsonl")
+    return [*lanewatch_command(), "collect", "-c", str(path), "--port", str(http_port), "--records", records]
 
 
 def test_envoy_ttft_against_the_gateway_taps_and_the_probers_on_the_same_streams(tmp_path: Path) -> None:
-    grpc_port, http_port = free_port(), free_port()
+    http_port = free_port()
     records = tmp_path / "records.jsonl"
     collector_url = f"http://127.0.0.1:{http_port}"
     with (
@@ -80,9 +79,9 @@ def test_envoy_ttft_against_the_gateway_taps_and_the_probers_on_the_same_streams
     ):
         gw_port = int(gateway.url.rsplit(":", 1)[1])
         with start_envoy(
-            tmp_path, access_log_bootstrap({"fast": gw_port, "slow": gw_port}, grpc_port)
+            tmp_path, access_log_bootstrap({"fast": gw_port, "slow": gw_port}, http_port)
         ) as envoy:
-            args = collect_args(tmp_path, envoy.url, sim.model, http_port, grpc_port)
+            args = collect_args(tmp_path, envoy.url, sim.model, http_port)
             with run_service(args, tmp_path / "collect.log", f"{collector_url}/healthz"):
                 eventually(lambda: len(complete(records)) >= PROBES, 90, f"{PROBES} probes seen by all three")
     groups = complete(records)

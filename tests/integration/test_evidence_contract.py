@@ -60,9 +60,7 @@ def chat(name: str, stream: bool) -> dict[str, Any]:
 async def envoy(tmp_path: Path, col: Collector, up_url: str) -> AsyncIterator[EnvoyHandle]:
     """Real Envoy on the shipped access-log bootstrap, both lanes to `up_url`, logging to `col`."""
     up_port = int(up_url.rsplit(":", 1)[1])
-    cm = start_envoy(
-        tmp_path, access_log_bootstrap({"fast": up_port, "slow": up_port}, col.grpc_port, col.token)
-    )
+    cm = start_envoy(tmp_path, access_log_bootstrap({"fast": up_port, "slow": up_port}, col.port, col.token))
     handle = await asyncio.to_thread(cm.__enter__)
     try:
         yield handle

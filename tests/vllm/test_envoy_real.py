@@ -1,9 +1,9 @@
 """Behind real Envoy, in front of a real vLLM: Envoy's access log and vLLM's spans meet at the collector.
 
 Envoy 1.40 runs the shipped access-log bootstrap (deploy/envoy/access-log.yaml, ports rendered
-for loopback, both lanes on the session's vLLM) and sends its OTLP access logs over gRPC to
-`lanewatch collect --otlp-grpc-listen`; vLLM's `llm_request` spans reach the same listener through
-the span relay. Envoy's tracing sends a W3C traceparent upstream, so every record of source
+for loopback, both lanes on the session's vLLM) and sends its OTLP access logs over OTLP/HTTP to
+`lanewatch collect`'s port; vLLM's `llm_request` spans reach its `--otlp-grpc-listen` through the
+span relay. Envoy's tracing sends a W3C traceparent upstream, so every record of source
 `envoy` joins the span of its request: output tokens and queue/prefill/decode are vLLM's.
 """
 
@@ -95,7 +95,9 @@ def test_every_request_through_envoy_joins_its_real_vllm_span(
     with (
         collector(tmp_path, grpc_port) as (records_path, collector_url),
         span_relay.forwarding_over_grpc_to(f"127.0.0.1:{grpc_port}"),
-        start_envoy(tmp_path, access_log_bootstrap({"fast": port, "slow": port}, grpc_port)) as envoy,
+        start_envoy(
+            tmp_path, access_log_bootstrap({"fast": port, "slow": port}, int(collector_url.rsplit(":", 1)[1]))
+        ) as envoy,
     ):
         sent = asyncio.run(send_all(envoy, vllm_server.model))
         assert all(s["status"] == 200 and s["done"] for s in sent), sent[:3]

@@ -31,13 +31,14 @@ def test_the_lanewatch_bootstrap_carries_the_shipped_blocks_pointed_at_the_colle
     for key in ("access_log", "access_log_options", "request_id_extension", "generate_request_id"):
         assert hcm[key] == shipped[key], key
     assert hcm["tracing"]["random_sampling"] == shipped["tracing"]["random_sampling"]
-    for sender in (hcm["access_log"][0], hcm["tracing"]["provider"]):
-        assert sender["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] == "lanewatch_collector"
+    for sender in (hcm["access_log"][0], hcm["tracing"]["provider"]):  # OTLP/HTTP to the collector's port
+        assert sender["typed_config"]["http_service"]["http_uri"]["cluster"] == "lanewatch_collector"
     clusters = {c["name"]: c for c in config["static_resources"]["clusters"]}
     assert set(clusters) == {"fast", "lanewatch_collector"}
     address = clusters["lanewatch_collector"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
     assert address["endpoint"]["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 4999}
-    assert "http2_protocol_options" in str(clusters["lanewatch_collector"])
+    # the tracer's spans batched as the shipped bootstrap batches them
+    assert config["layered_runtime"] == yaml.safe_load(ACCESS_LOG_YAML.read_text())["layered_runtime"]
     # the rest is the plain bootstrap's: same routes' timeouts, same circuit breakers
     plain = envoy_bootstrap(10000, 9901, 8001, cluster="fast")
     assert clusters["fast"] == plain["static_resources"]["clusters"][0]
@@ -55,6 +56,7 @@ def test_the_counters_come_from_envoys_stats_and_the_collectors_page() -> None:
         "access_logs.open_telemetry_access_log.logs_dropped: 2\n"
         "access_logs.open_telemetry_access_log.logs_written: 300\n"
         "tracing.opentelemetry.spans_sent: 99\ntracing.opentelemetry.timer_flushed: 7\n"
+        "cluster.lanewatch_collector.upstream_rq_total: 22\n"
     )
     page = (
         "# TYPE lanewatch_otlp_log_records_received_total counter\n"
@@ -65,7 +67,7 @@ def test_the_counters_come_from_envoys_stats_and_the_collectors_page() -> None:
     )
     assert envoy_counters(stats, page) == {
         "log_entries_written": 300.0, "log_entries_dropped": 2.0, "spans_sent": 99.0,
-        "records_taken": 100.0, "log_records_refused": 3.0,
+        "collector_calls": 22.0, "records_taken": 100.0, "log_records_refused": 3.0,
     }  # fmt: skip
     assert metric_total(page, "lanewatch_absent_total") == 0.0
 
@@ -168,6 +170,9 @@ def test_its_keys_name_each_envoy_row_apart_from_the_tap_tables_envoy_keys() -> 
     assert keys["envoy_lanewatch_end_collector_net_cpu_ms_per_record_64"] == 0.4
     assert keys["envoy_lanewatch_cpu_s_per_1k_chunks_64"] == 0.1
     assert keys["envoy_periodic_collector_cpu_us_per_entry_64"] == 200.0
+    plain = keys["envoy_plain_envoy_cpu_ms_per_request_64"]
+    ratio = keys["envoy_lanewatch_envoy_cpu_ms_per_request_64"] / plain
+    assert keys["envoy_lanewatch_vs_envoy_cpu_ratio_64"] == pytest.approx(ratio, abs=1e-4) and ratio > 1
     assert not any(k.startswith("envoy_cpu") or k.startswith("envoy_added") for k in keys)
 
 

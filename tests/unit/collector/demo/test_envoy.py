@@ -31,7 +31,7 @@ from tests.envoy import envoy_binary
 def layout(tmp_path: Path, router: str = "envoy") -> Layout:
     return Layout(
         tmp_path, 8001, 8002, 9464, 8080, 9097, 9090, 9093, seed=3,
-        router=router, envoy_port=10000, envoy_admin_port=9901, otlp_grpc_port=4317,
+        router=router, envoy_port=10000, envoy_admin_port=9901,
     )  # fmt: skip
 
 
@@ -66,13 +66,10 @@ def test_the_bootstrap_reads_the_adapters_route_file_and_logs_every_request_to_t
     assert h["access_log_options"] == {"access_log_flush_interval": "0.2s"}
     assert h["tracing"]["random_sampling"] == {"value": 100}
     assert h["request_id_extension"]["typed_config"]["use_request_id_for_trace_sampling"] is False
-    assert (
-        h["access_log"][0]["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"]
-        == "lanewatch_collector"
-    )
-    assert h["tracing"]["provider"]["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] == (
-        "lanewatch_collector"
-    )
+    for sender in (h["access_log"][0], h["tracing"]["provider"]):  # both over OTLP/HTTP to the collector
+        assert sender["typed_config"]["http_service"]["http_uri"]["cluster"] == "lanewatch_collector"
+    # the tracer's spans batched as the shipped access-log bootstrap batches them
+    assert boot["layered_runtime"] == shipped("access-log.yaml")["layered_runtime"]
     clusters = {c["name"]: c for c in boot["static_resources"]["clusters"]}
     assert set(clusters) == {"fast", "slow", "lanewatch_collector"}
 
@@ -80,7 +77,7 @@ def test_the_bootstrap_reads_the_adapters_route_file_and_logs_every_request_to_t
         endpoint = clusters[name]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
         return int(endpoint["address"]["socket_address"]["port_value"])
 
-    assert (port("fast"), port("slow"), port("lanewatch_collector")) == (8001, 8002, 4317)
+    assert (port("fast"), port("slow"), port("lanewatch_collector")) == (8001, 8002, 9464)
     tls = clusters["slow"]["transport_socket"]["typed_config"]["common_tls_context"]
     assert tls["validation_context"]["trusted_ca"]["filename"] == str(lay.cert("slow"))
 
@@ -106,11 +103,11 @@ def test_routes_send_short_answers_fast_and_a_shift_splits_only_the_slow_lanes_r
 def test_envoy_validates_the_demos_bootstrap_with_its_first_route_file(tmp_path: Path) -> None:
     lay = layout(tmp_path)
     write_envoy_configs(lay, ["short"], token="f00d")
-    # both of Envoy's gRPC senders carry the collector's ingest token; the file is the owner's only
+    # both of Envoy's OTLP/HTTP senders carry the collector's ingest token; the file is the owner's only
     h = hcm(yaml.safe_load(lay.envoy_yaml.read_text()))
-    bearer = [{"key": "authorization", "value": "Bearer f00d"}]
-    assert h["access_log"][0]["typed_config"]["grpc_service"]["initial_metadata"] == bearer
-    assert h["tracing"]["provider"]["typed_config"]["grpc_service"]["initial_metadata"] == bearer
+    bearer = [{"header": {"key": "authorization", "value": "Bearer f00d"}}]
+    assert h["access_log"][0]["typed_config"]["http_service"]["request_headers_to_add"] == bearer
+    assert h["tracing"]["provider"]["typed_config"]["http_service"]["request_headers_to_add"] == bearer
     assert lay.envoy_yaml.stat().st_mode & 0o077 == 0
     cert = subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tmp_path / "key.pem"),
@@ -142,7 +139,7 @@ def test_behind_envoy_both_lanes_serve_one_model_no_gateway_runs_and_the_control
 
     write_configs(lay)
     cfg = load_config(lay.lanewatch_yaml)  # the collector's and the controller's config validates
-    assert cfg.otlp.grpc_listen == "127.0.0.1:4317"
+    assert cfg.otlp.enabled and cfg.otlp.logs and cfg.otlp.grpc_listen is None  # Envoy sends to its HTTP port
     [adapter] = cfg.degrade.adapters
     assert adapter.kind == "envoy"
     assert "otlp" not in lanewatch_config(gw) and "degrade" not in lanewatch_config(gw)
