@@ -8,9 +8,10 @@ alert_state(base, "LanewatchDegradeNoLeader")   # "pending", "firing" or None
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -36,17 +37,25 @@ def rules_with_waits(folder: Path, waits_s: Mapping[str, int]) -> Path:
     return out
 
 
+def job(name: str, targets: list[str], labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One scrape job of `host:port` targets, with labels on its series when given."""
+    static: dict[str, Any] = {"targets": targets}
+    if labels:
+        static["labels"] = dict(labels)
+    return {"job_name": name, "static_configs": [static]}
+
+
 @contextmanager
-def start_prometheus(folder: Path, rules: Path, jobs: Mapping[str, list[str]]) -> Iterator[str]:
-    """Prometheus 2.42 scraping each job's `host:port` targets every second and evaluating `rules`
-    every second, until the block exits; yields its URL."""
+def start_prometheus(
+    folder: Path, jobs: Sequence[dict[str, Any]], rules: Sequence[Path] = ()
+) -> Iterator[str]:
+    """Prometheus 2.42 scraping `jobs` (`job`'s) every second and evaluating `rules` every second,
+    until the block exits; yields its URL."""
     port = free_port()
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(rules)],
-        "scrape_configs": [
-            {"job_name": job, "static_configs": [{"targets": targets}]} for job, targets in jobs.items()
-        ],
+        "rule_files": [str(r) for r in rules],
+        "scrape_configs": list(jobs),
     }
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
     cmd = [

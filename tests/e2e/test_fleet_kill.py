@@ -49,7 +49,7 @@ from tests.alertmanager_cluster import peered, replica_commands
 from tests.integration.degrade.pair_processes import AM_TOKEN, Controller, audit, leader_of
 from tests.integration.degrade.test_alertmanager_loop import alertmanager_config
 from tests.postgres import Cluster, cluster
-from tests.prometheus import alert_state, query_value, rules_with_waits, start_prometheus
+from tests.prometheus import alert_state, job, query_value, rules_with_waits, start_prometheus
 from tests.servers import free_port, lanewatch_command, start_simulator, wait_http
 from tests.waiting import eventually
 
@@ -321,7 +321,9 @@ def test_one_of_each_killed_mid_fault_and_the_lane_still_shifts_and_restores(tmp
         eventually(lambda: peered(am_urls), 30, "the Alertmanager replicas peered")
         leader_of(controllers)
         targets = [f"127.0.0.1:{c.port}" for c in controllers]
-        prometheus = stack.enter_context(start_prometheus(tmp_path, rules, {"lanewatch-degrade": targets}))
+        prometheus = stack.enter_context(
+            start_prometheus(tmp_path, [job("lanewatch-degrade", targets)], [rules])
+        )
 
         with watching(fleet), traffic(fleet):
             time.sleep(5.0)  # the guard judges a few seconds of good requests first

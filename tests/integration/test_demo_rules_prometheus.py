@@ -13,13 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from lanewatch.alerts.build import GENERATED_DIR
 from lanewatch.exporters import names
-from tests.conftest import require_binary
-from tests.integration.degrade.loopback import running, wait_http
-from tests.servers import free_port, start_simulator
+from tests.prometheus import job, start_prometheus
+from tests.servers import start_simulator
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration  # a real Prometheus on 127.0.0.1
@@ -101,26 +99,11 @@ def test_demo_rules_page_a_failing_lane_and_evaluate_cleanly(tmp_path: Path, exp
 
 
 def _page_and_evaluate(tmp_path: Path, exporter: str, sim: str) -> None:
-    port = free_port()
-    vllm = {"targets": [sim], "labels": {"lane": "fast", "target": "sim-fast"}}  # as deploy/prometheus does
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(GENERATED_DIR / "lanewatch-demo-rules.yml")],
-        "scrape_configs": [
-            {"job_name": "lanewatch-collector", "static_configs": [{"targets": [exporter]}]},
-            {"job_name": "vllm-fast", "static_configs": [vllm]},
-        ],
-    }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    cmd = [
-        require_binary("prometheus"),
-        f"--config.file={tmp_path / 'prometheus.yml'}",
-        f"--storage.tsdb.path={tmp_path / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
+    jobs = [
+        job("lanewatch-collector", [exporter]),
+        job("vllm-fast", [sim], {"lane": "fast", "target": "sim-fast"}),  # as deploy/prometheus does
     ]
-    base = f"http://127.0.0.1:{port}"
-    with running(cmd, tmp_path / "prometheus.log") as proc:
-        wait_http(f"{base}/-/ready", proc, timeout=30)
+    with start_prometheus(tmp_path, jobs, [GENERATED_DIR / "lanewatch-demo-rules.yml"]) as base:
         started = time.monotonic()
         page = ("LanewatchTTFTBurnRate", "slow", "page")
 

@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import require_binary
-from tests.integration.degrade.loopback import running, wait_http
 from tests.integration.diagnose_matrix import PROMETHEUS_SCENARIOS
+from tests.prometheus import job, start_prometheus
 from tests.servers import free_port, lanewatch_command, start_simulator, started
 from tests.waiting import eventually
 
@@ -44,7 +43,7 @@ def _diagnose(prometheus: str, expected: str) -> dict[str, Any] | None:
 def test_the_slow_lanes_cause_is_the_top_finding(tmp_path: Path, name: str) -> None:
     sc = PROMETHEUS_SCENARIOS[name]
     sim_flags, expected = dict(sc.sim), sc.expected
-    collector_port, prom_port = free_port(), free_port()
+    collector_port = free_port()
     traces = f"http://127.0.0.1:{collector_port}/v1/traces"
     with start_simulator(tmp_path, profile="slow", otlp_endpoint=traces, **sim_flags) as sim:
         cfg = tmp_path / "collect.yaml"
@@ -59,34 +58,11 @@ def test_the_slow_lanes_cause_is_the_top_finding(tmp_path: Path, name: str) -> N
             )
         )
         collect = [*lanewatch_command(), "collect", "-c", str(cfg), "--port", str(collector_port)]
-        prom_cfg = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [
-                {
-                    "job_name": "lanewatch-collector",
-                    "static_configs": [{"targets": [f"127.0.0.1:{collector_port}"]}],
-                },
-                {
-                    "job_name": "vllm-slow",
-                    "static_configs": [
-                        {
-                            "targets": [sim.url.removeprefix("http://")],
-                            "labels": {"lane": "slow", "target": "sim-slow"},
-                        }
-                    ],
-                },
-            ],
-        }
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prom_cfg))
-        prom = [
-            require_binary("prometheus"),
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
+        jobs = [
+            job("lanewatch-collector", [f"127.0.0.1:{collector_port}"]),
+            job("vllm-slow", [sim.url.removeprefix("http://")], {"lane": "slow", "target": "sim-slow"}),
         ]
-        base = f"http://127.0.0.1:{prom_port}"
-        with started(collect, tmp_path / "collect.log"), running(prom, tmp_path / "prometheus.log") as proc:
-            wait_http(f"{base}/-/ready", proc, timeout=30)
+        with started(collect, tmp_path / "collect.log"), start_prometheus(tmp_path, jobs) as base:
             doc = eventually(
                 lambda: _diagnose(base, expected),
                 FOUND_WITHIN_S,

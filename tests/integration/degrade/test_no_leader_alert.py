@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.postgres import Cluster
-from tests.prometheus import alert_state, query_value, rules_with_waits, start_prometheus
+from tests.prometheus import alert_state, job, query_value, rules_with_waits, start_prometheus
 from tests.waiting import eventually
 
 from .gateway_admin import start_gateway_admin
@@ -44,7 +44,7 @@ def test_the_no_leader_page_fires_only_when_both_are_down_and_resolves_when_one_
         pair = start_pair(tmp_path, fresh, gw, stack)
         leader, standby = leader_of(pair)
         targets = [f"127.0.0.1:{c.port}" for c in pair]
-        base = stack.enter_context(start_prometheus(tmp_path, rules, {"lanewatch-degrade": targets}))
+        base = stack.enter_context(start_prometheus(tmp_path, [job("lanewatch-degrade", targets)], [rules]))
         eventually(lambda: query_value(base, LEADERS) == 1.0, 30, "Prometheus sees one leader")
 
         # The leader dies: the standby leads within the lease, the page waits longer and never fires

@@ -195,14 +195,14 @@ async def test_envoy_routes_naming_a_cluster_only_in_mirrors_validate_and_apply(
     async with router_setup("envoy", tmp_path) as (ups, router, adapter, s):
         settings = router.settings
         assert isinstance(settings, EnvoySettings)
-        # A cluster named only by mirrors (on a lane's route and on the virtual host): otel_collector
+        # A cluster named only by mirrors (on a lane's route and on the virtual host): lanewatch_collector
         # is in the shipped bootstrap, and nothing is mirrored (0 %).
         data = yaml.safe_load(settings.route_template.read_text())
         host = data["route_config"]["virtual_hosts"][0]
         never = {"default_value": {"numerator": 0}}
-        host["request_mirror_policies"] = [{"cluster": "otel_collector", "runtime_fraction": never}]
+        host["request_mirror_policies"] = [{"cluster": "lanewatch_collector", "runtime_fraction": never}]
         host["routes"][1]["route"]["request_mirror_policies"] = [
-            {"cluster": "otel_collector", "runtime_fraction": never}
+            {"cluster": "lanewatch_collector", "runtime_fraction": never}
         ]
         settings.route_template.write_text(yaml.safe_dump(data))
         await adapter.apply(SHIFTED, 1)

@@ -36,10 +36,10 @@ def test_envoy_validates_the_shipped_bootstrap_and_a_rendered_one(tmp_path: Any)
 
 
 def test_envoy_rejects_a_broken_bootstrap(tmp_path: Any) -> None:
+    text, field = ACCESS_LOG_BOOTSTRAP.read_text(), "cluster: lanewatch_collector"
+    assert field in text  # the field this misspells
     path = tmp_path / "envoy.yaml"
-    path.write_text(
-        ACCESS_LOG_BOOTSTRAP.read_text().replace("envoy_grpc: {cluster_name", "envoy_grpc: {clustr_name")
-    )
+    path.write_text(text.replace(field, "clustr: lanewatch_collector"))
     assert validate(path).returncode != 0  # the check can fail
 
 
