@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
@@ -65,9 +65,6 @@ from lanewatch.exporters.prometheus import (
     ServerMetrics,
     WindowMetrics,
 )
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
