@@ -16,8 +16,8 @@ entries Envoy sends once a second are all in the collector's CPU and counters.
 - the collector's CPU per record (a request's end entry, its span and its guard verdict), per
   periodic entry (the flush row's CPU per request over the end-only row's, per periodic entry)
 - the same again with answers that stream for 10 s (1,000 chunks; levels named `<n>_10s`), where
-  the periodic flush writes about 50 entries a request: what Envoy spends on the guard's
-  evidence against what it spends forwarding the answer
+  the periodic flush writes an entry each 0.2 s of a stream's first 3 s: what Envoy spends on the
+  guard's evidence against what it spends forwarding the answer
 
 Run alone: `python -m bench --only envoycost --out DIR`.
 """

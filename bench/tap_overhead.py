@@ -71,7 +71,14 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_MS, GAP_MS, CHUNKS = 50.0, 10.0, 41
-STREAM_S = (FIRST_MS + GAP_MS * (CHUNKS - 1)) / 1000  # one response's length: the stagger span
+
+
+def _stream_s(chunks: int) -> float:
+    """One answer's length with `chunks` content chunks: the stagger span of a level's streams."""
+    return (FIRST_MS + GAP_MS * (chunks - 1)) / 1000
+
+
+STREAM_S = _stream_s(CHUNKS)  # one response's length: the stagger span
 PATHS = ("direct", "nginx", "pipe", "tap", "tap-rescue")
 TTFT_FIGURES = ("ttft_p50_ms", "ttft_p99_ms")
 
@@ -241,11 +248,6 @@ def _add_peer(
     paths.append(_Path(name, url, pids, lambda: sink, sink_url))
 
 
-def stream_s(chunks: int) -> float:
-    """One answer's length with `chunks` content chunks: the stagger span of a level's streams."""
-    return (FIRST_MS + GAP_MS * (chunks - 1)) / 1000
-
-
 async def _measure(
     path: _Path, conns: list[Any], seconds: float, up_pid: int, chunks: int = CHUNKS
 ) -> _Sample:
@@ -254,7 +256,7 @@ async def _measure(
     counted = path.counters() if path.counters else {}  # outside the CPU readings: pages cost CPU too
     user0, sys0 = cpu_split(*pids)
     before = (cpu_s(up_pid), cpu_s(me), cpu_s(*side))
-    load = await run_load(conns, seconds, stream_s(chunks), chunks)
+    load = await run_load(conns, seconds, _stream_s(chunks), chunks)
     if path.name in STAMPLESS:  # its events carry its own `created`, not the upstream's write time
         load.delay_us = []
     if path.settle_s:
@@ -277,10 +279,10 @@ async def _level(
     chunks: int = CHUNKS,
 ) -> dict[str, list[_Sample]]:
     conns = {p.name: await open_connections(p.port, streams) for p in paths}
-    span = stream_s(chunks)
+    span = _stream_s(chunks)
     try:
-        for p in paths:  # warm-up: proxies open their upstream connections, caches fill
-            await run_load(conns[p.name], min(seconds, STREAM_S * 2), span, chunks)
+        for p in paths:  # warm-up: every connection's proxy opens its upstream connection, caches fill
+            await run_load(conns[p.name], min(seconds, span * 2), span, chunks)
         settle = max((p.settle_s for p in paths), default=0.0)
         await asyncio.sleep(settle)  # what the warm-ups shipped on a timer is in before the first sample
         out: dict[str, list[_Sample]] = {p.name: [] for p in paths}

@@ -154,11 +154,15 @@ class Collector:
 
     svc: CollectorService
     url: str
-    port: int  # its HTTP port: Envoy sends its access log there over OTLP/HTTP
     token: str
     token_path: Path
     events: list[tuple[str, Progress]] = field(default_factory=list)  # (reporter, event), as judged
     records: list[RequestTiming] = field(default_factory=list)
+
+    @property
+    def port(self) -> int:
+        """Its HTTP port: Envoy sends its access log there over OTLP/HTTP."""
+        return int(self.url.rsplit(":", 1)[1])
 
     def missed(self, lane: str = "fast") -> int:
         """The guard's missed verdicts on `lane` so far."""
@@ -188,7 +192,7 @@ async def collector(tmp_path: Path) -> AsyncIterator[Collector]:
     svc = CollectorService.from_config(cfg, source_factory=None)
     guard = svc.guard
     assert guard is not None
-    got = Collector(svc, f"http://127.0.0.1:{port}", port, token, token_path)
+    got = Collector(svc, f"http://127.0.0.1:{port}", token, token_path)
     judge = guard.progress
 
     def progress(reporter: str, events: Any) -> None:

@@ -1,7 +1,7 @@
 """The generated no-leader page in a real Prometheus over a real controller pair on PostgreSQL.
 
 Prometheus 2.42 scrapes both `lanewatch degrade serve` processes every second and evaluates the
-default spec's rules, with `alerts.controllerNoLeader` cut from 30 s to 8 s to keep the test
+default spec's rules, with `alerts.controllerNoLeader` cut from 30 s to 12 s to keep the test
 brief (still longer than the pair's takeover: a 3 s lease, tries every 0.5 s). The leader killed
 with SIGKILL: the standby leads and the page never fires. Both killed: it fires. One started
 again: it leads, and the page resolves.
@@ -25,7 +25,9 @@ from .pair_processes import GW_TOKEN, Controller, leader_of, start_pair
 
 pytestmark = pytest.mark.integration
 
-FOR_S = 8
+# The page's wait: past the pair's takeover as test_controller_pair bounds it (the 3 s lease, three
+# tries 0.5 s apart, 2 s of slack) and a scrape and an evaluation a second apart each.
+FOR_S = 12
 ALERT = "LanewatchDegradeNoLeader"
 LEADERS = "max(lanewatch_degrade_leader)"
 
